@@ -1,0 +1,204 @@
+"""Run every benchmark and print the results as markdown: ``python -m benchmarks``.
+
+Options: ``--quick`` for a short smoke run, ``--output FILE`` to also write the markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import memory, report
+from benchmarks.peers import (
+    FACTORIES,
+    PEER_LIBRARIES,
+    RATEKEEPER,
+    SHARED,
+    ratekeeper,
+    ratekeeper_algorithms,
+)
+from benchmarks.scenarios import QUICK, SCENARIOS, Sizes, build, plan, run_row
+
+#: ratekeeper's own target on a hot key, in decisions per second.
+TARGET = 1_000_000
+TARGET_ALGORITHMS = ("gcra", "token_bucket", "fixed_window")
+#: ratekeeper's target against the fastest peer, for every shared algorithm.
+PEER_TARGET = 2.0
+
+
+class Output:
+    """Markdown printed as it is produced and kept for ``--output``."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.started = time.perf_counter()
+
+    def emit(self, *lines: str) -> None:
+        for text in lines:
+            print(text, flush=True)
+        self.lines.extend(lines)
+
+    def progress(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self.started:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+
+def compare(out: Output, sizes: Sizes, available: list[str]) -> dict[str, dict[str, float]]:
+    """Part 1: ratekeeper against its peers; return the ratios by algorithm and scenario."""
+    ratios: dict[str, dict[str, float]] = {algorithm: {} for algorithm in SHARED}
+    out.emit("", "## 1. ratekeeper against its peers", "")
+    out.emit(
+        "Decisions per second for every algorithm ratekeeper shares with a peer. The peers' "
+        "names for each algorithm:",
+        "",
+    )
+    for algorithm, peers in SHARED.items():
+        names = "; ".join(f"{library}: `{name}`" for library, name in peers.items())
+        out.emit(f"- {algorithm}: {names}")
+    out.emit(
+        "",
+        "pyrate-limiter routes keys through a bucket factory holding one bucket per key "
+        "(`Limiter(factory).try_acquire(key, blocking=False)`), its buckets built without the "
+        "background leaker thread. limits' `MemoryStorage` runs its own expiry timer thread "
+        "while it is hit; that is part of its cost, and it is joined after each measurement. "
+        "throttled-py's `MemoryStore` is given the same 1,000,000-key capacity as ratekeeper's "
+        "(its default is 1,024).",
+    )
+    for scenario in SCENARIOS:
+        rows, notes = [], {}
+        for algorithm, peers in SHARED.items():
+            if algorithm not in available:
+                notes[algorithm] = "skipped: ratekeeper's module does not exist yet"
+                continue
+            row_plan = plan(scenario, algorithm, sizes)
+            notes[algorithm] = row_plan.describe()
+            libraries = [RATEKEEPER, *(lib for lib in PEER_LIBRARIES if lib in peers)]
+            out.progress(f"{scenario.name}: {algorithm} ({', '.join(libraries)})")
+            contenders = build(
+                {lib: FACTORIES[lib] for lib in libraries}, algorithm, row_plan.amount
+            )
+            best = run_row(contenders, row_plan, sizes.repeats, f"{scenario.name} / {algorithm}")
+            del contenders
+            gc.collect()
+            peer_rates = {lib: best[lib] for lib in best if lib != RATEKEEPER}
+            fastest = max(peer_rates, key=peer_rates.__getitem__)
+            ratios[algorithm][scenario.name] = best[RATEKEEPER] / peer_rates[fastest]
+            rows.append(
+                [
+                    algorithm,
+                    report.rate(best[RATEKEEPER]),
+                    *(report.rate(best.get(lib)) for lib in PEER_LIBRARIES),
+                    f"{report.ratio(ratios[algorithm][scenario.name])} ({fastest})",
+                ]
+            )
+        out.emit("", f"### {scenario.title(sizes.keys)}", "")
+        out.emit(
+            *report.table(
+                ["algorithm", RATEKEEPER, *PEER_LIBRARIES, "ratekeeper / fastest peer"], rows
+            )
+        )
+        out.emit("", *(f"- {algorithm}: {note}" for algorithm, note in notes.items()))
+    return ratios
+
+
+def summarise(out: Output, ratios: dict[str, dict[str, float]], sizes: Sizes) -> None:
+    """The ratios of part 1 in one table, against the 2x target."""
+    out.emit("", f"### Ratios: ratekeeper / fastest peer (target ≥ {PEER_TARGET:g}x)", "")
+    rows = []
+    for algorithm, by_scenario in ratios.items():
+        cells = []
+        for scenario in SCENARIOS:
+            value = by_scenario.get(scenario.name)
+            mark = "" if value is None else (" ✓" if value >= PEER_TARGET else " ✗")
+            cells.append(report.ratio(value) + mark)
+        rows.append([algorithm, *cells])
+    out.emit(*report.table(["algorithm", *(s.name for s in SCENARIOS)], rows))
+    out.emit("", f"Many keys: {sizes.keys:,} distinct keys, round-robin.")
+
+
+def alone(out: Output, sizes: Sizes, available: list[str], missing: dict[str, str]) -> None:
+    """Part 2: every ratekeeper algorithm on a hot key, allow path."""
+    hot = SCENARIOS[0]
+    out.emit("", "## 2. ratekeeper alone: every algorithm, hot key, allow path", "")
+    rows, notes = [], []
+    for algorithm in [*available, *missing]:
+        if algorithm in missing:
+            rows.append([algorithm, "skipped", report.MISSING, report.MISSING])
+            notes.append(
+                f"- {algorithm}: skipped, the module cannot be built ({missing[algorithm]})"
+            )
+            continue
+        row_plan = plan(hot, algorithm, sizes)
+        out.progress(f"ratekeeper alone: {algorithm}")
+        best = run_row([ratekeeper(algorithm, row_plan.amount)], row_plan, sizes.repeats, algorithm)
+        gc.collect()
+        value = best[RATEKEEPER]
+        target = met = report.MISSING
+        if algorithm in TARGET_ALGORITHMS:
+            target = f"{TARGET:,}"
+            met = "yes" if value >= TARGET else f"no ({value / TARGET:.0%} of it)"
+        rows.append([algorithm, report.rate(value), target, met])
+        note = row_plan.describe()
+        if algorithm == "concurrency":
+            note += "; each key takes a slot and gives it back, two decisions"
+        notes.append(f"- {algorithm}: {note}")
+    out.emit(*report.table(["algorithm", "decisions/s", "target", "met"], rows))
+    out.emit("", *notes)
+
+
+def footprint(out: Output, sizes: Sizes, available: list[str]) -> None:
+    """Part 3: bytes per idle key, ratekeeper and its peers."""
+    out.emit("", f"## 3. Bytes per idle key ({sizes.keys:,} keys, one hit each)", "")
+    out.emit(
+        "Measured with `tracemalloc`: (allocated bytes after - before) / keys, after one hit on "
+        f"each key under a limit of {memory.AMOUNT}/hour. The caller's key strings are built "
+        "beforehand and not counted; the keys a library derives and stores are. Each store "
+        "must still deny a second hit on the first and last key.",
+        "",
+    )
+    rows = []
+    for algorithm in available:
+        cells = []
+        for library in (RATEKEEPER, *PEER_LIBRARIES):
+            if library != RATEKEEPER and library not in SHARED.get(algorithm, {}):
+                cells.append(report.MISSING)
+                continue
+            out.progress(f"bytes per key: {algorithm} / {library}")
+            value = memory.bytes_per_key(FACTORIES[library], algorithm, sizes.keys)
+            gc.collect()
+            cells.append(f"{value:,.0f}")
+        rows.append([algorithm, *cells])
+    out.emit(*report.table(["algorithm", RATEKEEPER, *PEER_LIBRARIES], rows))
+    out.emit(
+        "",
+        "- concurrency: each key takes a slot and gives it back (an idle key holds no lease).",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--output", type=Path, help="also write the markdown results here")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else Sizes()
+
+    out = Output()
+    out.emit(*report.header())
+    available, missing = ratekeeper_algorithms()
+    if missing:
+        out.emit("", f"Skipped ratekeeper algorithms (module missing): {', '.join(missing)}")
+    ratios = compare(out, sizes, available)
+    summarise(out, ratios, sizes)
+    alone(out, sizes, available, missing)
+    footprint(out, sizes, available)
+    elapsed = time.perf_counter() - out.started
+    out.emit("", f"Total runtime: {elapsed:.0f} s. Load average at end: {report.load()}.")
+    if args.output is not None:
+        args.output.write_text("\n".join(out.lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

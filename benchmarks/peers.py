@@ -1,0 +1,224 @@
+"""One adapter per library: each builds a ``Contender`` for one algorithm and one limit.
+
+Every contender is driven through its library's public per-hit call, configured as a user would
+configure it for in-memory, non-blocking use, with the same amount, period and burst as the
+others. The only liberty taken is pyrate-limiter's bucket factory (see ``_PerKeyFactory``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import version
+
+import limits as limits_lib
+import pyrate_limiter as pl
+from limits import strategies
+from limits.storage import MemoryStorage
+from throttled import Throttled, rate_limiter, store
+
+import ratekeeper as rk
+
+#: Every limit in the benchmarks is per hour.
+PERIOD = 3600
+
+#: The key capacity given to every store that has one (ratekeeper's default).
+MAX_KEYS = 1_000_000
+
+RATEKEEPER = "ratekeeper"
+LIMITS = "limits"
+PYRATE = "pyrate-limiter"
+THROTTLED = "throttled-py"
+PEER_LIBRARIES = (LIMITS, PYRATE, THROTTLED)
+
+#: Algorithms whose bucket size is a parameter; it is set to ``amount`` everywhere.
+BURST_ALGORITHMS = frozenset({"token_bucket", "gcra", "leaky_bucket", "leaky_shaper"})
+
+#: ratekeeper algorithm -> {peer library: the peer's name for the same algorithm}.
+SHARED: dict[str, dict[str, str]] = {
+    "fixed_window": {
+        LIMITS: "FixedWindowRateLimiter",
+        PYRATE: "InMemoryBucket + FixedWindow",
+        THROTTLED: "fixed_window",
+    },
+    "sliding_log": {LIMITS: "MovingWindowRateLimiter", PYRATE: "InMemoryBucket (sliding log)"},
+    "sliding_counter": {LIMITS: "SlidingWindowCounterRateLimiter", THROTTLED: "sliding_window"},
+    "token_bucket": {PYRATE: "StateBucket + TokenBucket", THROTTLED: "token_bucket"},
+    "leaky_bucket": {THROTTLED: "leaking_bucket"},
+    "gcra": {PYRATE: "StateBucket + GCRA", THROTTLED: "gcra"},
+}
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One library configured for one algorithm and one limit.
+
+    ``run(keys)`` makes one public call per key: it is the only thing timed. ``hit(key, cost)``
+    makes one call of ``cost`` and says whether it was allowed (for setup and checks).
+    ``settle()`` waits for background work the library started, so that it does not spill
+    into the next measurement. ``decisions_per_key`` is how many decisions ``run`` makes per key.
+    """
+
+    library: str
+    run: Callable[[Sequence[str]], None]
+    hit: Callable[[str, int], bool]
+    settle: Callable[[], None] = _nothing
+    decisions_per_key: int = 1
+
+
+def ratekeeper_algorithms() -> tuple[list[str], dict[str, str]]:
+    """The ratekeeper algorithms that can be built now, and why each other one cannot."""
+    available: list[str] = []
+    missing: dict[str, str] = {}
+    for algorithm in rk.Algorithm:
+        try:
+            rk.Limit(1, PERIOD, algorithm)
+        except Exception as error:  # a module not written yet, or half-written
+            missing[algorithm.value] = f"{type(error).__name__}: {error}"
+        else:
+            available.append(algorithm.value)
+    return available, missing
+
+
+def ratekeeper(algorithm: str, amount: int) -> Contender:
+    """``Limiter.hit(key, limit)`` over a ``MemoryStore``."""
+    options = {"burst": amount} if algorithm in BURST_ALGORITHMS else {}
+    limit = rk.Limit(amount, PERIOD, algorithm, **options)
+    limiter = rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS))
+    hit = limiter.hit
+
+    if algorithm == "concurrency":
+        # A slot is taken and given back: the pattern ``Limiter.concurrency`` makes.
+        def run_pairs(keys: Sequence[str]) -> None:
+            for key in keys:
+                hit(key, limit)
+                hit(key, limit, -1)
+
+        def check_pair(key: str, cost: int) -> bool:
+            allowed = hit(key, limit, cost).allowed
+            hit(key, limit, -cost)
+            return allowed
+
+        return Contender(RATEKEEPER, run_pairs, check_pair, decisions_per_key=2)
+
+    def run(keys: Sequence[str]) -> None:
+        for key in keys:
+            hit(key, limit)
+
+    def check(key: str, cost: int) -> bool:
+        return hit(key, limit, cost).allowed
+
+    return Contender(RATEKEEPER, run, check)
+
+
+def limits(algorithm: str, amount: int) -> Contender:
+    """``strategy.hit(item, key)`` over ``limits.storage.MemoryStorage``.
+
+    ``MemoryStorage`` expires keys from a ``threading.Timer`` it restarts every 10 ms while it
+    is being hit; that thread is part of its cost and is left alone, then joined by ``settle``.
+    """
+    storage = MemoryStorage()
+    strategy = getattr(strategies, SHARED[algorithm][LIMITS])(storage)
+    item = limits_lib.RateLimitItemPerHour(amount)
+    hit = strategy.hit
+
+    def run(keys: Sequence[str]) -> None:
+        for key in keys:
+            hit(item, key)
+
+    def check(key: str, cost: int) -> bool:
+        return bool(hit(item, key, cost=cost))
+
+    def settle() -> None:
+        storage.timer.join()
+
+    return Contender(LIMITS, run, check, settle)
+
+
+class _PerKeyFactory(pl.BucketFactory):
+    """A pyrate-limiter bucket factory with one bucket per key, as its docs show.
+
+    Buckets are built directly rather than through ``BucketFactory.create``, which would
+    register every bucket with the background leaker thread; leaking only drops entries older
+    than the window (an hour), which no benchmark run reaches.
+    """
+
+    def __init__(self, make_bucket: Callable[[], pl.AbstractBucket]) -> None:
+        self._make_bucket = make_bucket
+        self._buckets: dict[str, pl.AbstractBucket] = {}
+        self._now = pl.MonotonicClock().now
+
+    def wrap_item(self, name: str, weight: int = 1) -> pl.RateItem:
+        return pl.RateItem(name, self._now(), weight=weight)
+
+    def get(self, item: pl.RateItem) -> pl.AbstractBucket:
+        bucket = self._buckets.get(item.name)
+        if bucket is None:
+            bucket = self._buckets[item.name] = self._make_bucket()
+        return bucket
+
+
+def pyrate(algorithm: str, amount: int) -> Contender:
+    """``Limiter.try_acquire(key, blocking=False)`` over per-key in-memory buckets."""
+    rate = pl.Rate(amount, pl.Duration.HOUR, burst=amount)
+    makers: dict[str, Callable[[], pl.AbstractBucket]] = {
+        "sliding_log": lambda: pl.InMemoryBucket([rate]),
+        "fixed_window": lambda: pl.InMemoryBucket([rate], algorithm=pl.FixedWindow()),
+        "token_bucket": lambda: pl.StateBucket([rate], algorithm=pl.TokenBucket()),
+        "gcra": lambda: pl.StateBucket([rate], algorithm=pl.GCRA()),
+    }
+    acquire = pl.Limiter(_PerKeyFactory(makers[algorithm])).try_acquire
+
+    def run(keys: Sequence[str]) -> None:
+        for key in keys:
+            acquire(key, blocking=False)
+
+    def check(key: str, cost: int) -> bool:
+        return acquire(key, cost, blocking=False) is True
+
+    return Contender(PYRATE, run, check)
+
+
+def throttled(algorithm: str, amount: int) -> Contender:
+    """``Throttled(using=...).limit(key)`` over throttled's ``MemoryStore``.
+
+    The store's capacity is raised from its default of 1,024 keys to ``MAX_KEYS``; with the
+    default, 100,000 keys would be evicted and the deny path would silently allow.
+    """
+    throttle = Throttled(
+        using=SHARED[algorithm][THROTTLED],
+        quota=rate_limiter.per_hour(amount, burst=amount),
+        store=store.MemoryStore(options={"MAX_SIZE": MAX_KEYS}),
+    )
+    limit = throttle.limit
+
+    def run(keys: Sequence[str]) -> None:
+        for key in keys:
+            limit(key)
+
+    def check(key: str, cost: int) -> bool:
+        return not limit(key, cost=cost).limited
+
+    return Contender(THROTTLED, run, check)
+
+
+FACTORIES: dict[str, Callable[[str, int], Contender]] = {
+    RATEKEEPER: ratekeeper,
+    LIMITS: limits,
+    PYRATE: pyrate,
+    THROTTLED: throttled,
+}
+
+
+def versions() -> dict[str, str]:
+    """The installed version of each library."""
+    return {
+        RATEKEEPER: rk.__version__,
+        LIMITS: version("limits"),
+        PYRATE: version("pyrate-limiter"),
+        THROTTLED: version("throttled-py"),
+    }

@@ -1,0 +1,85 @@
+"""Markdown for the results: the machine header, tables and number formats."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks.peers import versions
+
+MISSING = "—"
+
+
+def command() -> str:
+    """The command line that started this run."""
+    return shlex.join([sys.executable, "-m", "benchmarks", *sys.argv[1:]])
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    try:
+        return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def header() -> list[str]:
+    """Where and how this run was made."""
+    library_versions = ", ".join(f"{name} {number}" for name, number in versions().items())
+    return [
+        "# ratekeeper benchmarks",
+        "",
+        f"- Command: `{command()}`",
+        f"- Date: {datetime.now(UTC).isoformat(timespec='seconds')}",
+        f"- Python: {platform.python_implementation()} {sys.version}",
+        f"- Platform: {platform.platform()}",
+        f"- CPU: {os.cpu_count()} x {_cpu_model()}",
+        f"- Libraries: {library_versions}",
+        f"- Load average at start: {load()}",
+        "",
+        "Single-threaded, one process, one run. Each number is decisions per second through the "
+        "library's public per-hit call: the best of the repeats, each a fixed number of calls "
+        "timed with `time.perf_counter` with the garbage collector off (as `timeit` does). The "
+        "libraries of a row take turns repeat by repeat. Before and after each measurement a "
+        "sample of hits is checked to be all allowed (allow path) or all denied (deny path). "
+        "Absolute numbers depend on the machine and its load; the ratios measured in the same "
+        "run are what count.",
+    ]
+
+
+def rate(value: float | None) -> str:
+    return MISSING if value is None else f"{value:,.0f}"
+
+
+def ratio(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.2f}x"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A markdown table; every column but the first is right-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = ["-" * width if i == 0 else "-" * (width - 1) + ":" for i, width in enumerate(widths)]
+    return [line(headers), "| " + " | ".join(rule) + " |", *(line(row) for row in rows)]

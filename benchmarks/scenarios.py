@@ -1,0 +1,200 @@
+"""Scenarios, and the measurement of decisions per second that every table is made of.
+
+A measurement times a fixed number of calls with ``time.perf_counter`` (the garbage collector
+off, as ``timeit`` does); a row keeps each contender's best of its repeats, and the contenders
+of a row take turns repeat by repeat, so that a disturbance of the machine hits them all alike.
+
+No measurement can time the wrong path. Before the timed calls, every key is set up through the
+library's own call (a first hit on the allow path, a hit costing the whole amount on the deny
+path), every setup hit must have been allowed, and a sample of hits must all be allowed (allow
+path) or all denied (deny path). The same sample is checked again after the timed calls; a
+measurement whose state drifted meanwhile (a fixed window rolling over, say) is discarded and
+redone on fresh keys.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from benchmarks.peers import Contender
+
+#: Hits per sample in the checks made before and after each measurement.
+SAMPLE = 20
+
+#: Attempts at one measurement before a drifting state is reported as an error.
+ATTEMPTS = 3
+
+#: The amount of an allow-path limit that no run can exhaust.
+UNREACHABLE = 1_000_000_000
+
+#: The amount of a log-based allow-path limit: a realistic log, which a run stays below.
+LOG_AMOUNT = 300_000
+
+#: The amount of a deny-path limit, exhausted before timing.
+DENY_AMOUNT = 10
+
+#: Algorithms whose state holds one entry per admitted unit.
+LOG_ALGORITHMS = frozenset({"sliding_log"})
+
+
+class BenchmarkError(RuntimeError):
+    """A contender is not on the path its scenario is meant to time."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Which keys are hit (one hot key, or many cycled round-robin) and on which path."""
+
+    name: str
+    hot: bool
+    allow: bool
+
+    def title(self, keys: int) -> str:
+        which = "One hot key" if self.hot else f"{keys:,} distinct keys round-robin"
+        return f"{which}, {'allow' if self.allow else 'deny'} path"
+
+
+SCENARIOS = (
+    Scenario("hot key, allow", hot=True, allow=True),
+    Scenario("hot key, deny", hot=True, allow=False),
+    Scenario("many keys, allow", hot=False, allow=True),
+    Scenario("many keys, deny", hot=False, allow=False),
+)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work one run does: ``--quick`` shrinks every number."""
+
+    calls: int = 200_000  # calls per measurement
+    log_calls: int = 10_000  # calls per measurement on a hot sliding log
+    log_prefill: int = 20_000  # log entries put on a hot sliding log before timing
+    keys: int = 100_000  # distinct keys in the round-robin scenarios
+    repeats: int = 3
+
+
+QUICK = Sizes(calls=20_000, log_calls=1_000, log_prefill=2_000, keys=10_000, repeats=3)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One row's parameters: the limit, the keys and the calls."""
+
+    amount: int
+    keys: int  # distinct keys; 1 is the hot key
+    calls: int
+    allow: bool
+    setup_cost: int  # cost of the untimed first hit on every key
+    fresh: bool = False  # new keys for every repeat (a hot log must not grow across repeats)
+
+    def describe(self) -> str:
+        path = "allow" if self.allow else "deny"
+        text = f"limit {self.amount:,}/hour, {self.calls:,} calls per measurement, {path} path"
+        if self.fresh:
+            text += (
+                f"; a fresh key per repeat, holding {self.setup_cost:,} log entries before "
+                f"timing and {self.setup_cost + self.calls:,} after"
+            )
+        return text
+
+
+def plan(scenario: Scenario, algorithm: str, sizes: Sizes) -> Plan:
+    """The limit and calls for ``algorithm`` in ``scenario``."""
+    keys = 1 if scenario.hot else sizes.keys
+    if not scenario.allow:
+        return Plan(DENY_AMOUNT, keys, sizes.calls, False, setup_cost=DENY_AMOUNT)
+    if algorithm in LOG_ALGORITHMS:
+        if scenario.hot:
+            return Plan(LOG_AMOUNT, 1, sizes.log_calls, True, sizes.log_prefill, fresh=True)
+        return Plan(LOG_AMOUNT, keys, sizes.calls, True, setup_cost=1)
+    return Plan(UNREACHABLE, keys, sizes.calls, True, setup_cost=1)
+
+
+@dataclass
+class Trial:
+    """One contender measured repeatedly under one plan."""
+
+    contender: Contender
+    plan: Plan
+    label: str
+    rates: list[float] = field(default_factory=list)
+    _generation: int = 0
+    _ready: bool = False
+    _sample: list[str] = field(default_factory=list)
+    _calls: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return max(self.rates)
+
+    def measure(self) -> None:
+        """Add one measurement of decisions per second to ``rates``."""
+        contender = self.contender
+        for _ in range(ATTEMPTS):
+            if self.plan.fresh or not self._ready or not self._sample_holds():
+                self._setup()
+            calls = self._calls
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                contender.run(calls)
+                elapsed = time.perf_counter() - start
+            finally:
+                gc.enable()
+            contender.settle()
+            if self._sample_holds():
+                self.rates.append(len(calls) * contender.decisions_per_key / elapsed)
+                return
+            self._ready = False
+        raise BenchmarkError(f"{self.label}: the state drifted during {ATTEMPTS} measurements")
+
+    def _setup(self) -> None:
+        """Fresh keys, each hit once untimed; then the sample must hold."""
+        plan, hit = self.plan, self.contender.hit
+        self._generation += 1
+        if plan.keys == 1:
+            keys = [f"user:hot:{self._generation}"]
+            self._sample = keys * SAMPLE
+            self._calls = keys * plan.calls
+        else:
+            keys = [f"user:{self._generation}:{i}" for i in range(plan.keys)]
+            self._sample = keys[:: max(1, plan.keys // SAMPLE)][:SAMPLE]
+            self._calls = [keys[i % plan.keys] for i in range(plan.calls)]
+        allowed = sum(hit(key, plan.setup_cost) for key in keys)
+        if allowed != len(keys):
+            raise BenchmarkError(
+                f"{self.label}: only {allowed} of {len(keys)} setup hits of cost "
+                f"{plan.setup_cost} were allowed"
+            )
+        self.contender.settle()
+        if not self._sample_holds():
+            path = "allow" if plan.allow else "deny"
+            raise BenchmarkError(f"{self.label}: after setup, the sample is not on the {path} path")
+        self._ready = True
+
+    def _sample_holds(self) -> bool:
+        hit = self.contender.hit
+        allowed = sum(hit(key, 1) for key in self._sample)
+        return allowed == (len(self._sample) if self.plan.allow else 0)
+
+
+def run_row(
+    contenders: Sequence[Contender], plan: Plan, repeats: int, label: str
+) -> dict[str, float]:
+    """Measure ``contenders`` in turn, ``repeats`` times; return each library's best rate."""
+    trials = [Trial(c, plan, f"{label} / {c.library}") for c in contenders]
+    for _ in range(repeats):
+        for trial in trials:
+            trial.measure()
+    return {trial.contender.library: trial.best for trial in trials}
+
+
+def build(
+    factories: dict[str, Callable[[str, int], Contender]], algorithm: str, amount: int
+) -> list[Contender]:
+    """One contender per library in ``factories``."""
+    return [make(algorithm, amount) for make in factories.values()]

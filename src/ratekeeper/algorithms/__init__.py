@@ -1,0 +1,41 @@
+"""The algorithms: one module each, holding its state and a pure ``step``.
+
+Every module exposes::
+
+    step(state, now, cost, limit) -> (new_state, Decision)
+
+``state`` is ``None`` for a key never seen (or expired); ``now`` is the time in seconds since
+the epoch, passed in (``step`` never reads a clock); ``cost`` is the weight of the hit, 0 to look
+without consuming. ``step`` does no I/O. A denied hit returns the state unchanged. A hit whose
+cost exceeds the limit's capacity can never be allowed: it is denied with an infinite
+``retry_after``. ``step`` never mutates the state it is given, so a store can drop the new state
+to roll back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from importlib import import_module
+from typing import Any
+
+
+class Algorithm(StrEnum):
+    """The algorithms ratekeeper implements; the value is the name used in configuration."""
+
+    FIXED_WINDOW = "fixed_window"
+    SLIDING_LOG = "sliding_log"
+    SLIDING_COUNTER = "sliding_counter"
+    BUCKETED_WINDOW = "bucketed_window"
+    TOKEN_BUCKET = "token_bucket"
+    LEAKY_BUCKET = "leaky_bucket"
+    LEAKY_SHAPER = "leaky_shaper"
+    GCRA = "gcra"
+    CONCURRENCY = "concurrency"
+
+
+def step_function(algorithm: Algorithm) -> Callable[..., Any]:
+    """Return the ``step`` of ``algorithm``'s module."""
+    module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
+    step: Callable[..., Any] = module.step
+    return step

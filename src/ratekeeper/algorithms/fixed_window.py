@@ -1,0 +1,70 @@
+"""Fixed window counter.
+
+Time is cut into windows of ``period`` seconds aligned to the epoch (or, with ``calendar=True``,
+to the UTC calendar day, ISO week, month or year) and each window admits ``amount``. Exact per
+window; a client can pass up to twice the amount across one window edge. A cost above
+``amount`` never fits (``retry_after`` is infinite). State:
+``(window_start, count)``. O(1) time and memory.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from math import inf
+from typing import TYPE_CHECKING
+
+from ratekeeper.decision import Decision, deny
+
+if TYPE_CHECKING:
+    from ratekeeper.limit import Limit
+
+State = tuple[float, int]
+
+_DAY = 86_400.0
+_WEEK = 7 * _DAY
+_MONDAY = 4 * _DAY  # 1970-01-05, the first Monday after the epoch
+
+_new = tuple.__new__
+
+
+def window(now: float, limit: Limit) -> tuple[float, float]:
+    """Return ``(start, end)`` of the window holding ``now``."""
+    unit = limit.unit
+    if not unit:
+        start = now - now % limit.period
+        return start, start + limit.period
+    if unit == "day":
+        start = now - now % _DAY
+        return start, start + _DAY
+    if unit == "week":
+        start = now - (now - _MONDAY) % _WEEK
+        return start, start + _WEEK
+    moment = datetime.fromtimestamp(now, UTC)
+    if unit == "month":
+        first = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        following = first.replace(year=first.year + first.month // 12, month=first.month % 12 + 1)
+    else:
+        first = moment.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+        following = first.replace(year=first.year + 1)
+    return first.timestamp(), following.timestamp()
+
+
+def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
+    if limit.unit:
+        start, end = window(now, limit)
+    else:  # inlined window(): the common case, on the hot path
+        period = limit.period
+        start = now - now % period
+        end = start + period
+    amount = limit.amount
+    count = state[1] if state is not None and state[0] == start else 0
+    count += cost
+    if count <= amount:
+        return (start, count), _new(
+            Decision,
+            (True, amount, amount - count, end - now if count else 0.0, 0.0, 0.0, cost, False),
+        )
+    count -= cost
+    return state, deny(
+        amount, amount - count, end - now if count else 0.0, end - now if cost <= amount else inf
+    )

@@ -1,0 +1,49 @@
+"""Leaky bucket as a meter (policer).
+
+The bucket holds up to ``burst`` units (default ``amount``) and leaks at ``amount / period``
+units per second. A hit of cost ``c`` pours in ``c`` units; it is admitted iff
+``level + c <= capacity`` after the leak, and denied otherwise (nothing is poured). Nothing is
+delayed: this is the meter that polices a flow, the twin of ``leaky_shaper`` that queues it. It
+admits exactly what ``gcra`` admits, counted in units instead of seconds. State:
+``(level, t)``, the level in units at time ``t``; a ``now`` earlier than ``t`` un-leaks the
+difference, so a clock that steps back is never credited twice. O(1) time, two floats per key.
+
+Integer costs add exactly to the level, so a burst at one instant admits exactly ``capacity``.
+"""
+
+from __future__ import annotations
+
+from math import inf
+from typing import TYPE_CHECKING
+
+from ratekeeper.decision import allow, deny
+
+if TYPE_CHECKING:
+    from ratekeeper.decision import Decision
+    from ratekeeper.limit import Limit
+
+State = tuple[float, float]
+
+#: Slack per unit of capacity, absorbing float rounding in the level.
+EPSILON = 1e-9
+
+
+def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
+    capacity = limit.capacity
+    if state is None:
+        level = 0.0
+    else:
+        level = state[0] - (now - state[1]) * limit.rate
+        if level < 0.0:
+            level = 0.0
+    room = capacity + capacity * EPSILON
+    after = level + cost
+    if after <= room:
+        return (after, now), allow(capacity, int(room - after), after * limit.interval, cost)
+    remaining = int(room - level)
+    return state, deny(
+        capacity,
+        remaining if remaining > 0 else 0,
+        level * limit.interval,
+        (after - capacity) * limit.interval if cost <= capacity else inf,
+    )

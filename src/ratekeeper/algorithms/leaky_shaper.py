@@ -1,0 +1,53 @@
+"""Leaky bucket as a shaper: a FIFO queue drained at a constant outflow.
+
+Admitted hits leave the queue at ``amount / period`` units per second, one unit every
+``T = period / amount`` seconds; the queue holds ``burst`` units (default ``amount``). State:
+``(backlog, t)``, the seconds of work queued at time ``t`` (``backlog = max(0, backlog' - (now -
+t))`` at a later ``now``). A hit of cost ``c`` is admitted iff ``backlog + c * T <= burst * T``;
+it waits ``Decision.delay = backlog`` before it proceeds, and the backlog grows by ``c * T``. A
+burst at one instant is admitted with delays ``0, T, 2T, ..., (burst - 1) T`` and the next hit
+is denied; departures are FIFO and never closer than the outflow allows. A hit of cost 0 reports
+the delay a hit would face now. O(1) time, two floats per key.
+
+The backlog is kept relative to ``t``, so epoch-sized timestamps keep full precision, and the
+comparison allows a slack of ``EPSILON * burst * T`` for the rounding of repeated ``+ c * T``.
+"""
+
+from __future__ import annotations
+
+from math import inf
+from typing import TYPE_CHECKING
+
+from ratekeeper.decision import allow, deny
+
+if TYPE_CHECKING:
+    from ratekeeper.decision import Decision
+    from ratekeeper.limit import Limit
+
+State = tuple[float, float]
+
+#: Slack relative to the queue's length in seconds, absorbing float rounding in the backlog.
+EPSILON = 1e-9
+
+
+def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
+    interval = limit.interval
+    capacity = limit.capacity
+    tolerance = capacity * interval
+    if state is None:
+        backlog = 0.0
+    else:
+        backlog = state[0] - (now - state[1])
+        if backlog < 0.0:
+            backlog = 0.0
+    room = tolerance + tolerance * EPSILON
+    after = backlog + cost * interval
+    if after <= room:
+        return (after, now), allow(capacity, int((room - after) / interval), after, cost, backlog)
+    remaining = int((room - backlog) / interval)
+    return state, deny(
+        capacity,
+        remaining if remaining > 0 else 0,
+        backlog,
+        after - tolerance if cost <= capacity else inf,
+    )

@@ -1,0 +1,76 @@
+"""Sliding window counter (approximate).
+
+Time is cut into windows of ``period`` seconds aligned to the epoch, as in the fixed window. The
+rolling window ending at ``now`` is estimated from the count of the current window and that of
+the previous one, assumed spread evenly::
+
+    estimate = previous * (1 - elapsed / period) + current     elapsed = now - window_start
+
+A hit of cost ``c`` is admitted iff ``estimate + c <= amount``. Approximate: no aligned window
+ever admits more than ``amount``, but a rolling window ending at ``now`` can, when the previous
+window's hits were not spread evenly: by at most ``previous * elapsed / period``, so always
+under twice the amount. A cost above ``amount`` never fits (``retry_after`` is infinite).
+State: ``(window_start, previous, current)``. O(1) time and memory.
+"""
+
+from __future__ import annotations
+
+from math import inf
+from typing import TYPE_CHECKING
+
+from ratekeeper.decision import allow, deny
+
+if TYPE_CHECKING:
+    from ratekeeper.decision import Decision
+    from ratekeeper.limit import Limit
+
+State = tuple[float, int, int]
+
+EPSILON = 1e-9
+
+
+def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
+    amount = limit.amount
+    period = limit.period
+    if state is None:
+        start = now - now % period
+        previous = current = 0
+    else:
+        start, previous, current = state
+        if now - start >= period:
+            # A later window. Starts are compared with half a period of slack, so that float
+            # error in ``now % period`` never mistakes which one.
+            later = now - now % period
+            advanced = later - start
+            if advanced >= 0.5 * period:
+                start = later
+                previous = current if advanced < 1.5 * period else 0
+                current = 0
+    # Seconds until this window ends; at most a period, should the clock go backwards.
+    left = start + period - now
+    if left > period:
+        left = period
+    estimate = previous * left / period + current if previous else current
+    # The estimate reaches 0 when the next window ends if this one has hits, else when this
+    # one ends.
+    reset_after = left + period if current else (left if previous else 0.0)
+    if estimate + cost <= amount + EPSILON:
+        if cost:
+            current += cost
+            estimate += cost
+            reset_after = left + period
+        remaining = int(amount - estimate + EPSILON) if estimate < amount else 0
+        return (start, previous, current), allow(amount, remaining, reset_after, cost)
+    remaining = int(amount - estimate + EPSILON) if estimate < amount else 0
+    if cost > amount:
+        return state, deny(amount, remaining, reset_after, inf)  # it can never fit
+    room = amount - cost - current
+    if room >= 0:
+        # The weighted previous count decays enough before this window ends.
+        retry_after = left - room * period / previous
+    else:
+        # Only in the next window, as this window's count decays there in its turn.
+        retry_after = left + period - (amount - cost) * period / current
+    if retry_after < 0.0:
+        retry_after = 0.0
+    return state, deny(amount, remaining, reset_after, retry_after)

@@ -1,0 +1,80 @@
+"""Token bucket.
+
+The bucket holds up to ``burst`` tokens (default ``amount``) and refills continuously at
+``amount / period`` tokens per second. A hit of cost ``c`` takes ``c`` tokens. With
+``partial=True`` a hit costing more than the tokens left takes the whole tokens there are
+(``Decision.granted``) instead of being denied; without it, a cost above ``burst`` never fits
+(``retry_after`` is infinite). State: ``(tokens, t)``. O(1) time and memory.
+"""
+
+from __future__ import annotations
+
+from math import inf
+from typing import TYPE_CHECKING
+
+from ratekeeper.decision import Decision, allow, deny
+
+if TYPE_CHECKING:
+    from ratekeeper.limit import Limit
+
+State = tuple[float, float]
+
+EPSILON = 1e-9
+
+_new = tuple.__new__
+
+
+def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
+    capacity = limit.capacity
+    if state is None:
+        tokens = float(capacity)
+    else:
+        tokens, last = state
+        if now < last:
+            return _behind(state, now, cost, limit)
+        tokens += (now - last) * limit.rate
+        if tokens > capacity:
+            tokens = float(capacity)
+    left = tokens - cost
+    if left > -EPSILON:
+        if left < 0.0:
+            left = 0.0
+        # Inlined allow(): this is on the hot path.
+        return (left, now), _new(
+            Decision,
+            (
+                True,
+                capacity,
+                int(left + EPSILON),
+                (capacity - left) / limit.rate,
+                0.0,
+                0.0,
+                cost,
+                False,
+            ),
+        )
+    rate = limit.rate
+    whole = int(tokens + EPSILON)
+    if limit.partial:
+        if whole >= 1:
+            left = tokens - whole
+            left = max(left, 0.0)
+            return (left, now), allow(
+                capacity, int(left + EPSILON), (capacity - left) / rate, whole
+            )
+        wait = (1.0 - tokens) / rate
+    else:
+        wait = -left / rate if cost <= capacity else inf
+    return state, deny(capacity, whole, (capacity - tokens) / rate, wait)
+
+
+def _behind(state: State, now: float, cost: int, limit: Limit) -> tuple[State, Decision]:
+    """A clock that stepped back: decide as of the state's own time, so that the same span is
+    never refilled twice, and report the waits from the caller's ``now``."""
+    skew = state[1] - now
+    new_state, decision = step(state, state[1], cost, limit)
+    assert new_state is not None
+    return new_state, decision._replace(
+        reset_after=decision.reset_after + skew,
+        retry_after=decision.retry_after + skew if not decision.allowed else 0.0,
+    )

@@ -1,0 +1,54 @@
+"""Every exception ratekeeper raises.
+
+RatekeeperError
+ ├── InvalidLimitError (also ValueError)   a bad rate string or limit parameter
+ ├── RateLimitExceeded                      a decorated call or acquire() was refused
+ ├── StoreError                             a request store failed
+ └── MissingExtraError (also ImportError)   an optional dependency is not installed
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ratekeeper.decision import Decision
+
+
+class RatekeeperError(Exception):
+    """Base class of every ratekeeper exception."""
+
+
+class InvalidLimitError(RatekeeperError, ValueError):
+    """A rate string or limit parameter is invalid; the message names the bad part."""
+
+
+class RateLimitExceeded(RatekeeperError):
+    """A call was refused by a limit.
+
+    ``decision`` is the refusing decision; ``retry_after`` is how many seconds to wait before a
+    retry could succeed.
+    """
+
+    def __init__(self, decision: Decision, key: str = "") -> None:
+        self.decision = decision
+        self.key = key
+        self.retry_after = decision.retry_after
+        where = f" for {key!r}" if key else ""
+        super().__init__(
+            f"rate limit of {decision.limit} exceeded{where}; "
+            f"retry after {decision.retry_after:.3f}s"
+        )
+
+
+class StoreError(RatekeeperError):
+    """A request store could not answer."""
+
+
+class MissingExtraError(RatekeeperError, ImportError):
+    """An optional part of ratekeeper needs a package that is not installed."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'ratekeeper[{extra}]'"
+        )

@@ -1,0 +1,197 @@
+"""A limit: how much, per how long, and by which algorithm."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ratekeeper.algorithms import Algorithm, step_function
+from ratekeeper.errors import InvalidLimitError
+
+if TYPE_CHECKING:
+    from ratekeeper.decision import Decision
+
+#: Nominal lengths of the calendar units; with ``calendar=True`` the fixed window follows the
+#: real UTC calendar instead.
+CALENDAR_PERIODS = {86_400.0: "day", 604_800.0: "week", 2_592_000.0: "month", 31_536_000.0: "year"}
+
+#: A bucketed sliding window keeps at most this many sub-buckets per key.
+MAX_BUCKETS = 3_600
+
+_BURST = frozenset(
+    {Algorithm.TOKEN_BUCKET, Algorithm.GCRA, Algorithm.LEAKY_BUCKET, Algorithm.LEAKY_SHAPER}
+)
+
+
+class Limit:
+    """``amount`` per ``period`` seconds, enforced by ``algorithm``.
+
+    ``period`` is seconds, or a period string such as ``"5m"``. Parameters, each accepted only
+    by the algorithms it applies to:
+
+    ``burst``
+        The bucket size of ``token_bucket``, ``gcra``, ``leaky_bucket`` and ``leaky_shaper``
+        (the shaper's queue capacity). Defaults to ``amount``; the sustained rate stays
+        ``amount / period``.
+    ``granularity``
+        Seconds per sub-bucket of ``bucketed_window``; defaults to ``period / 60``.
+    ``calendar``
+        ``fixed_window`` only: windows follow the UTC calendar day, ISO week (from Monday),
+        month or year. The period must be exactly one such unit.
+    ``partial``
+        ``token_bucket`` only: a hit costing more than the tokens left takes the whole tokens
+        there are (``Decision.granted``) instead of being denied.
+
+    For ``concurrency``, ``amount`` is the number of slots in flight and ``period`` the lease TTL.
+
+    A limit is immutable and hashable; two limits with the same parameters are equal and share
+    their counters in a store. Raises ``InvalidLimitError`` for a parameter the algorithm does
+    not take or a value out of range. Example::
+
+        Limit(100, 60, "token_bucket", burst=20)
+    """
+
+    __slots__ = (
+        "algorithm",
+        "amount",
+        "bucket",
+        "burst",
+        "calendar",
+        "capacity",
+        "granularity",
+        "id",
+        "interval",
+        "partial",
+        "period",
+        "rate",
+        "step",
+        "unit",
+    )
+
+    algorithm: Algorithm
+    amount: int
+    period: float
+    burst: int | None
+    granularity: float | None
+    calendar: bool
+    partial: bool
+    # Derived once here, so that no decision recomputes them.
+    capacity: int
+    rate: float
+    interval: float
+    bucket: float
+    unit: str
+    id: str
+    step: Callable[[Any, float, int, Limit], tuple[Any, Decision]]
+
+    def __init__(
+        self,
+        amount: int,
+        period: float | str,
+        algorithm: Algorithm | str = Algorithm.FIXED_WINDOW,
+        *,
+        burst: int | None = None,
+        granularity: float | None = None,
+        calendar: bool = False,
+        partial: bool = False,
+    ) -> None:
+        try:
+            algorithm = Algorithm(algorithm)
+        except ValueError:
+            names = ", ".join(a.value for a in Algorithm)
+            raise InvalidLimitError(
+                f"unknown algorithm {algorithm!r}; expected one of: {names}"
+            ) from None
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+            raise InvalidLimitError(f"amount must be a positive integer, not {amount!r}")
+        if isinstance(period, str):
+            from ratekeeper.rates import parse_period
+
+            period = parse_period(period)
+        if isinstance(period, bool) or not isinstance(period, int | float) or not period > 0:
+            raise InvalidLimitError(f"period must be positive seconds, not {period!r}")
+        period = float(period)
+        capacity = amount
+        if burst is not None:
+            if algorithm not in _BURST:
+                raise InvalidLimitError(f"burst does not apply to {algorithm.value}")
+            if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+                raise InvalidLimitError(f"burst must be a positive integer, not {burst!r}")
+            capacity = burst
+        bucket = 0.0
+        if algorithm is Algorithm.BUCKETED_WINDOW:
+            bucket = period / 60 if granularity is None else granularity
+            if isinstance(bucket, bool) or not isinstance(bucket, int | float):
+                raise InvalidLimitError(f"granularity must be seconds, not {granularity!r}")
+            bucket = float(bucket)
+            if not 0 < bucket <= period:
+                raise InvalidLimitError(
+                    f"granularity must be positive and at most the period ({period:g}s), "
+                    f"not {granularity!r}"
+                )
+            if period / bucket > MAX_BUCKETS:
+                raise InvalidLimitError(
+                    f"granularity {bucket:g}s makes {period / bucket:.0f} buckets per "
+                    f"window; at most {MAX_BUCKETS} are allowed"
+                )
+        elif granularity is not None:
+            raise InvalidLimitError(f"granularity does not apply to {algorithm.value}")
+        unit = ""
+        if calendar:
+            if algorithm is not Algorithm.FIXED_WINDOW:
+                raise InvalidLimitError(f"calendar does not apply to {algorithm.value}")
+            unit = CALENDAR_PERIODS.get(period, "")
+            if not unit:
+                raise InvalidLimitError(
+                    "calendar windows need a period of exactly one day, week, month or year, "
+                    f"not {period:g}s"
+                )
+        if partial and algorithm is not Algorithm.TOKEN_BUCKET:
+            raise InvalidLimitError(f"partial does not apply to {algorithm.value}")
+
+        params = "".join(
+            (
+                f":b{capacity}" if burst is not None else "",
+                f":g{bucket:g}" if algorithm is Algorithm.BUCKETED_WINDOW else "",
+                ":cal" if calendar else "",
+                ":p" if partial else "",
+            )
+        )
+        fields = {
+            "algorithm": algorithm,
+            "amount": amount,
+            "period": period,
+            "burst": burst,
+            "granularity": bucket if algorithm is Algorithm.BUCKETED_WINDOW else None,
+            "calendar": bool(calendar),
+            "partial": bool(partial),
+            "capacity": capacity,
+            "rate": amount / period,
+            "interval": period / amount,
+            "bucket": bucket,
+            "unit": unit,
+            "id": f"{algorithm.value}:{amount}/{period:g}{params}",
+            "step": step_function(algorithm),
+        }
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Limit is immutable; cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Limit) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        extras = "".join(
+            f", {name}={getattr(self, name)!r}"
+            for name in ("burst", "granularity", "calendar", "partial")
+            if getattr(self, name) not in (None, False)
+        )
+        return f"Limit({self.amount}, {self.period:g}, {self.algorithm.value!r}{extras})"
+
+    def __str__(self) -> str:
+        return f"{self.amount}/{self.period:g}s ({self.algorithm.value})"

@@ -1,0 +1,323 @@
+"""``Limiter`` and ``AsyncLimiter``: the Python API over a request store.
+
+The two classes are twins kept line-aligned: only I/O differs (``await`` on the store, and
+``asyncio.sleep`` instead of ``time.sleep``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.decision import Decision
+from ratekeeper.errors import RateLimitExceeded
+from ratekeeper.limit import Limit
+from ratekeeper.rates import cached
+from ratekeeper.stores import AsyncStore, Hit, Store, open_async_store, open_store
+from ratekeeper.stores.memory import AsyncMemoryStore, Clock, MemoryStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: A limit as the API takes it: a ``Limit`` or a rate string such as ``"10/minute"``.
+LimitLike = Limit | str
+#: What ``hit_many`` takes: ``(key, limit)`` or ``(key, limit, cost)``.
+HitLike = tuple[str, LimitLike] | tuple[str, LimitLike, int]
+#: The key of a decorated call: a fixed string, or a function of the call's arguments.
+KeyLike = str | Callable[..., str] | None
+
+
+def _limits(limit: LimitLike, algorithm: Algorithm) -> tuple[Limit, ...]:
+    if isinstance(limit, Limit):
+        return (limit,)
+    if algorithm is Algorithm.FIXED_WINDOW:
+        return cached(limit)
+    return tuple(Limit(one.amount, one.period, algorithm) for one in cached(limit))
+
+
+def _single(limit: LimitLike, algorithm: Algorithm) -> Limit:
+    limits = _limits(limit, algorithm)
+    if len(limits) != 1:
+        raise ValueError(f"{limit!r} holds {len(limits)} limits; use hit_many for several")
+    return limits[0]
+
+
+def _expand(hits: Iterable[HitLike], algorithm: Algorithm) -> list[Hit]:
+    batch: list[Hit] = []
+    for hit in hits:
+        key, limit, cost = hit if len(hit) == 3 else (*hit, 1)
+        batch.extend((key, one, cost) for one in _limits(limit, algorithm))
+    return batch
+
+
+def _refusal(decisions: list[Decision]) -> Decision | None:
+    """The denying decision that frees up last, or None when all allowed."""
+    denied = [decision for decision in decisions if not decision.allowed]
+    return max(denied, key=lambda decision: decision.retry_after) if denied else None
+
+
+def _key_function(key: KeyLike, function: Callable[..., Any]) -> Callable[..., str]:
+    if key is None:
+        name = f"{function.__module__}.{function.__qualname__}"
+        return lambda *args, **kwargs: name
+    if isinstance(key, str):
+        return lambda *args, **kwargs: key
+    return key
+
+
+def _concurrency_limit(limit: LimitLike) -> Limit:
+    limit = _single(limit, Algorithm.CONCURRENCY)
+    if limit.algorithm is not Algorithm.CONCURRENCY:
+        raise ValueError(f"concurrency() needs a concurrency limit, not {limit.algorithm.value}")
+    return limit
+
+
+class Limiter:
+    """Decide whether hits may go through, against a request store.
+
+    ``store`` is a store object or URL (default: a new in-memory store). ``algorithm`` is used
+    for limits given as rate strings. ``sleep`` is how ``acquire`` waits (tests pass a fake
+    clock's ``sleep``). Example::
+
+        limiter = Limiter()
+        if limiter.hit(f"user:{user_id}", "10/minute").allowed:
+            ...
+    """
+
+    def __init__(
+        self,
+        store: Store | str | None = None,
+        *,
+        algorithm: Algorithm | str = Algorithm.FIXED_WINDOW,
+        clock: Clock | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if store is None or isinstance(store, str):
+            options: dict[str, Any] = {} if clock is None else {"clock": clock}
+            store = MemoryStore(**options) if store is None else open_store(store, **options)
+        self.store = store
+        self.algorithm = Algorithm(algorithm)
+        self._sleep = sleep
+        self._apply = store.apply
+
+    def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
+        if limit.__class__ is not Limit:
+            limit = _single(limit, self.algorithm)
+        return self._apply(key, limit, cost, None)
+
+    def peek(self, key: str, limit: LimitLike) -> Decision:
+        """Report ``key``'s state under ``limit`` without consuming anything."""
+        return self.store.apply(key, _single(limit, self.algorithm), 0)
+
+    def reset(self, key: str, limit: LimitLike) -> None:
+        """Forget what ``limit`` counted for ``key``."""
+        for one in _limits(limit, self.algorithm):
+            self.store.reset(key, one)
+
+    def hit_many(self, hits: Iterable[HitLike], *, all_or_nothing: bool = True) -> list[Decision]:
+        """Count several hits at once, e.g. ``[(ip, "5/minute"), (user, "10/hour")]``.
+
+        A rate string holding several limits contributes one decision per limit. With
+        ``all_or_nothing`` (the default) nothing is consumed unless every limit allows.
+        """
+        batch = _expand(hits, self.algorithm)
+        return self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+
+    def acquire(
+        self, key: str, limit: LimitLike, cost: int = 1, timeout: float | None = None
+    ) -> Decision:
+        """Wait until a hit is allowed, then return its decision.
+
+        Paces callers: each retry sleeps exactly ``retry_after``, and an admitted shaper hit
+        sleeps its ``delay``. Raises ``RateLimitExceeded`` as soon as it is clear the hit cannot
+        be allowed within ``timeout`` seconds (``None`` waits as long as it takes).
+        """
+        limit = _single(limit, self.algorithm)
+        waited = 0.0
+        while True:
+            decision = self.store.apply(key, limit, cost)
+            if decision.allowed:
+                if decision.delay > 0.0:
+                    self._sleep(decision.delay)
+                return decision
+            if cost > limit.capacity or (
+                timeout is not None and waited + decision.retry_after > timeout
+            ):
+                raise RateLimitExceeded(decision, key)
+            self._sleep(decision.retry_after)
+            waited += decision.retry_after
+
+    def limit(
+        self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Decorate a function (sync or async) so each call counts as a hit.
+
+        ``key`` is a fixed string or a function of the call's arguments; by default all calls
+        to the function share one key. A refused call raises ``RateLimitExceeded`` carrying
+        ``retry_after``. ``limit`` may hold several limits (``"100/day; 10/minute"``): a call
+        passes only if all allow, and a refused call consumes nothing.
+        """
+        limits = _limits(limit, self.algorithm)
+
+        def decorate(function: Callable[P, R]) -> Callable[P, R]:
+            key_of = _key_function(key, function)
+
+            def check(args: Any, kwargs: Any) -> None:
+                name = key_of(*args, **kwargs)
+                decisions = self.store.apply_many(
+                    [(name, one, cost) for one in limits], all_or_nothing=True
+                )
+                refusal = _refusal(decisions)
+                if refusal is not None:
+                    raise RateLimitExceeded(refusal, name)
+
+            if inspect.iscoroutinefunction(function):
+
+                @functools.wraps(function)
+                async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                    check(args, kwargs)
+                    return await function(*args, **kwargs)
+
+                return async_wrapper  # type: ignore[return-value]
+
+            @functools.wraps(function)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                check(args, kwargs)
+                return function(*args, **kwargs)
+
+            return wrapper
+
+        return decorate
+
+    @contextmanager
+    def concurrency(
+        self, key: str, limit: LimitLike, timeout: float | None = 0.0
+    ) -> Iterator[Decision]:
+        """Hold one slot of a concurrency limit for the ``with`` block.
+
+        Waits up to ``timeout`` seconds for a slot (0, the default, does not wait) and raises
+        ``RateLimitExceeded`` if none frees up. The slot is released when the block exits; a
+        holder that dies without releasing loses its slot after the limit's lease TTL.
+        """
+        limit = _concurrency_limit(limit)
+        decision = self.acquire(key, limit, 1, timeout)
+        try:
+            yield decision
+        finally:
+            self.store.apply(key, limit, -1)
+
+
+class AsyncLimiter:
+    """The asyncio twin of ``Limiter``: the same methods, awaitable.
+
+    ``store`` is an async store object or URL (default: a new in-memory store). Example::
+
+        limiter = AsyncLimiter()
+        decision = await limiter.hit(f"user:{user_id}", "10/minute")
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore | str | None = None,
+        *,
+        algorithm: Algorithm | str = Algorithm.FIXED_WINDOW,
+        clock: Clock | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if store is None or isinstance(store, str):
+            options: dict[str, Any] = {} if clock is None else {"clock": clock}
+            store = (
+                AsyncMemoryStore(**options) if store is None else open_async_store(store, **options)
+            )
+        self.store = store
+        self.algorithm = Algorithm(algorithm)
+        self._sleep = sleep
+
+    async def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
+        if not isinstance(limit, Limit):
+            limit = _single(limit, self.algorithm)
+        return await self.store.apply(key, limit, cost)
+
+    async def peek(self, key: str, limit: LimitLike) -> Decision:
+        """Report ``key``'s state under ``limit`` without consuming anything."""
+        return await self.store.apply(key, _single(limit, self.algorithm), 0)
+
+    async def reset(self, key: str, limit: LimitLike) -> None:
+        """Forget what ``limit`` counted for ``key``."""
+        for one in _limits(limit, self.algorithm):
+            await self.store.reset(key, one)
+
+    async def hit_many(
+        self, hits: Iterable[HitLike], *, all_or_nothing: bool = True
+    ) -> list[Decision]:
+        """Count several hits at once; see ``Limiter.hit_many``."""
+        batch = _expand(hits, self.algorithm)
+        return await self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+
+    async def acquire(
+        self, key: str, limit: LimitLike, cost: int = 1, timeout: float | None = None
+    ) -> Decision:
+        """Wait until a hit is allowed, then return its decision; see ``Limiter.acquire``."""
+        limit = _single(limit, self.algorithm)
+        waited = 0.0
+        while True:
+            decision = await self.store.apply(key, limit, cost)
+            if decision.allowed:
+                if decision.delay > 0.0:
+                    await self._sleep(decision.delay)
+                return decision
+            if cost > limit.capacity or (
+                timeout is not None and waited + decision.retry_after > timeout
+            ):
+                raise RateLimitExceeded(decision, key)
+            await self._sleep(decision.retry_after)
+            waited += decision.retry_after
+
+    def limit(
+        self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
+    ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+        """Decorate an async function so each call counts as a hit; see ``Limiter.limit``."""
+        limits = _limits(limit, self.algorithm)
+
+        def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+            if not inspect.iscoroutinefunction(function):
+                raise TypeError("AsyncLimiter.limit decorates async functions; use Limiter.limit")
+            key_of = _key_function(key, function)
+
+            async def check(args: Any, kwargs: Any) -> None:
+                name = key_of(*args, **kwargs)
+                decisions = await self.store.apply_many(
+                    [(name, one, cost) for one in limits], all_or_nothing=True
+                )
+                refusal = _refusal(decisions)
+                if refusal is not None:
+                    raise RateLimitExceeded(refusal, name)
+
+            @functools.wraps(function)
+            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                await check(args, kwargs)
+                return await function(*args, **kwargs)
+
+            return async_wrapper
+
+        return decorate
+
+    @asynccontextmanager
+    async def concurrency(
+        self, key: str, limit: LimitLike, timeout: float | None = 0.0
+    ) -> AsyncIterator[Decision]:
+        """Hold one slot of a concurrency limit for the ``async with`` block."""
+        limit = _concurrency_limit(limit)
+        decision = await self.acquire(key, limit, 1, timeout)
+        try:
+            yield decision
+        finally:
+            await self.store.apply(key, limit, -1)

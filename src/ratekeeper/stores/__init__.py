@@ -1,0 +1,86 @@
+"""Request stores: where the live state of every limit is kept.
+
+A store exposes one atomic read-modify-write primitive, ``apply``, plus ``apply_many`` and
+``reset``. Stores are chosen by URL through one registry, ``open_store``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from ratekeeper.decision import Decision
+from ratekeeper.limit import Limit
+from ratekeeper.stores.memory import AsyncMemoryStore, Hit, MemoryStore
+
+__all__ = ["AsyncStore", "Hit", "Store", "open_async_store", "open_store"]
+
+
+class Store(Protocol):
+    """The request-store contract.
+
+    ``apply(key, limit, cost=1, now=None)`` atomically runs ``limit``'s algorithm on ``key``'s
+    state and returns the ``Decision``; ``now`` (seconds since the epoch) defaults to the store's
+    clock. ``apply_many(hits, all_or_nothing=False, now=None)`` applies ``(key, limit, cost)``
+    triples atomically as one batch; with ``all_or_nothing`` nothing is consumed unless every
+    hit is allowed. ``reset(key, limit)`` forgets the key's state.
+    """
+
+    def apply(
+        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
+    ) -> Decision: ...
+
+    def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]: ...
+
+    def reset(self, key: str, limit: Limit) -> None: ...
+
+
+class AsyncStore(Protocol):
+    """The asyncio twin of ``Store``: the same methods, awaitable."""
+
+    async def apply(
+        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
+    ) -> Decision: ...
+
+    async def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]: ...
+
+    async def reset(self, key: str, limit: Limit) -> None: ...
+
+
+def _memory(url: str, options: dict[str, Any]) -> MemoryStore:
+    return MemoryStore(**options)
+
+
+def _async_memory(url: str, options: dict[str, Any]) -> AsyncMemoryStore:
+    return AsyncMemoryStore(**options)
+
+
+_SYNC: dict[str, Callable[[str, dict[str, Any]], Store]] = {"memory": _memory}
+_ASYNC: dict[str, Callable[[str, dict[str, Any]], AsyncStore]] = {"memory": _async_memory}
+
+
+def _open(
+    registry: dict[str, Callable[[str, dict[str, Any]], Any]], url: str, options: dict[str, Any]
+) -> Any:
+    scheme = urlsplit(url).scheme
+    if scheme not in registry:
+        known = ", ".join(f"{name}://" for name in sorted(registry))
+        raise ValueError(f"unknown store URL {url!r}; expected one of: {known}")
+    return registry[scheme](url, options)
+
+
+def open_store(url: str = "memory://", **options: Any) -> Store:
+    """Open the request store named by ``url`` (``memory://``)."""
+    store: Store = _open(_SYNC, url, options)
+    return store
+
+
+def open_async_store(url: str = "memory://", **options: Any) -> AsyncStore:
+    """Open the asyncio request store named by ``url`` (``memory://``)."""
+    store: AsyncStore = _open(_ASYNC, url, options)
+    return store

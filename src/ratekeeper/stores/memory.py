@@ -1,0 +1,183 @@
+"""The in-memory request store: the embedded default.
+
+Consistency: exact. Every ``apply`` runs the algorithm's ``step`` under one lock, so decisions
+on a key are serialised across threads, and an asyncio task can never be interrupted inside one
+(the store never awaits). The state lives in this process only: several processes need a shared
+store such as Redis.
+
+Memory is bounded two ways. A key whose limit is fully available again holds nothing worth
+keeping, so it expires ``reset_after`` seconds after its last hit and a periodic sweep drops it;
+and at most ``max_keys`` keys are kept, the least recently used evicted first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ratekeeper.decision import Decision
+from ratekeeper.limit import Limit
+
+Clock = Callable[[], float]
+
+#: One hit in a batch: ``(key, limit, cost)``.
+Hit = tuple[str, Limit, int]
+
+
+class MemoryStore:
+    """Request store in this process's memory.
+
+    ``clock`` returns seconds since the epoch (default ``time.time``; tests pass a
+    ``ratekeeper.testing.FakeClock``). ``max_keys`` bounds the number of keys kept;
+    ``sweep_interval`` is how often, in clock seconds, expired keys are dropped.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock = time.time,
+        max_keys: int = 1_000_000,
+        sweep_interval: float = 30.0,
+    ) -> None:
+        if max_keys < 1:
+            raise ValueError(f"max_keys must be at least 1, not {max_keys!r}")
+        self.clock = clock
+        self.max_keys = max_keys
+        self.sweep_interval = sweep_interval
+        # (limit id, key) -> [state, time the state expires], updated in place
+        self._entries: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()
+        self._get = self._entries.get
+        self._touch = self._entries.move_to_end
+        self._lock = threading.Lock()
+        self._next_sweep = clock() + sweep_interval
+
+    def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
+        """Apply a hit of ``cost`` on ``key`` under ``limit`` atomically; return the decision."""
+        if now is None:
+            now = self.clock()
+        slot = (limit.id, key)
+        lock = self._lock
+        lock.acquire()  # cheaper than ``with`` on this path
+        try:
+            entry = self._get(slot)
+            if entry is not None:
+                entry[0], decision = limit.step(entry[0], now, cost, limit)
+                entry[1] = now + decision[3]
+                self._touch(slot)
+                return decision
+            state, decision = limit.step(None, now, cost, limit)
+            if state is not None and cost:
+                self._insert(slot, state, now + decision[3], now)
+            return decision
+        finally:
+            lock.release()
+
+    def apply_many(
+        self, hits: Iterable[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        """Apply several hits under one lock; return their decisions in order.
+
+        With ``all_or_nothing``, nothing is consumed unless every hit is allowed: the decisions
+        still tell which limits refused, and the allowed ones report the state they would have
+        left (their ``granted`` is 0).
+        """
+        if now is None:
+            now = self.clock()
+        hits = list(hits)
+        entries = self._entries
+        with self._lock:
+            results = []
+            pending: dict[tuple[str, str], Any] = {}  # a key hit twice sees its first hit
+            for key, limit, cost in hits:
+                slot = (limit.id, key)
+                if slot in pending:
+                    state = pending[slot]
+                else:
+                    entry = entries.get(slot)
+                    state = None if entry is None else entry[0]
+                result = limit.step(state, now, cost, limit)
+                pending[slot] = result[0]
+                results.append(result)
+            if all_or_nothing and not all(decision[0] for _, decision in results):
+                return [
+                    decision._replace(granted=0) if decision[0] else decision
+                    for _, decision in results
+                ]
+            for (key, limit, _), (state, decision) in zip(hits, results, strict=True):
+                if state is not None:
+                    slot = (limit.id, key)
+                    entry = entries.get(slot)
+                    if entry is not None:
+                        entry[0], entry[1] = state, now + decision[3]
+                        entries.move_to_end(slot)
+                    else:
+                        self._insert(slot, state, now + decision[3], now)
+        return [decision for _, decision in results]
+
+    def reset(self, key: str, limit: Limit) -> None:
+        """Forget everything ``limit`` counted for ``key``."""
+        with self._lock:
+            self._entries.pop((limit.id, key), None)
+
+    def clear(self) -> None:
+        """Forget every key."""
+        with self._lock:
+            self._entries.clear()
+
+    def sweep(self, now: float | None = None) -> int:
+        """Drop every expired key now; return how many were dropped."""
+        with self._lock:
+            return self._sweep(self.clock() if now is None else now)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _insert(self, slot: tuple[str, str], state: Any, expires: float, now: float) -> None:
+        entries = self._entries
+        entries[slot] = [state, expires]
+        # Only a new key grows the store, so only a new key needs to make room.
+        if now >= self._next_sweep:
+            self._sweep(now)
+        if len(entries) > self.max_keys:
+            entries.popitem(last=False)
+
+    def _sweep(self, now: float) -> int:
+        entries = self._entries
+        expired = [slot for slot, (_, expires) in entries.items() if expires <= now]
+        for slot in expired:
+            del entries[slot]
+        self._next_sweep = now + self.sweep_interval
+        return len(expired)
+
+
+class AsyncMemoryStore:
+    """The asyncio face of a ``MemoryStore``: same state, awaitable methods.
+
+    A decision never waits on I/O, so each method completes without yielding to the event loop.
+    """
+
+    def __init__(self, store: MemoryStore | None = None, **options: Any) -> None:
+        self.sync = store if store is not None else MemoryStore(**options)
+        self.clock = self.sync.clock
+
+    async def apply(
+        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
+    ) -> Decision:
+        return self.sync.apply(key, limit, cost, now)
+
+    async def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        return self.sync.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
+
+    async def reset(self, key: str, limit: Limit) -> None:
+        self.sync.reset(key, limit)
+
+    async def clear(self) -> None:
+        self.sync.clear()
+
+    def __len__(self) -> int:
+        return len(self.sync)

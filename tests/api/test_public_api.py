@@ -1,0 +1,74 @@
+"""The public surface is what ``ratekeeper.__all__`` says, and the twins stay twins."""
+
+from __future__ import annotations
+
+import inspect
+
+import ratekeeper
+from ratekeeper import AsyncLimiter, AsyncMemoryStore, Limiter, MemoryStore
+
+PUBLIC = [
+    "Algorithm",
+    "AsyncLimiter",
+    "AsyncMemoryStore",
+    "AsyncStore",
+    "Decision",
+    "InvalidLimitError",
+    "Limit",
+    "Limiter",
+    "MemoryStore",
+    "MissingExtraError",
+    "RateLimitExceeded",
+    "RatekeeperError",
+    "Store",
+    "StoreError",
+    "open_async_store",
+    "open_store",
+    "parse",
+    "parse_many",
+    "parse_period",
+]
+
+
+def test_all_is_exactly_the_public_surface_and_sorted() -> None:
+    assert ratekeeper.__all__ == PUBLIC
+    assert sorted(ratekeeper.__all__) == ratekeeper.__all__
+    for name in ratekeeper.__all__:
+        assert hasattr(ratekeeper, name), name
+
+
+def test_nothing_else_public_leaks_from_the_package() -> None:
+    exported = {
+        name
+        for name, value in vars(ratekeeper).items()
+        if not name.startswith("_") and not inspect.ismodule(value)
+    }
+    assert exported == set(PUBLIC)
+
+
+def _public_methods(cls: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(member)
+        for name, member in inspect.getmembers(cls)
+        if not name.startswith("_") and callable(member)
+    }
+
+
+def test_limiter_twins_expose_the_same_methods() -> None:
+    sync, both = _public_methods(Limiter), _public_methods(AsyncLimiter)
+    assert sync.keys() == both.keys()
+    for name, signature in sync.items():
+        assert list(signature.parameters) == list(both[name].parameters), name
+
+
+def test_async_limiter_methods_are_awaitable_where_the_sync_ones_do_io() -> None:
+    for name in ("hit", "peek", "reset", "hit_many", "acquire"):
+        assert inspect.iscoroutinefunction(getattr(AsyncLimiter, name)), name
+
+
+def test_memory_store_twins_expose_the_same_methods() -> None:
+    shared = {"apply", "apply_many", "reset", "clear"}
+    assert shared <= _public_methods(MemoryStore).keys()
+    assert shared <= _public_methods(AsyncMemoryStore).keys()
+    for name in shared:
+        assert inspect.iscoroutinefunction(getattr(AsyncMemoryStore, name)), name

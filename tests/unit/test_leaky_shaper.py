@@ -1,0 +1,215 @@
+"""Leaky bucket as a shaper: FIFO delays at a constant outflow, and a bounded queue."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ratekeeper.limit import Limit
+
+BASES = (0.0, 1_700_000_000.0)
+
+#: Rows: (seconds after base, cost, allowed, remaining, reset_after, retry_after, delay, granted).
+Row = tuple[float, int, bool, int, float, float, float, int]
+
+
+def replay(limit: Limit, base: float, rows: list[Row]) -> None:
+    """Thread the state through ``rows``, asserting each decision; denials keep the state."""
+    state: Any = None
+    for index, (offset, cost, *expected) in enumerate(rows):
+        before = state
+        state, decision = limit.step(state, base + offset, cost, limit)
+        got = (
+            decision.allowed,
+            decision.remaining,
+            decision.reset_after,
+            decision.retry_after,
+            decision.delay,
+            decision.granted,
+        )
+        assert got == pytest.approx(tuple(expected), rel=1e-9, abs=1e-9), f"row {index}"
+        assert decision.limit == limit.capacity
+        if not decision.allowed:
+            assert state is before, f"row {index}: a denied hit changed the state"
+
+
+# 5 per 5 s, queue of 5: one departure a second.
+BURST: list[Row] = [
+    (0, 1, True, 4, 1.0, 0.0, 0.0, 1),  # the queue is empty: no wait
+    (0, 1, True, 3, 2.0, 0.0, 1.0, 1),
+    (0, 1, True, 2, 3.0, 0.0, 2.0, 1),
+    (0, 1, True, 1, 4.0, 0.0, 3.0, 1),
+    (0, 1, True, 0, 5.0, 0.0, 4.0, 1),
+    (0, 1, False, 0, 5.0, 1.0, 0.0, 0),  # the queue is full
+    (2.5, 1, True, 1, 3.5, 0.0, 2.5, 1),  # drained by 2.5 s: a shorter wait
+]
+
+# 4 per 2 s (T = 0.5 s), queue of 3.
+FIFO: list[Row] = [
+    (0, 1, True, 2, 0.5, 0.0, 0.0, 1),
+    (0, 1, True, 1, 1.0, 0.0, 0.5, 1),
+    (0, 1, True, 0, 1.5, 0.0, 1.0, 1),
+    (0, 1, False, 0, 1.5, 0.5, 0.0, 0),
+    (0.25, 1, False, 0, 1.25, 0.25, 0.0, 0),  # fits in a quarter second
+    (0.5, 1, True, 0, 1.5, 0.0, 1.0, 1),
+    (1.25, 1, True, 0, 1.25, 0.0, 0.75, 1),
+    (1.25, 2, False, 0, 1.25, 0.75, 0.0, 0),
+    (2, 2, True, 0, 1.5, 0.0, 0.5, 2),  # cost > 1 queues c * T of work
+    (2, 0, True, 0, 1.5, 0.0, 1.5, 0),  # cost 0 looks: the wait a hit would face
+    (10, 0, True, 3, 0.0, 0.0, 0.0, 0),
+    (10, 4, False, 3, 0.0, math.inf, 0.0, 0),  # more than the queue: never allowed
+    (10, 3, True, 0, 1.5, 0.0, 0.0, 3),
+]
+
+
+@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize(
+    ("limit", "rows"),
+    [
+        pytest.param(Limit(5, 5, algorithm="leaky_shaper"), BURST, id="burst"),
+        pytest.param(Limit(4, 2, algorithm="leaky_shaper", burst=3), FIFO, id="fifo"),
+    ],
+)
+def test_decisions(limit: Limit, rows: list[Row], base: float) -> None:
+    replay(limit, base, rows)
+
+
+def test_peek_on_a_new_key_reports_an_empty_queue() -> None:
+    limit = Limit(5, 10, algorithm="leaky_shaper")
+    _, decision = limit.step(None, 1_700_000_000.0, 0, limit)
+    assert decision == (True, 5, 5, 0.0, 0.0, 0.0, 0, False)
+
+
+def test_a_denied_hit_consumes_nothing() -> None:
+    limit = Limit(2, 10, algorithm="leaky_shaper")
+    now = 1_700_000_000.0
+    state, _ = limit.step(None, now, 2, limit)
+    for _ in range(5):
+        again, decision = limit.step(state, now + 1, 1, limit)
+        assert not decision.allowed
+        assert again is state
+    _, decision = limit.step(state, now + 5, 1, limit)
+    assert decision == pytest.approx((True, 2, 0, 10.0, 0.0, 5.0, 1, False))
+
+
+def test_a_clock_that_steps_back_waits_for_the_queue() -> None:
+    limit = Limit(1, 1, algorithm="leaky_shaper", burst=5)
+    now = 1_700_000_000.0
+    state, _ = limit.step(None, now, 2, limit)
+    # 1 s behind, the queue's work still ends at now + 2: the wait is 3 s.
+    _, decision = limit.step(state, now - 1, 1, limit)
+    assert decision == pytest.approx((True, 5, 1, 4.0, 0.0, 3.0, 1, False))
+
+
+@pytest.mark.parametrize("amount", [10_000, 9_999, 12_345])
+def test_exact_under_a_frozen_clock(amount: int) -> None:
+    limit = Limit(amount, 86_400, algorithm="leaky_shaper")
+    now = 1_700_000_000.0
+    state: Any = None
+    admitted = []
+    for _ in range(4 * amount):
+        state, decision = limit.step(state, now, 1, limit)
+        if decision.allowed:
+            admitted.append(decision.remaining)
+    assert admitted == list(range(amount - 1, -1, -1))
+    assert decision.reset_after == pytest.approx(86_400.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties over random arrivals.
+
+PROPERTY = settings(max_examples=200, deadline=None)
+SLACK = 1e-6  # units, or seconds
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Limit, list[tuple[float, int]]]:
+    amount = draw(st.integers(1, 20))
+    period = draw(st.floats(1, 100))
+    burst = draw(st.integers(1, 20))
+    limit = Limit(amount, period, algorithm="leaky_shaper", burst=burst)
+    now = draw(st.sampled_from(BASES)) + draw(st.floats(0, 1e6))
+    gap = st.one_of(st.just(0.0), st.floats(0, 2 * limit.interval), st.floats(0, 2 * period))
+    hits = []
+    for _ in range(draw(st.integers(0, 60))):
+        now += draw(gap)
+        hits.append((now, draw(st.integers(1, 5))))
+    return limit, hits
+
+
+@PROPERTY
+@given(scenarios())
+def test_admits_no_more_than_capacity_plus_rate_times_interval(
+    scenario: tuple[Limit, list[tuple[float, int]]],
+) -> None:
+    limit, hits = scenario
+    state: Any = None
+    times, granted = [], []
+    for now, cost in hits:
+        before = state
+        state, decision = limit.step(state, now, cost, limit)
+        if decision.allowed:
+            assert decision.granted == cost
+            times.append(now)
+            granted.append(cost)
+        else:
+            assert state is before
+            assert decision.granted == 0
+            assert decision.delay == 0.0
+        assert 0 <= decision.remaining <= limit.capacity
+    for first in range(len(times)):
+        total = 0
+        for last in range(first, len(times)):
+            total += granted[last]
+            bound = limit.capacity + limit.rate * (times[last] - times[first]) + SLACK
+            assert total <= bound, (first, last)
+
+
+@PROPERTY
+@given(scenarios())
+def test_departures_are_fifo_at_the_outflow_rate(
+    scenario: tuple[Limit, list[tuple[float, int]]],
+) -> None:
+    limit, hits = scenario
+    interval = limit.interval
+    state: Any = None
+    previous: tuple[float, int] | None = None  # (departure, cost) of the last admitted hit
+    for now, cost in hits:
+        state, decision = limit.step(state, now, cost, limit)
+        if not decision.allowed:
+            continue
+        assert 0.0 <= decision.delay <= (limit.capacity - cost) * interval + SLACK
+        departure = (now - hits[0][0]) + decision.delay
+        if previous is not None:
+            # The hit ahead left at previous[0] and holds the outflow for its cost * T.
+            assert departure >= previous[0] + previous[1] * interval - SLACK
+        previous = (departure, cost)
+
+
+@PROPERTY
+@given(scenarios())
+def test_retry_after_is_when_the_hit_would_fit(
+    scenario: tuple[Limit, list[tuple[float, int]]],
+) -> None:
+    limit, hits = scenario
+    margin = 1e-4
+    state: Any = None
+    for now, cost in hits:
+        before = state
+        state, decision = limit.step(state, now, cost, limit)
+        if cost > limit.capacity:
+            assert not decision.allowed
+            assert decision.retry_after == math.inf
+            continue
+        if decision.allowed:
+            continue
+        assert decision.retry_after < math.inf
+        _, later = limit.step(before, now + decision.retry_after + margin, cost, limit)
+        assert later.allowed
+        if decision.retry_after > margin:
+            _, sooner = limit.step(before, now + decision.retry_after - margin, cost, limit)
+            assert not sooner.allowed

@@ -1,0 +1,72 @@
+import pytest
+
+from ratekeeper import Algorithm, InvalidLimitError, Limit
+
+
+def test_defaults_and_derived_values() -> None:
+    limit = Limit(10, 60)
+    assert limit.algorithm is Algorithm.FIXED_WINDOW
+    assert (limit.capacity, limit.rate, limit.interval) == (10, 10 / 60, 6.0)
+    assert limit.id == "fixed_window:10/60"
+
+
+def test_burst_sets_capacity_not_rate() -> None:
+    limit = Limit(10, 60, "gcra", burst=3)
+    assert (limit.capacity, limit.rate) == (3, 10 / 60)
+    assert limit.id == "gcra:10/60:b3"
+
+
+def test_equal_limits_are_one_key() -> None:
+    assert Limit(5, 1, "gcra") == Limit(5, 1.0, Algorithm.GCRA)
+    assert hash(Limit(5, 1, "gcra")) == hash(Limit(5, 1.0, "gcra"))
+    assert Limit(5, 1, "gcra") != Limit(5, 1, "token_bucket")
+    assert Limit(5, 1, "gcra") != Limit(5, 1, "gcra", burst=2)
+
+
+def test_immutable() -> None:
+    limit = Limit(1, 1)
+    with pytest.raises(AttributeError, match="immutable"):
+        limit.amount = 2  # type: ignore[misc]
+
+
+def test_bucketed_granularity_default_and_id() -> None:
+    assert Limit(100, 60, "bucketed_window").bucket == 1.0
+    assert Limit(100, 3600, "bucketed_window", granularity=60).id == "bucketed_window:100/3600:g60"
+
+
+def test_calendar_units() -> None:
+    assert Limit(3, 2_592_000, calendar=True).unit == "month"
+    assert Limit(3, "1 day", calendar=True).unit == "day"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"amount": 0, "period": 1}, "amount must be a positive integer, not 0"),
+        ({"amount": 1.5, "period": 1}, "amount must be a positive integer, not 1.5"),
+        ({"amount": True, "period": 1}, "amount must be a positive integer, not True"),
+        ({"amount": 1, "period": 0}, "period must be positive seconds, not 0"),
+        ({"amount": 1, "period": -5}, "period must be positive seconds, not -5"),
+        ({"amount": 1, "period": 1, "algorithm": "magic"}, "unknown algorithm 'magic'"),
+        ({"amount": 1, "period": 1, "burst": 5}, "burst does not apply to fixed_window"),
+        ({"amount": 1, "period": 1, "algorithm": "gcra", "burst": 0}, "burst must be a positive"),
+        ({"amount": 1, "period": 1, "granularity": 1}, "granularity does not apply"),
+        (
+            {"amount": 1, "period": 60, "algorithm": "bucketed_window", "granularity": 120},
+            "granularity must be positive and at most the period",
+        ),
+        (
+            {"amount": 1, "period": 86400, "algorithm": "bucketed_window", "granularity": 1},
+            "makes 86400 buckets per window; at most 3600",
+        ),
+        ({"amount": 1, "period": 60, "calendar": True}, "calendar windows need a period"),
+        (
+            {"amount": 1, "period": 86400, "algorithm": "gcra", "calendar": True},
+            "calendar does not apply to gcra",
+        ),
+        ({"amount": 1, "period": 1, "partial": True}, "partial does not apply to fixed_window"),
+    ],
+)
+def test_invalid_parameters(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidLimitError, match=message):
+        Limit(**kwargs)  # type: ignore[arg-type]

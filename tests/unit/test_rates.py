@@ -1,0 +1,86 @@
+import pytest
+
+from ratekeeper import Algorithm, InvalidLimitError, Limit, parse, parse_many, parse_period
+
+
+@pytest.mark.parametrize(
+    ("text", "amount", "period"),
+    [
+        ("5/second", 5, 1.0),
+        ("5/s", 5, 1.0),
+        ("100 per minute", 100, 60.0),
+        ("100 PER Minute", 100, 60.0),
+        ("10/5m", 10, 300.0),
+        ("10/5 minutes", 10, 300.0),
+        ("10 per 2 hours", 10, 7200.0),
+        ("3/month", 3, 2_592_000.0),
+        ("1/year", 1, 31_536_000.0),
+        ("7/week", 7, 604_800.0),
+        ("2/day", 2, 86_400.0),
+        ("50/500ms", 50, 0.5),
+        ("  8 / 1.5s  ", 8, 1.5),
+    ],
+)
+def test_parse_one(text: str, amount: int, period: float) -> None:
+    limit = parse(text)
+    assert (limit.amount, limit.period, limit.algorithm) == (amount, period, Algorithm.FIXED_WINDOW)
+
+
+def test_parse_many_keeps_order_and_applies_algorithm_and_params() -> None:
+    limits = parse_many("1000/day; 50/minute", "token_bucket", burst=10)
+    assert [(one.amount, one.period) for one in limits] == [(1000, 86_400.0), (50, 60.0)]
+    assert {one.algorithm for one in limits} == {Algorithm.TOKEN_BUCKET}
+    assert {one.capacity for one in limits} == {10}
+
+
+def test_parse_many_accepts_commas_and_trailing_separator() -> None:
+    assert len(parse_many("1/second, 10/minute;")) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty rate ''"),
+        (" ; ", "empty rate"),
+        ("5/fortnight", "unknown unit 'fortnight' in '5/fortnight'"),
+        ("five/second", "invalid amount 'five' in 'five/second'"),
+        ("0/second", "invalid amount '0' in '0/second'"),
+        ("-1/second", "invalid amount '-1'"),
+        ("10", "invalid rate '10'"),
+        ("10/", "invalid rate '10/'"),
+        ("10/0m", "period must be positive in '10/0m'"),
+        ("1000/day; 50/minuet", "unknown unit 'minuet' in '50/minuet'"),
+    ],
+)
+def test_bad_strings_name_the_bad_part(text: str, message: str) -> None:
+    with pytest.raises(InvalidLimitError, match=message.replace("(", r"\(")):
+        parse_many(text)
+
+
+def test_parse_wants_exactly_one() -> None:
+    with pytest.raises(InvalidLimitError, match="expected one limit, got 2"):
+        parse("1/second; 2/minute")
+
+
+def test_not_a_string() -> None:
+    with pytest.raises(InvalidLimitError, match="must be a string"):
+        parse_many(10)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30.0), ("5m", 300.0), ("day", 86_400.0)])
+def test_parse_period(text: str, seconds: float) -> None:
+    assert parse_period(text) == seconds
+
+
+def test_parse_period_rejects_garbage() -> None:
+    with pytest.raises(InvalidLimitError, match="invalid period '5 m m'"):
+        parse_period("5 m m")
+
+
+def test_invalid_limit_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="unknown unit"):
+        parse("1/eon")
+
+
+def test_limit_accepts_a_period_string() -> None:
+    assert Limit(10, "5m") == Limit(10, 300)

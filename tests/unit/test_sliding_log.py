@@ -1,0 +1,185 @@
+"""The sliding window log, driven through ``Limit.step`` with a chosen clock."""
+
+from __future__ import annotations
+
+from math import inf
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ratekeeper.decision import Decision
+from ratekeeper.limit import Limit
+
+T0 = 1_700_000_040.0  # a whole minute after the epoch
+
+Hit = tuple[float, int]
+Row = tuple[bool, int, float, float]
+
+
+def run(limit: Limit, hits: list[Hit], state: Any = None) -> tuple[Any, list[Decision]]:
+    decisions = []
+    for now, cost in hits:
+        state, decision = limit.step(state, now, cost, limit)
+        decisions.append(decision)
+    return state, decisions
+
+
+def rows(decisions: list[Decision]) -> list[Row]:
+    return [(d.allowed, d.remaining, d.reset_after, d.retry_after) for d in decisions]
+
+
+def log_limit(amount: int, period: float) -> Limit:
+    return Limit(amount, period, algorithm="sliding_log")
+
+
+def test_refuses_the_edge_burst_a_fixed_window_lets_through() -> None:
+    # 10/minute: 10 hits in 01:30-01:59 then 10 in 02:00-02:30; the fixed window admits all 20.
+    first = [T0 + 90 + 3 * i for i in range(10)]
+    second = [T0 + 120 + 3 * i for i in range(10)]
+    hits = [(t, 1) for t in first + second]
+    assert all(d.allowed for d in run(Limit(10, 60), hits)[1])
+    state, decisions = run(log_limit(10, 60), hits)
+    assert rows(decisions) == [
+        *[(True, 9 - i, 60.0, 0.0) for i in range(10)],
+        # Full until the oldest hit, at 01:30, leaves the window at 02:30.
+        *[(False, 0, T0 + 177 - t, T0 + 150 - t) for t in second],
+    ]
+    assert state == tuple(first)
+    _, (decision,) = run(log_limit(10, 60), [(T0 + 150, 1)], state)
+    assert rows([decision]) == [(True, 0, 60.0, 0.0)]
+
+
+@pytest.mark.parametrize(
+    ("hits", "expected"),
+    [
+        pytest.param(
+            [(0, 1), (4, 1), (8, 1), (9, 1), (10, 1)],
+            [
+                (True, 2, 10.0, 0.0),
+                (True, 1, 10.0, 0.0),
+                (True, 0, 10.0, 0.0),
+                (False, 0, 9.0, 1.0),
+                (True, 0, 10.0, 0.0),  # the hit at 0 left (0, 10] exactly at 10
+            ],
+            id="one-at-a-time",
+        ),
+        pytest.param(
+            [(4, 1), (8, 1), (10, 1), (13, 2), (14, 2), (18, 2)],
+            [
+                (True, 2, 10.0, 0.0),
+                (True, 1, 10.0, 0.0),
+                (True, 0, 10.0, 0.0),
+                (False, 0, 7.0, 5.0),  # two entries must leave: 4 at 14, then 8 at 18
+                (False, 1, 6.0, 4.0),
+                (True, 0, 10.0, 0.0),
+            ],
+            id="cost-above-one",
+        ),
+        pytest.param(
+            [(0, 0), (0, 4), (1, 3), (5, 0), (5, 4), (11, 0)],
+            [
+                (True, 3, 0.0, 0.0),
+                (False, 3, 0.0, inf),  # more than the amount can never fit
+                (True, 0, 10.0, 0.0),
+                (True, 0, 6.0, 0.0),
+                (False, 0, 6.0, inf),
+                (True, 3, 0.0, 0.0),
+            ],
+            id="peek-and-cost-above-amount",
+        ),
+    ],
+)
+def test_decisions(hits: list[Hit], expected: list[Row]) -> None:
+    _, decisions = run(log_limit(3, 10), [(T0 + t, cost) for t, cost in hits])
+    assert rows(decisions) == expected
+
+
+def test_state_is_one_timestamp_per_unit_pruned_to_the_window() -> None:
+    limit = log_limit(5, 10)
+    state, _ = run(limit, [(T0, 2), (T0 + 3, 1), (T0 + 11, 2)])
+    assert state == (T0 + 3, T0 + 11, T0 + 11)
+
+
+def test_denied_hit_consumes_nothing() -> None:
+    limit = log_limit(2, 10)
+    state, _ = run(limit, [(T0, 2)])
+    new, decision = limit.step(state, T0 + 5, 1, limit)
+    assert not decision.allowed
+    assert decision.granted == 0
+    assert new is state
+    assert state == (T0, T0)
+
+
+def test_peek_reports_without_consuming() -> None:
+    limit = log_limit(5, 10)
+    state, _ = run(limit, [(T0, 2)])
+    for _ in range(3):
+        state, decision = limit.step(state, T0 + 1, 0, limit)
+        assert decision == Decision(True, 5, 3, 9.0, 0.0, 0.0, 0, False)
+    assert state == (T0, T0)
+
+
+def test_clock_going_backwards_keeps_the_log_sorted() -> None:
+    limit = log_limit(3, 10)
+    state, decisions = run(limit, [(T0 + 5, 1), (T0 + 2, 1), (T0 + 12, 1), (T0 + 13, 1)])
+    assert [d.allowed for d in decisions] == [True, True, True, True]
+    assert state == (T0 + 5, T0 + 12, T0 + 13)
+
+
+# Random arrivals: non-decreasing times from non-negative gaps, costs 1..5.
+gaps = st.one_of(st.just(0.0), st.floats(0, 5), st.floats(0, 150))
+arrivals = st.lists(st.tuples(gaps, st.integers(1, 5)), min_size=1, max_size=60)
+bases = st.sampled_from([0.0, 1_000.25, T0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 20), st.integers(1, 100), bases, arrivals)
+def test_admits_exactly_what_fits_in_every_rolling_window(
+    amount: int, period: int, base: float, steps: list[tuple[float, int]]
+) -> None:
+    limit = log_limit(amount, period)
+    state: Any = None
+    now = base
+    admitted: list[tuple[float, int]] = []
+    for gap, cost in steps:
+        now += gap
+        new, decision = limit.step(state, now, cost, limit)
+        in_window = sum(c for t, c in admitted if t > now - period)
+        assert decision.allowed == (in_window + cost <= amount)
+        if decision.allowed:
+            admitted.append((now, cost))
+            assert decision.remaining == amount - in_window - cost
+            assert len(new) <= amount
+            assert list(new) == sorted(new)
+        else:
+            assert new is state
+            assert decision.granted == 0
+            assert decision.remaining == amount - in_window
+        state = new
+    # No window (t - period, t] holds more than the amount; the fullest ends at an admission.
+    for end, _ in admitted:
+        assert sum(c for t, c in admitted if end - period < t <= end) <= amount
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 20),
+    st.integers(1, 100),
+    st.lists(st.tuples(st.integers(0, 30), st.integers(1, 5)), min_size=1, max_size=60),
+)
+def test_retry_after_is_exact(amount: int, period: int, steps: list[tuple[int, int]]) -> None:
+    limit = log_limit(amount, period)
+    state: Any = None
+    now = T0
+    for gap, cost in steps:
+        now += gap
+        new, decision = limit.step(state, now, cost, limit)
+        if not decision.allowed and cost <= amount:
+            retry = decision.retry_after
+            assert limit.step(state, now + retry, cost, limit)[1].allowed
+            assert not limit.step(state, now + retry - 0.5, cost, limit)[1].allowed
+        if decision.allowed:
+            assert decision.reset_after == period  # the newest entry is this hit
+        state = new
