@@ -1,7 +1,7 @@
 """Scenarios, and the measurement of decisions per second that every table is made of.
 
 A measurement times a fixed number of calls with ``time.perf_counter`` (the garbage collector
-off, as ``timeit`` does); a row keeps each contender's best of its repeats, and the contenders
+off, as ``timeit`` does; garbage is left to be collected between rows); a row keeps each contender's best of its repeats, and the contenders
 of a row take turns repeat by repeat, so that a disturbance of the machine hits them all alike.
 
 No measurement can time the wrong path. Before the timed calls, every key is set up through the
@@ -137,7 +137,6 @@ class Trial:
             if self.plan.fresh or not self._ready or not self._sample_holds():
                 self._setup()
             calls = self._calls
-            gc.collect()
             gc.disable()
             try:
                 start = time.perf_counter()
@@ -179,6 +178,7 @@ class Trial:
     def _sample_holds(self) -> bool:
         hit = self.contender.hit
         allowed = sum(hit(key, 1) for key in self._sample)
+        self.contender.settle()  # the next contender's timing must not pay for these hits
         return allowed == (len(self._sample) if self.plan.allow else 0)
 
 

@@ -119,3 +119,14 @@ def test_apply_many_all_or_nothing_across_keys(store: Store) -> None:
         )
     assert outcomes == [True, True, False, False]
     assert store.apply("ip:10.0.0.1", per_ip, 0, T0).remaining == 1
+
+
+@pytest.mark.parametrize("algorithm", ALL)
+def test_all_or_nothing_rolls_back_every_algorithm(store: Store, algorithm: Algorithm) -> None:
+    charged = Limit(5, 60, algorithm)
+    full = Limit(1, 60, "fixed_window")
+    store.apply("k", charged, 2, T0)
+    store.apply("k", full, 1, T0)
+    decisions = store.apply_many([("k", charged, 1), ("k", full, 1)], all_or_nothing=True, now=T0)
+    assert [d.allowed for d in decisions] == [True, False]
+    assert store.apply("k", charged, 0, T0).remaining == 3

@@ -9,7 +9,8 @@ the epoch, passed in (``step`` never reads a clock); ``cost`` is the weight of t
 without consuming. ``step`` does no I/O. A denied hit returns the state unchanged. A hit whose
 cost exceeds the limit's capacity can never be allowed: it is denied with an infinite
 ``retry_after``. ``step`` never mutates the state it is given, so a store can drop the new state
-to roll back.
+to roll back, with one exception: the sliding log updates its log in place (copying it would
+cost O(amount) per hit), so a store that must roll back steps on ``copy.copy(state)``.
 """
 
 from __future__ import annotations

@@ -2,15 +2,21 @@
 
 A hit of cost ``c`` at ``now`` is admitted iff the units admitted in ``(now - period, now]``
 plus ``c`` are at most ``amount``. Exact: no window of ``period`` seconds, wherever it starts,
-ever holds more than ``amount`` units. State: the sorted tuple of the timestamps of the admitted
-units, one entry per unit of cost, pruned of those that left the window; at most ``amount``
-entries, so O(amount) memory per key and O(amount) time per admitted hit (the tuple is copied).
-A cost above ``amount`` never fits (``retry_after`` is infinite).
+ever holds more than ``amount`` units. State: a deque of the timestamps of the admitted units,
+oldest first, one entry per unit of cost; at most ``amount`` entries, so O(amount) memory per
+key, and O(1) amortised time per hit (appends on the right, prunes on the left).
+
+The log is the one state ratekeeper updates in place: copying it on every hit would cost
+O(amount). Pruning entries that left the window changes no decision, so a denied hit may prune
+too; otherwise a denied hit leaves the log as it was. A store that must be able to roll back
+(``apply_many(all_or_nothing=True)``) steps on a copy.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
+from itertools import repeat
 from math import inf
 from typing import TYPE_CHECKING
 
@@ -20,23 +26,27 @@ if TYPE_CHECKING:
     from ratekeeper.decision import Decision
     from ratekeeper.limit import Limit
 
-State = tuple[float, ...]
+State = deque[float]
 
 
 def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
     amount = limit.amount
     period = limit.period
-    log: State = () if state is None else state
-    if log and log[0] <= now - period:
-        log = log[bisect_right(log, now - period) :]
+    log: State = deque() if state is None else state
+    edge = now - period
+    while log and log[0] <= edge:
+        log.popleft()
     count = len(log)
     if count + cost <= amount:
         if cost:
             if log and now < log[-1]:
                 # The clock went backwards: keep the log sorted.
-                log = tuple(sorted(log + (now,) * cost))
+                for _ in range(cost):
+                    log.insert(bisect_right(log, now), now)
+            elif cost == 1:
+                log.append(now)
             else:
-                log += (now,) * cost
+                log.extend(repeat(now, cost))
             count += cost
         return log, allow(amount, amount - count, log[-1] + period - now if log else 0.0, cost)
     remaining = amount - count if count < amount else 0

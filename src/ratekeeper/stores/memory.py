@@ -16,6 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from copy import copy
 from typing import Any
 
 from ratekeeper.decision import Decision
@@ -98,6 +99,8 @@ class MemoryStore:
                 else:
                     entry = entries.get(slot)
                     state = None if entry is None else entry[0]
+                    if all_or_nothing and state is not None:
+                        state = copy(state)  # the sliding log is updated in place
                 result = limit.step(state, now, cost, limit)
                 pending[slot] = result[0]
                 results.append(result)
