@@ -142,7 +142,11 @@ def alone(out: Output, sizes: Sizes, available: list[str], missing: dict[str, st
         rows.append([algorithm, report.rate(value), target, met])
         note = row_plan.describe()
         if algorithm == "concurrency":
-            note += "; each key takes a slot and gives it back, two decisions"
+            note = (
+                f"{row_plan.amount:,} slots, a lease of one hour; {row_plan.calls:,} times a "
+                f"slot is taken and given back ({2 * row_plan.calls:,} hits, each a decision) "
+                "per measurement"
+            )
         notes.append(f"- {algorithm}: {note}")
     out.emit(*report.table(["algorithm", "decisions/s", "target", "met"], rows))
     out.emit("", *notes)

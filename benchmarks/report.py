@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shlex
@@ -10,7 +11,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import ratekeeper
 from benchmarks.peers import versions
+from benchmarks.scenarios import SAMPLE
 
 MISSING = "—"
 
@@ -38,6 +41,19 @@ def load() -> str:
         return "unknown"
 
 
+def source() -> str:
+    """A fingerprint of the ratekeeper source measured: its files change between runs."""
+    root = Path(ratekeeper.__file__).parent
+    files = sorted(root.rglob("*.py"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    newest = max(path.stat().st_mtime for path in files)
+    changed = datetime.fromtimestamp(newest, UTC).isoformat(timespec="seconds")
+    return f"sha256 {digest.hexdigest()[:12]} over {len(files)} files, newest change {changed}"
+
+
 def header() -> list[str]:
     """Where and how this run was made."""
     library_versions = ", ".join(f"{name} {number}" for name, number in versions().items())
@@ -50,13 +66,15 @@ def header() -> list[str]:
         f"- Platform: {platform.platform()}",
         f"- CPU: {os.cpu_count()} x {_cpu_model()}",
         f"- Libraries: {library_versions}",
+        f"- ratekeeper source: {source()}",
         f"- Load average at start: {load()}",
         "",
         "Single-threaded, one process, one run. Each number is decisions per second through the "
         "library's public per-hit call: the best of the repeats, each a fixed number of calls "
         "timed with `time.perf_counter` with the garbage collector off (as `timeit` does). The "
         "libraries of a row take turns repeat by repeat. Before and after each measurement a "
-        "sample of hits is checked to be all allowed (allow path) or all denied (deny path). "
+        f"sample of {SAMPLE} hits is checked to be all allowed (allow path) or all denied "
+        "(deny path), so that no measurement times the wrong path. "
         "Absolute numbers depend on the machine and its load; the ratios measured in the same "
         "run are what count.",
     ]

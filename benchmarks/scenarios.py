@@ -1,8 +1,9 @@
 """Scenarios, and the measurement of decisions per second that every table is made of.
 
-A measurement times a fixed number of calls with ``time.perf_counter`` (the garbage collector
-off, as ``timeit`` does; garbage is left to be collected between rows); a row keeps each contender's best of its repeats, and the contenders
-of a row take turns repeat by repeat, so that a disturbance of the machine hits them all alike.
+A measurement times a fixed number of calls with ``time.perf_counter``, the garbage collector
+off as ``timeit`` does (garbage is collected between rows). A row keeps each contender's best
+of its repeats, and the contenders of a row take turns repeat by repeat, so that a disturbance
+of the machine hits them all alike.
 
 No measurement can time the wrong path. Before the timed calls, every key is set up through the
 library's own call (a first hit on the allow path, a hit costing the whole amount on the deny
@@ -70,13 +71,13 @@ class Sizes:
     """How much work one run does: ``--quick`` shrinks every number."""
 
     calls: int = 200_000  # calls per measurement
-    log_calls: int = 10_000  # calls per measurement on a hot sliding log
-    log_prefill: int = 20_000  # log entries put on a hot sliding log before timing
+    log_calls: int = 50_000  # calls per measurement on a hot sliding log
+    log_prefill: int = 100_000  # log entries put on a hot sliding log before timing
     keys: int = 100_000  # distinct keys in the round-robin scenarios
     repeats: int = 3
 
 
-QUICK = Sizes(calls=20_000, log_calls=1_000, log_prefill=2_000, keys=10_000, repeats=3)
+QUICK = Sizes(calls=20_000, log_calls=5_000, log_prefill=10_000, keys=10_000, repeats=3)
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,11 @@ class Trial:
                 self.rates.append(len(calls) * contender.decisions_per_key / elapsed)
                 return
             self._ready = False
-        raise BenchmarkError(f"{self.label}: the state drifted during {ATTEMPTS} measurements")
+        path = "allow" if self.plan.allow else "deny"
+        raise BenchmarkError(
+            f"{self.label}: {ATTEMPTS} measurements in a row left the {path} path "
+            "(a limit the run exhausts, or a store that drops keys)"
+        )
 
     def _setup(self) -> None:
         """Fresh keys, each hit once untimed; then the sample must hold."""

@@ -10,7 +10,7 @@ epoch timestamps are. O(1) time and memory.
 
 from __future__ import annotations
 
-from math import inf
+from math import floor, inf
 from typing import TYPE_CHECKING
 
 from ratekeeper.decision import Decision, deny
@@ -42,7 +42,7 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     if room >= 0.0:
         # Inlined allow(): this is the hottest line in ratekeeper.
         return (after, now), _new(
-            Decision, (True, capacity, int(room), after, 0.0, 0.0, cost, False)
+            Decision, (True, capacity, floor(room), after, 0.0, 0.0, cost, False)
         )
     free = room + cost
     return state, deny(

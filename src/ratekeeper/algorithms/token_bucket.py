@@ -9,7 +9,7 @@ The bucket holds up to ``burst`` tokens (default ``amount``) and refills continu
 
 from __future__ import annotations
 
-from math import inf
+from math import floor, inf
 from typing import TYPE_CHECKING
 
 from ratekeeper.decision import Decision, allow, deny
@@ -45,7 +45,7 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
             (
                 True,
                 capacity,
-                int(left + EPSILON),
+                floor(left + EPSILON),
                 (capacity - left) / limit.rate,
                 0.0,
                 0.0,
