@@ -60,8 +60,59 @@ def _async_memory(url: str, options: dict[str, Any]) -> AsyncMemoryStore:
     return AsyncMemoryStore(**options)
 
 
-_SYNC: dict[str, Callable[[str, dict[str, Any]], Store]] = {"memory": _memory}
-_ASYNC: dict[str, Callable[[str, dict[str, Any]], AsyncStore]] = {"memory": _async_memory}
+_STORE_OPTIONS = ("prefix", "tag", "batch")
+
+
+def _redis(url: str, options: dict[str, Any]) -> Store:
+    from ratekeeper.stores.overlimit import OverLimitCache
+    from ratekeeper.stores.redis import RedisStore
+    from ratekeeper.stores.resilience import Resilient
+    from ratekeeper.stores.urls import open_client
+
+    policy = options.pop("on_store_error", "allow")
+    cache = options.pop("over_limit_cache", False)
+    store: Any = RedisStore(
+        open_client(url, False, **_client_options(options)), **_store_options(options, False)
+    )
+    if cache:
+        store = OverLimitCache(store)
+    return Resilient(store, on_store_error=policy) if policy else store
+
+
+def _async_redis(url: str, options: dict[str, Any]) -> AsyncStore:
+    from ratekeeper.stores.overlimit import AsyncOverLimitCache
+    from ratekeeper.stores.redis import AsyncRedisStore
+    from ratekeeper.stores.resilience import AsyncResilient
+    from ratekeeper.stores.urls import open_client
+
+    policy = options.pop("on_store_error", "allow")
+    cache = options.pop("over_limit_cache", False)
+    store: Any = AsyncRedisStore(
+        open_client(url, True, **_client_options(options)), **_store_options(options, True)
+    )
+    if cache:
+        store = AsyncOverLimitCache(store)
+    return AsyncResilient(store, on_store_error=policy) if policy else store
+
+
+def _store_options(options: dict[str, Any], asyncio: bool) -> dict[str, Any]:
+    names = _STORE_OPTIONS if asyncio else _STORE_OPTIONS[:2]
+    return {name: options[name] for name in names if name in options}
+
+
+def _client_options(options: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in options.items() if name not in _STORE_OPTIONS}
+
+
+_REDIS = ("redis", "rediss", "redis+sentinel", "redis+cluster")
+_SYNC: dict[str, Callable[[str, dict[str, Any]], Store]] = {
+    "memory": _memory,
+    **dict.fromkeys(_REDIS, _redis),
+}
+_ASYNC: dict[str, Callable[[str, dict[str, Any]], AsyncStore]] = {
+    "memory": _async_memory,
+    **dict.fromkeys(_REDIS, _async_redis),
+}
 
 
 def _open(
@@ -75,12 +126,21 @@ def _open(
 
 
 def open_store(url: str = "memory://", **options: Any) -> Store:
-    """Open the request store named by ``url`` (``memory://``)."""
+    """Open the request store named by ``url``.
+
+    ``memory://``; ``redis://host:port/db`` and ``rediss://``; ``redis+sentinel://host:port,
+    host:port/service``; ``redis+cluster://host:port,host:port``. ``options`` go to the store
+    (``clock``, ``max_keys`` for memory). For Redis: ``prefix`` and ``tag`` (see
+    ``ratekeeper.keys``), ``timeout`` per call in seconds (default 0.25), ``on_store_error``
+    (``"allow"``, the default, ``"deny"``, ``"local"``, or ``None`` to raise ``StoreError``),
+    ``over_limit_cache`` (answer known denials locally), and for asyncio ``batch`` (send the
+    calls of one event-loop tick together; default on).
+    """
     store: Store = _open(_SYNC, url, options)
     return store
 
 
 def open_async_store(url: str = "memory://", **options: Any) -> AsyncStore:
-    """Open the asyncio request store named by ``url`` (``memory://``)."""
+    """Open the asyncio request store named by ``url``; see ``open_store``."""
     store: AsyncStore = _open(_ASYNC, url, options)
     return store

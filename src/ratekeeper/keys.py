@@ -1,0 +1,41 @@
+"""Every key ratekeeper writes to a shared store is built here.
+
+Layout: ``<prefix>:<version>:{<limit id>:<identity>}`` by default, so all the state of one
+limit for one identity lives in one Redis Cluster slot. With ``tag="identity"`` the layout is
+``<prefix>:<version>:{<identity>}:<limit id>``: every limit of one identity then shares a slot,
+which is what lets a batch over several limits of one identity stay atomic in a cluster.
+
+User input cannot break the hash tag or reach another key: ``%``, ``{``, ``}`` and ``:`` in an
+identity are percent-escaped, and an identity longer than ``MAX_IDENTITY`` characters is
+replaced by ``#`` and its SHA-256 (a literal leading ``#`` is escaped too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ratekeeper.limit import Limit
+
+VERSION = "1"
+MAX_IDENTITY = 256
+_ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"})
+
+
+def escape(identity: str) -> str:
+    """Return ``identity`` made safe to embed in a key."""
+    if len(identity) > MAX_IDENTITY:
+        return "#" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
+    safe = identity.translate(_ESCAPES)
+    return "%23" + safe[1:] if safe.startswith("#") else safe
+
+
+def state_key(limit: Limit, identity: str, prefix: str = "rk", tag: str = "limit") -> str:
+    """The key holding ``limit``'s state for ``identity``."""
+    if tag == "identity":
+        return f"{prefix}:{VERSION}:{{{escape(identity)}}}:{limit.id}"
+    return f"{prefix}:{VERSION}:{{{limit.id}:{escape(identity)}}}"
+
+
+def pattern(prefix: str = "rk") -> str:
+    """A SCAN pattern matching every key written under ``prefix``."""
+    return f"{prefix}:{VERSION}:*"

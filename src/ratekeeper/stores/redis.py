@@ -1,0 +1,201 @@
+"""Request stores on Redis, Redis Sentinel and Redis Cluster (``ratekeeper[redis]``).
+
+Consistency: exact across processes and machines. Every decision is one run of one Lua script
+(``stores/lua.py``), which Redis executes atomically on the server that owns the key's slot,
+with the time taken from that server's ``TIME`` so that every client agrees on it. A batch is
+one script run per slot, in one round trip: atomic within a slot, and with ``all_or_nothing``
+it must fit in one slot (keys built with ``tag="identity"`` put every limit of one identity in
+one slot). Every key written carries a TTL.
+
+``RedisStore`` and ``AsyncRedisStore`` are twins: only I/O differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from ratekeeper.decision import Decision
+from ratekeeper.errors import MissingExtraError, StoreError
+from ratekeeper.keys import state_key
+from ratekeeper.limit import Limit
+from ratekeeper.stores.lua import SOURCE, arguments, decisions
+from ratekeeper.stores.memory import Hit
+
+try:
+    import redis
+    import redis.asyncio
+    from redis.crc import key_slot
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("redis", "redis") from error
+
+
+def _batches(
+    store: RedisStore | AsyncRedisStore,
+    hits: Sequence[Hit],
+    now: float | None,
+    all_or_nothing: bool,
+) -> list[tuple[list[int], list[str], list[str]]]:
+    """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
+    keys = [state_key(limit, key, store.prefix, store.tag) for key, limit, _ in hits]
+    groups: dict[int, list[int]] = {}
+    for index, key in enumerate(keys):
+        slot = key_slot(key.encode()) if store.clustered else 0
+        groups.setdefault(slot, []).append(index)
+    if all_or_nothing and len(groups) > 1:
+        raise StoreError(
+            "all_or_nothing in a Redis Cluster needs every key in one slot; build the store "
+            "with tag='identity' so that every limit of one identity shares a slot"
+        )
+    return [
+        (
+            indexes,
+            [keys[i] for i in indexes],
+            arguments([(hits[i][1], hits[i][2]) for i in indexes], now, all_or_nothing),
+        )
+        for indexes in groups.values()
+    ]
+
+
+def _gather(
+    size: int, batches: list[tuple[list[int], Any, Any]], replies: list[Any]
+) -> list[Decision]:
+    results: list[Any] = [None] * size
+    for (indexes, _, _), reply in zip(batches, replies, strict=True):
+        for index, decision in zip(indexes, decisions(reply)[1], strict=True):
+            results[index] = decision
+    return results
+
+
+class RedisStore:
+    """Request store on a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client.
+
+    ``prefix`` starts every key; ``tag`` is ``"limit"`` (a slot per limit and identity) or
+    ``"identity"`` (a slot per identity). Errors from Redis are raised as ``StoreError``; wrap
+    the store in ``ratekeeper.stores.resilience.Resilient`` for a failure policy.
+    """
+
+    def __init__(self, client: Any, *, prefix: str = "rk", tag: str = "limit") -> None:
+        if tag not in ("limit", "identity"):
+            raise ValueError(f"tag must be 'limit' or 'identity', not {tag!r}")
+        self.client = client
+        self.prefix = prefix
+        self.tag = tag
+        self.clustered = isinstance(client, redis.cluster.RedisCluster)
+        self._script = client.register_script(SOURCE)
+
+    def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
+        """Apply one hit atomically; see ``ratekeeper.stores.Store``."""
+        keys = [state_key(limit, key, self.prefix, self.tag)]
+        try:
+            reply = self._script(keys, arguments([(limit, cost)], now, False))
+        except redis.RedisError as error:
+            raise StoreError(f"redis: {error}") from error
+        return decisions(reply)[1][0]
+
+    def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        """Apply a batch: one script run per slot, all in one round trip."""
+        batches = _batches(self, hits, now, all_or_nothing)
+        try:
+            if len(batches) == 1:
+                replies = [self._script(batches[0][1], batches[0][2])]
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for _, keys, argv in batches:
+                    self._script(keys, argv, pipe)
+                replies = pipe.execute()
+        except redis.RedisError as error:
+            raise StoreError(f"redis: {error}") from error
+        return _gather(len(hits), batches, replies)
+
+    def reset(self, key: str, limit: Limit) -> None:
+        """Delete ``limit``'s state for ``key``."""
+        try:
+            self.client.delete(state_key(limit, key, self.prefix, self.tag))
+        except redis.RedisError as error:
+            raise StoreError(f"redis: {error}") from error
+
+
+class AsyncRedisStore:
+    """The asyncio twin of ``RedisStore``, on ``redis.asyncio`` clients.
+
+    With ``batch=True`` (the default), the ``apply`` calls issued in one event-loop tick go to
+    Redis together, as one script run per slot in one round trip; each call still gets exactly
+    the decision it would have had alone, in the order the calls were made.
+    """
+
+    def __init__(
+        self, client: Any, *, prefix: str = "rk", tag: str = "limit", batch: bool = True
+    ) -> None:
+        if tag not in ("limit", "identity"):
+            raise ValueError(f"tag must be 'limit' or 'identity', not {tag!r}")
+        self.client = client
+        self.prefix = prefix
+        self.tag = tag
+        self.batch = batch
+        self.clustered = isinstance(client, redis.asyncio.RedisCluster)
+        self._script = client.register_script(SOURCE)
+        self._pending: list[tuple[Hit, asyncio.Future[Decision]]] = []
+        self._sending: set[asyncio.Future[None]] = set()
+
+    async def apply(
+        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
+    ) -> Decision:
+        if self.batch and now is None:
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Decision] = loop.create_future()
+            if not self._pending:
+                loop.call_soon(self._flush)
+            self._pending.append(((key, limit, cost), future))
+            return await future
+        keys = [state_key(limit, key, self.prefix, self.tag)]
+        try:
+            reply = await self._script(keys, arguments([(limit, cost)], now, False))
+        except redis.RedisError as error:
+            raise StoreError(f"redis: {error}") from error
+        return decisions(reply)[1][0]
+
+    async def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        batches = _batches(self, hits, now, all_or_nothing)
+        try:
+            if len(batches) == 1:
+                replies = [await self._script(batches[0][1], batches[0][2])]
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for _, keys, argv in batches:
+                    await self._script(keys, argv, pipe)
+                replies = await pipe.execute()
+        except redis.RedisError as error:
+            raise StoreError(f"redis: {error}") from error
+        return _gather(len(hits), batches, replies)
+
+    async def reset(self, key: str, limit: Limit) -> None:
+        try:
+            await self.client.delete(state_key(limit, key, self.prefix, self.tag))
+        except redis.RedisError as error:
+            raise StoreError(f"redis: {error}") from error
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        task = asyncio.ensure_future(self._send(pending))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, pending: list[tuple[Hit, asyncio.Future[Decision]]]) -> None:
+        try:
+            decided = await self.apply_many([hit for hit, _ in pending])
+        except BaseException as error:  # every waiter must hear of it
+            for _, future in pending:
+                if not future.done():
+                    future.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
+        else:
+            for (_, future), decision in zip(pending, decided, strict=True):
+                if not future.done():
+                    future.set_result(decision)

@@ -1,0 +1,205 @@
+"""What a limiter does when its request store fails.
+
+A limiter protects a service; it must not take it down. ``Resilient`` wraps any store: when the
+store raises ``StoreError`` (every Redis call has a timeout, so a store that hangs raises too),
+it answers by the policy ``on_store_error``:
+
+``allow``
+    fail open: the hit is allowed;
+``deny``
+    fail closed: the hit is refused, with ``retry_after`` the time until the store is tried
+    again;
+``local``
+    fall back to an in-process ``MemoryStore``: limits stay enforced per process.
+
+Such decisions have ``degraded=True``. A circuit breaker stops waiting on a store that is down:
+after ``failures`` consecutive errors it stops calling the store for ``cooldown`` seconds, then
+lets one call through to probe it, and closes again (recovers by itself) on the first success.
+
+``Resilient`` and ``AsyncResilient`` are twins: only I/O differs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ratekeeper.decision import Decision
+from ratekeeper.errors import StoreError
+from ratekeeper.limit import Limit
+from ratekeeper.stores.memory import Hit, MemoryStore
+
+log = logging.getLogger("ratekeeper.store")
+
+POLICIES = ("allow", "deny", "local")
+
+
+class CircuitBreaker:
+    """Counts consecutive failures; open means "do not call the store now"."""
+
+    def __init__(
+        self, failures: int = 3, cooldown: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.threshold = failures
+        self.cooldown = cooldown
+        self.clock = clock
+        self.failures = 0
+        self.opened_at: float | None = None
+        self._probing = False
+        self._lock = threading.Lock()
+
+    def allows_call(self) -> bool:
+        """Whether the store may be called now; in the half-open state, one probe at a time."""
+        if self.opened_at is None:
+            return True
+        with self._lock:
+            if self._probing or self.clock() - self.opened_at < self.cooldown:
+                return False
+            self._probing = True
+            return True
+
+    def retry_after(self) -> float:
+        if self.opened_at is None:
+            return self.cooldown
+        return max(self.cooldown - (self.clock() - self.opened_at), 0.0) or self.cooldown
+
+    def succeeded(self) -> None:
+        if self.opened_at is not None:
+            log.warning("request store is back; circuit closed")
+        with self._lock:
+            self.failures = 0
+            self.opened_at = None
+            self._probing = False
+
+    def failed(self, error: BaseException) -> None:
+        with self._lock:
+            self.failures += 1
+            self._probing = False
+            if self.failures >= self.threshold:
+                if self.opened_at is None:
+                    log.error(
+                        "request store failed %d times in a row (%s); circuit open, "
+                        "retrying in %.1fs",
+                        self.failures,
+                        error,
+                        self.cooldown,
+                    )
+                self.opened_at = self.clock()
+
+
+class _Policy:
+    """The fallback decisions, shared by the twins."""
+
+    def __init__(self, on_store_error: str, local: MemoryStore | None) -> None:
+        if on_store_error not in POLICIES:
+            raise ValueError(
+                f"on_store_error must be one of {', '.join(POLICIES)}, not {on_store_error!r}"
+            )
+        self.on_store_error = on_store_error
+        self.local = local if local is not None else MemoryStore()
+        self.errors = 0  # decisions made by the policy since start
+        self.breaker = CircuitBreaker()
+
+    def decide(self, hits: Sequence[Hit], all_or_nothing: bool) -> list[Decision]:
+        self.errors += len(hits)
+        if self.on_store_error == "local":
+            decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
+            return [decision._replace(degraded=True) for decision in decided]
+        if self.on_store_error == "allow":
+            return [
+                Decision(
+                    True, limit.capacity, max(limit.capacity - cost, 0), 0.0, 0.0, 0.0, cost, True
+                )
+                for _, limit, cost in hits
+            ]
+        wait = self.breaker.retry_after()
+        return [
+            Decision(False, limit.capacity, 0, wait, wait, 0.0, 0, True) for _, limit, _ in hits
+        ]
+
+
+class Resilient:
+    """A store that answers by ``on_store_error`` whenever ``store`` fails."""
+
+    def __init__(
+        self, store: Any, *, on_store_error: str = "allow", local: MemoryStore | None = None
+    ) -> None:
+        self.store = store
+        self.policy = _Policy(on_store_error, local)
+        self.breaker = self.policy.breaker
+
+    def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
+        if self.breaker.allows_call():
+            try:
+                decision: Decision = self.store.apply(key, limit, cost, now)
+            except StoreError as error:
+                self.breaker.failed(error)
+            else:
+                self.breaker.succeeded()
+                return decision
+        return self.policy.decide([(key, limit, cost)], False)[0]
+
+    def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        if self.breaker.allows_call():
+            try:
+                decisions: list[Decision] = self.store.apply_many(
+                    hits, all_or_nothing=all_or_nothing, now=now
+                )
+            except StoreError as error:
+                self.breaker.failed(error)
+            else:
+                self.breaker.succeeded()
+                return decisions
+        return self.policy.decide(hits, all_or_nothing)
+
+    def reset(self, key: str, limit: Limit) -> None:
+        self.policy.local.reset(key, limit)
+        self.store.reset(key, limit)
+
+
+class AsyncResilient:
+    """The asyncio twin of ``Resilient``."""
+
+    def __init__(
+        self, store: Any, *, on_store_error: str = "allow", local: MemoryStore | None = None
+    ) -> None:
+        self.store = store
+        self.policy = _Policy(on_store_error, local)
+        self.breaker = self.policy.breaker
+
+    async def apply(
+        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
+    ) -> Decision:
+        if self.breaker.allows_call():
+            try:
+                decision: Decision = await self.store.apply(key, limit, cost, now)
+            except StoreError as error:
+                self.breaker.failed(error)
+            else:
+                self.breaker.succeeded()
+                return decision
+        return self.policy.decide([(key, limit, cost)], False)[0]
+
+    async def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        if self.breaker.allows_call():
+            try:
+                decisions: list[Decision] = await self.store.apply_many(
+                    hits, all_or_nothing=all_or_nothing, now=now
+                )
+            except StoreError as error:
+                self.breaker.failed(error)
+            else:
+                self.breaker.succeeded()
+                return decisions
+        return self.policy.decide(hits, all_or_nothing)
+
+    async def reset(self, key: str, limit: Limit) -> None:
+        self.policy.local.reset(key, limit)
+        await self.store.reset(key, limit)

@@ -1,0 +1,78 @@
+"""Opening Redis clients from store URLs.
+
+    redis://[:password@]host:port/db       one server (rediss:// for TLS)
+    redis+sentinel://host:port,host:port/service[/db]
+    redis+cluster://host:port,host:port
+
+Every client gets a socket timeout (``timeout`` seconds, default 0.25) and no blind retries, so
+that no call waits much longer than its timeout; a cluster client still follows MOVED/ASK
+redirections and refreshes its view of the cluster after a failover.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ratekeeper.errors import MissingExtraError
+
+DEFAULT_TIMEOUT = 0.25
+
+
+def _hosts(netloc: str) -> list[tuple[str, int]]:
+    hosts = []
+    for part in netloc.rsplit("@", 1)[-1].split(","):
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"expected host:port in a store URL, not {part!r}")
+        hosts.append((host.strip("[]"), int(port)))
+    return hosts
+
+
+def _password(netloc: str) -> str | None:
+    if "@" not in netloc:
+        return None
+    credentials = netloc.rsplit("@", 1)[0]
+    return unquote(credentials.split(":", 1)[-1]) or None
+
+
+def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **options: Any) -> Any:
+    """Return a redis-py client (sync or asyncio) for ``url``."""
+    try:
+        import redis
+        import redis.asyncio
+        import redis.asyncio.retry
+        import redis.retry
+        from redis.backoff import NoBackoff
+    except ImportError as error:
+        raise MissingExtraError("redis", "redis") from error
+    Retry: Any = redis.asyncio.retry.Retry if asyncio else redis.retry.Retry
+    parts = urlsplit(url)
+    common: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        **options,
+    }
+    if parts.scheme in ("redis", "rediss"):
+        module = redis.asyncio if asyncio else redis
+        return module.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **common)
+    if parts.scheme == "redis+cluster":
+        cluster = redis.asyncio.cluster if asyncio else redis.cluster
+        nodes = [cluster.ClusterNode(host, port) for host, port in _hosts(parts.netloc)]
+        return cluster.RedisCluster(
+            startup_nodes=nodes,
+            password=_password(parts.netloc),
+            retry=Retry(NoBackoff(), 1),
+            **common,
+        )
+    if parts.scheme == "redis+sentinel":
+        sentinel_module = redis.asyncio.sentinel if asyncio else redis.sentinel
+        path = [piece for piece in parts.path.split("/") if piece]
+        if not path:
+            raise ValueError(f"a sentinel URL names its service: {url!r}")
+        sentinel = sentinel_module.Sentinel(_hosts(parts.netloc), **common)
+        db = int(path[1]) if len(path) > 1 else 0
+        return sentinel.master_for(
+            path[0], db=db, password=_password(parts.netloc), retry=Retry(NoBackoff(), 0)
+        )
+    raise ValueError(f"not a Redis URL: {url!r}")
