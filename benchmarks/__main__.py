@@ -1,6 +1,8 @@
-"""Run every benchmark and print the results as markdown: ``python -m benchmarks``.
+"""Run the benchmarks and print the results as markdown: ``python -m benchmarks``.
 
-Options: ``--quick`` for a short smoke run, ``--output FILE`` to also write the markdown.
+Without options, the in-memory benchmarks; ``--redis`` runs only the Redis benchmarks (on a
+redis-server they start on a free port and stop), ``--all`` runs both. ``--quick`` for a short
+smoke run, ``--output FILE`` to also write the markdown.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from benchmarks.peers import (
     ratekeeper,
     ratekeeper_algorithms,
 )
+from benchmarks.report import Output
 from benchmarks.scenarios import QUICK, SCENARIOS, Sizes, build, plan, run_row
 
 #: ratekeeper's own target on a hot key, in decisions per second.
@@ -27,22 +30,6 @@ TARGET = 1_000_000
 TARGET_ALGORITHMS = ("gcra", "token_bucket", "fixed_window")
 #: ratekeeper's target against the fastest peer, for every shared algorithm.
 PEER_TARGET = 2.0
-
-
-class Output:
-    """Markdown printed as it is produced and kept for ``--output``."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.started = time.perf_counter()
-
-    def emit(self, *lines: str) -> None:
-        for text in lines:
-            print(text, flush=True)
-        self.lines.extend(lines)
-
-    def progress(self, text: str) -> None:
-        print(f"[{time.perf_counter() - self.started:6.1f}s] {text}", file=sys.stderr, flush=True)
 
 
 def compare(out: Output, sizes: Sizes, available: list[str]) -> dict[str, dict[str, float]]:
@@ -185,10 +172,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--output", type=Path, help="also write the markdown results here")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--redis",
+        action="store_true",
+        help="run only the Redis benchmarks (on a redis-server they start and stop)",
+    )
+    which.add_argument("--all", action="store_true", help="run the in-memory and Redis ones")
     args = parser.parse_args(argv)
-    sizes = QUICK if args.quick else Sizes()
 
     out = Output()
+    try:
+        if args.redis:
+            out.emit("# ratekeeper benchmarks: Redis", "", *report.machine())
+        else:
+            in_memory(out, QUICK if args.quick else Sizes())
+        if args.redis or args.all:
+            from benchmarks import redis_suite
+
+            redis_suite.run(
+                out, redis_suite.REDIS_QUICK if args.quick else redis_suite.RedisSizes(), args.redis
+            )
+        elapsed = time.perf_counter() - out.started
+        out.emit("", f"Total runtime: {elapsed:.0f} s. Load average at end: {report.load()}.")
+    finally:
+        if args.output is not None:
+            args.output.write_text("\n".join(out.lines) + "\n")
+    return 0
+
+
+def in_memory(out: Output, sizes: Sizes) -> None:
+    """Every in-memory benchmark: parts 1 to 3."""
     out.emit(*report.header())
     available, missing = ratekeeper_algorithms()
     if missing:
@@ -197,11 +211,6 @@ def main(argv: list[str] | None = None) -> int:
     summarise(out, ratios, sizes)
     alone(out, sizes, available, missing)
     footprint(out, sizes, available)
-    elapsed = time.perf_counter() - out.started
-    out.emit("", f"Total runtime: {elapsed:.0f} s. Load average at end: {report.load()}.")
-    if args.output is not None:
-        args.output.write_text("\n".join(out.lines) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ class Contender:
     makes one call of ``cost`` and says whether it was allowed (for setup and checks).
     ``settle()`` waits for background work the library started, so that it does not spill
     into the next measurement. ``decisions_per_key`` is how many decisions ``run`` makes per key.
+    ``close()`` releases what the contender holds (connections, for the Redis benchmarks).
     """
 
     library: str
@@ -68,6 +69,7 @@ class Contender:
     hit: Callable[[str, int], bool]
     settle: Callable[[], None] = _nothing
     decisions_per_key: int = 1
+    close: Callable[[], None] = _nothing
 
 
 def ratekeeper_algorithms() -> tuple[list[str], dict[str, str]]:
@@ -84,11 +86,26 @@ def ratekeeper_algorithms() -> tuple[list[str], dict[str, str]]:
     return available, missing
 
 
+def ratekeeper_limit(algorithm: str, amount: int) -> rk.Limit:
+    """ratekeeper's limit of ``amount`` per hour, its burst (where it has one) ``amount``."""
+    options = {"burst": amount} if algorithm in BURST_ALGORITHMS else {}
+    return rk.Limit(amount, PERIOD, algorithm, **options)
+
+
 def ratekeeper(algorithm: str, amount: int) -> Contender:
     """``Limiter.hit(key, limit)`` over a ``MemoryStore``."""
-    options = {"burst": amount} if algorithm in BURST_ALGORITHMS else {}
-    limit = rk.Limit(amount, PERIOD, algorithm, **options)
-    limiter = rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS))
+    return limiter_contender(rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS)), algorithm, amount)
+
+
+def limiter_contender(
+    limiter: rk.Limiter,
+    algorithm: str,
+    amount: int,
+    library: str = RATEKEEPER,
+    close: Callable[[], None] = _nothing,
+) -> Contender:
+    """``limiter.hit(key, limit)``, whatever store the limiter is on."""
+    limit = ratekeeper_limit(algorithm, amount)
     hit = limiter.hit
 
     if algorithm == "concurrency":
@@ -103,7 +120,7 @@ def ratekeeper(algorithm: str, amount: int) -> Contender:
             hit(key, limit, -cost)
             return allowed
 
-        return Contender(RATEKEEPER, run_pairs, check_pair, decisions_per_key=2)
+        return Contender(library, run_pairs, check_pair, decisions_per_key=2, close=close)
 
     def run(keys: Sequence[str]) -> None:
         for key in keys:
@@ -112,7 +129,7 @@ def ratekeeper(algorithm: str, amount: int) -> Contender:
     def check(key: str, cost: int) -> bool:
         return hit(key, limit, cost).allowed
 
-    return Contender(RATEKEEPER, run, check)
+    return Contender(library, run, check, close=close)
 
 
 def limits(algorithm: str, amount: int) -> Contender:

@@ -7,6 +7,7 @@ import os
 import platform
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +45,7 @@ def load() -> str:
 def source() -> str:
     """A fingerprint of the ratekeeper source measured: its files change between runs."""
     root = Path(ratekeeper.__file__).parent
-    files = sorted(root.rglob("*.py"))
+    files = sorted([*root.rglob("*.py"), *root.rglob("*.lua")])
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode())
@@ -54,12 +55,10 @@ def source() -> str:
     return f"sha256 {digest.hexdigest()[:12]} over {len(files)} files, newest change {changed}"
 
 
-def header() -> list[str]:
-    """Where and how this run was made."""
+def machine() -> list[str]:
+    """Where this run was made, as markdown bullets."""
     library_versions = ", ".join(f"{name} {number}" for name, number in versions().items())
     return [
-        "# ratekeeper benchmarks",
-        "",
         f"- Command: `{command()}`",
         f"- Date: {datetime.now(UTC).isoformat(timespec='seconds')}",
         f"- Python: {platform.python_implementation()} {sys.version}",
@@ -68,6 +67,15 @@ def header() -> list[str]:
         f"- Libraries: {library_versions}",
         f"- ratekeeper source: {source()}",
         f"- Load average at start: {load()}",
+    ]
+
+
+def header() -> list[str]:
+    """Where and how this run was made (the in-memory benchmarks)."""
+    return [
+        "# ratekeeper benchmarks",
+        "",
+        *machine(),
         "",
         "Single-threaded, one process, one run. Each number is decisions per second through the "
         "library's public per-hit call: the best of the repeats, each a fixed number of calls "
@@ -101,3 +109,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
     rule = ["-" * width if i == 0 else "-" * (width - 1) + ":" for i, width in enumerate(widths)]
     return [line(headers), "| " + " | ".join(rule) + " |", *(line(row) for row in rows)]
+
+
+class Output:
+    """Markdown printed as it is produced and kept for ``--output``."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.started = time.perf_counter()
+
+    def emit(self, *lines: str) -> None:
+        for text in lines:
+            print(text, flush=True)
+        self.lines.extend(lines)
+
+    def progress(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self.started:6.1f}s] {text}", file=sys.stderr, flush=True)

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Set up everything the tests need on a fresh Debian machine, then run the whole suite:
-# lint, types and tests. Extra arguments go to pytest.
+# Set up everything the tests need on a fresh Debian machine (Python, .venv, redis-server),
+# then run the whole suite: lint, types and tests. Extra arguments go to pytest.
 set -euo pipefail
 RATEKEEPER_EXTRAS="dev"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"
+
+# The integration tests start real redis-server processes (standalone and a 6-node cluster,
+# created with redis-cli); Debian's redis-server package brings redis-cli along.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  apt_install redis-server
+fi
 
 say "ruff"
 "$VENV/bin/ruff" check src tests benchmarks

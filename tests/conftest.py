@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from ratekeeper.testing import FakeClock
-from tests.servers import RedisServer
+from tests.servers import RedisCluster, RedisServer
 
 #: A fixed epoch-sized instant: 2023-11-14 22:13:20 UTC.
 T0 = 1_700_000_000.0
@@ -24,3 +24,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """One real Redis Cluster (3 masters, 3 replicas) for the session; tests use their own keys.
+
+    Tests that damage a cluster (kill a node) build their own ``RedisCluster`` instead.
+    """
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.stop()

@@ -1,7 +1,9 @@
 """Real servers for the tests: started on free loopback ports, stopped by pid.
 
 Nothing here mocks a server. Each server runs in a temporary directory and is killed (and
-waited for) when its fixture ends, so that no test leaves a process behind.
+waited for) when its fixture ends, so that no test leaves a process behind. ``RedisServer`` is
+one standalone server; ``RedisCluster`` is six of them forming a real Redis Cluster. Both talk
+to the servers over a few lines of RESP (``command``), so they need no client library.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 
 def free_port() -> int:
@@ -31,15 +33,6 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.02)
     raise TimeoutError(f"{what} not ready after {timeout}s")
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
 
 
 #: How many times a server is started on fresh ports when the last ones were taken meanwhile.
@@ -109,12 +102,18 @@ def _reply(reader: BinaryIO) -> Any:
     raise ConnectionError(f"unexpected reply {line!r}")
 
 
+def _fields(text: str) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line[1:])
+
+
 def info(port: int, section: str) -> dict[str, str]:
-    """``INFO section`` (or ``CLUSTER INFO`` for ``section="cluster info"``) as a dict."""
-    text = command(port, *section.split())
-    return dict(
-        line.split(":", 1) for line in text.splitlines() if ":" in line and line[:1] != "#"
-    )
+    """``INFO section`` as a dict."""
+    return _fields(command(port, "INFO", section))
+
+
+def cluster_info(port: int) -> dict[str, str]:
+    """``CLUSTER INFO`` as a dict."""
+    return _fields(command(port, "CLUSTER", "INFO"))
 
 
 def _server_pid(port: int) -> int | None:
@@ -206,3 +205,259 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.process = None
+
+
+#: Every Redis Cluster has this many hash slots.
+SLOTS = 16384
+
+
+class ClusterEntry(NamedTuple):
+    """One line of ``CLUSTER NODES``, as one node sees another."""
+
+    node_id: str
+    port: int
+    flags: frozenset[str]
+    master_id: str | None
+    slots: int
+
+    @property
+    def failing(self) -> bool:
+        return bool(self.flags & {"fail", "fail?", "noaddr", "handshake"})
+
+
+def _cluster_view(port: int) -> list[ClusterEntry]:
+    """``CLUSTER NODES`` as the node on ``port`` sees the cluster."""
+    entries = []
+    for line in command(port, "CLUSTER", "NODES").splitlines():
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        slots = 0
+        for part in fields[8:]:
+            if part.startswith("["):  # a slot being migrated or imported
+                continue
+            first, _, last = part.partition("-")
+            slots += int(last or first) - int(first) + 1
+        address = fields[1].split("@")[0]
+        entries.append(
+            ClusterEntry(
+                node_id=fields[0],
+                port=int(address.rsplit(":", 1)[1]),
+                flags=frozenset(fields[2].split(",")),
+                master_id=None if fields[3] == "-" else fields[3],
+                slots=slots,
+            )
+        )
+    return entries
+
+
+class RedisCluster:
+    """A real Redis Cluster on 127.0.0.1: ``masters`` masters with ``replicas`` replicas each.
+
+    Every node is a ``RedisServer`` with ``--cluster-enabled yes``, its own ``nodes.conf`` in
+    its own directory, and its cluster bus on a second free port (``--cluster-port``, so that
+    ``port + 10000`` need not be free or even valid). ``--cluster-node-timeout`` is
+    ``node_timeout_ms`` (1 s by default), so that a dead master is failed over within a few
+    seconds; ``--cluster-replica-validity-factor 0`` lets a replica take over however long
+    it has been out of touch with its master, and ``--repl-diskless-sync-delay 0`` lets
+    replicas sync at once instead of after 5 s. The cluster is created with
+    ``redis-cli --cluster create`` and the constructor returns once every node reports
+    ``cluster_state:ok`` with all 16384 slots served, sees the full topology, and every
+    replica's link to its master is up.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        masters: int = 3,
+        replicas: int = 1,
+        node_timeout_ms: int = 1000,
+        timeout: float = 60.0,
+    ) -> None:
+        self.directory = directory
+        self.expected_masters = masters
+        self.replicas_per_master = replicas
+        self.node_timeout_ms = node_timeout_ms
+        self.nodes: list[RedisServer] = []
+        self.node_ids: dict[int, str] = {}  # port -> cluster node id
+        #: node id -> id of the master it replicates (None for a master), when last settled.
+        self._topology: dict[str, str | None] = {}
+        started = time.monotonic()
+        try:
+            for index in range(masters * (1 + replicas)):
+                self.nodes.append(self._start_node(directory / f"node-{index}"))
+            self._create()
+            for node in self.nodes:
+                self.node_ids[node.port] = command(node.port, "CLUSTER", "MYID")
+            wait_for(self._startup_problems, timeout, "redis cluster")
+        except BaseException:
+            self.stop()
+            raise
+        self._topology = self._roles()
+        #: Seconds the constructor took, from the first process to a settled cluster.
+        self.startup_seconds = time.monotonic() - started
+
+    # -- addresses -------------------------------------------------------------------------
+
+    @property
+    def startup_nodes(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", node.port) for node in self.nodes]
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"{h}:{p}" for h, p in self.startup_nodes)
+
+    # -- topology --------------------------------------------------------------------------
+
+    def alive(self) -> list[RedisServer]:
+        """The nodes whose process is running."""
+        return [n for n in self.nodes if n.process is not None and n.process.poll() is None]
+
+    def view(self) -> list[ClusterEntry]:
+        """``CLUSTER NODES`` as the first live node that answers sees it."""
+        errors = []
+        for node in self.alive():
+            try:
+                return _cluster_view(node.port)
+            except (OSError, ReplyError) as error:
+                errors.append(f"{node.port}: {error}")
+        raise RuntimeError("no live cluster node answers CLUSTER NODES: " + "; ".join(errors))
+
+    def masters(self) -> list[RedisServer]:
+        """The nodes the cluster holds as masters now (flagged master and not failing)."""
+        return self._nodes_of(e for e in self.view() if "master" in e.flags and not e.failing)
+
+    def replicas(self) -> list[RedisServer]:
+        """The nodes the cluster holds as replicas now (flagged slave and not failing)."""
+        return self._nodes_of(e for e in self.view() if "slave" in e.flags and not e.failing)
+
+    def node(self, node_id: str) -> RedisServer:
+        return next(n for n in self.nodes if self.node_ids[n.port] == node_id)
+
+    def _nodes_of(self, entries: Iterable[ClusterEntry]) -> list[RedisServer]:
+        by_port = {node.port: node for node in self.nodes}
+        return [by_port[e.port] for e in entries if e.port in by_port]
+
+    def _roles(self) -> dict[str, str | None]:
+        return {e.node_id: e.master_id for e in self.view() if not e.failing}
+
+    # -- failures --------------------------------------------------------------------------
+
+    def kill(self, node: RedisServer) -> None:
+        """Kill ``node`` by pid with SIGKILL, as a crash would, and reap it."""
+        node.kill()
+
+    def wait_for_failover(self, old_master: RedisServer, timeout: float = 30.0) -> RedisServer:
+        """Wait until a replica of the dead ``old_master`` is promoted and every live node
+        reports ``cluster_state:ok`` again; return the promoted node."""
+        old_id = self.node_ids[old_master.port]
+        heirs = {node_id for node_id, master in self._topology.items() if master == old_id}
+        if not heirs:
+            raise RuntimeError(f"node {old_master.port} had no replica to fail over to")
+        promoted: list[RedisServer] = []
+
+        def problems() -> list[str]:
+            found = []
+            for node in self.alive():
+                port = node.port
+                try:
+                    state = cluster_info(port)
+                    entries = {e.node_id: e for e in _cluster_view(port)}
+                except (OSError, ReplyError) as error:
+                    found.append(f"node {port} does not answer: {error}")
+                    continue
+                if state.get("cluster_state") != "ok":
+                    found.append(f"node {port} has cluster_state:{state.get('cluster_state')}")
+                if state.get("cluster_slots_ok") != str(SLOTS):
+                    found.append(
+                        f"node {port} has cluster_slots_ok:{state.get('cluster_slots_ok')}"
+                    )
+                old = entries.get(old_id)
+                if old is not None and "fail" not in old.flags:
+                    found.append(f"node {port} does not see {old_master.port} as failed yet")
+                heir = [i for i in heirs if i in entries and "master" in entries[i].flags]
+                if not heir or entries[heir[0]].slots == 0:
+                    found.append(f"node {port} sees no replica of {old_master.port} promoted")
+                else:
+                    promoted[:] = [self.node(heir[0])]
+            return found
+
+        wait_for(problems, timeout, f"failover of master {old_master.port}")
+        self._topology = self._roles()
+        return promoted[0]
+
+    def stop(self) -> None:
+        """Stop every node by pid (SIGTERM, then SIGKILL if it lingers)."""
+        for node in self.nodes:
+            if node.process is not None and node.process.poll() is None:
+                node.process.terminate()
+        for node in self.nodes:
+            node.stop()
+
+    # -- startup ---------------------------------------------------------------------------
+
+    def _start_node(self, directory: Path) -> RedisServer:
+        config = directory / "nodes.conf"
+        for attempt in range(ATTEMPTS):
+            port, bus = free_ports(2)
+            config.unlink(missing_ok=True)  # a failed start may have written one
+            try:
+                return RedisServer(
+                    directory,
+                    port,
+                    "--cluster-enabled", "yes",
+                    "--cluster-config-file", str(config),
+                    "--cluster-port", str(bus),
+                    "--cluster-node-timeout", str(self.node_timeout_ms),
+                    "--cluster-replica-validity-factor", "0",
+                    "--repl-diskless-sync-delay", "0",
+                )  # fmt: skip
+            except ServerExited:
+                if attempt == ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _create(self) -> None:
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            raise RuntimeError("redis-cli is not installed; scripts/test.sh installs it")
+        args = [cli, "--cluster", "create", *(f"{h}:{p}" for h, p in self.startup_nodes)]
+        args += ["--cluster-replicas", str(self.replicas_per_master), "--cluster-yes"]
+        try:
+            result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+        except subprocess.TimeoutExpired as error:
+            raise TimeoutError(f"redis-cli --cluster create took over 60s: {error}") from error
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"redis-cli --cluster create failed with status {result.returncode}:\n"
+                + result.stdout[-2000:]
+                + result.stderr[-2000:]
+            )
+
+    def _startup_problems(self) -> list[str]:
+        found = []
+        want_replicas = self.expected_masters * self.replicas_per_master
+        for node in self.nodes:
+            port = node.port
+            try:
+                state = cluster_info(port)
+                entries = _cluster_view(port)
+                replication = info(port, "replication")
+            except (OSError, ReplyError) as error:
+                found.append(f"node {port} does not answer: {error}")
+                continue
+            if state.get("cluster_state") != "ok":
+                found.append(f"node {port} has cluster_state:{state.get('cluster_state')}")
+            if state.get("cluster_slots_ok") != str(SLOTS):
+                found.append(f"node {port} has cluster_slots_ok:{state.get('cluster_slots_ok')}")
+            healthy = [e for e in entries if not e.failing]
+            masters = {e.node_id for e in healthy if "master" in e.flags and e.slots}
+            replicas = [e for e in healthy if "slave" in e.flags and e.master_id in masters]
+            if len(masters) != self.expected_masters or len(replicas) != want_replicas:
+                found.append(
+                    f"node {port} sees {len(masters)} masters and {len(replicas)} replicas"
+                )
+            if replication.get("role") == "slave" and replication.get("master_link_status") != "up":
+                found.append(f"replica {port} has its link to its master down")
+        return found

@@ -121,6 +121,10 @@ class Limiter:
         for one in _limits(limit, self.algorithm):
             self.store.reset(key, one)
 
+    def close(self) -> None:
+        """Release the store's connections."""
+        self.store.close()
+
     def hit_many(self, hits: Iterable[HitLike], *, all_or_nothing: bool = True) -> list[Decision]:
         """Count several hits at once, e.g. ``[(ip, "5/minute"), (user, "10/hour")]``.
 
@@ -254,6 +258,10 @@ class AsyncLimiter:
         """Forget what ``limit`` counted for ``key``."""
         for one in _limits(limit, self.algorithm):
             await self.store.reset(key, one)
+
+    async def close(self) -> None:
+        """Release the store's connections."""
+        await self.store.close()
 
     async def hit_many(
         self, hits: Iterable[HitLike], *, all_or_nothing: bool = True

@@ -62,12 +62,12 @@ def test_limiter_twins_expose_the_same_methods() -> None:
 
 
 def test_async_limiter_methods_are_awaitable_where_the_sync_ones_do_io() -> None:
-    for name in ("hit", "peek", "reset", "hit_many", "acquire"):
+    for name in ("hit", "peek", "reset", "hit_many", "acquire", "close"):
         assert inspect.iscoroutinefunction(getattr(AsyncLimiter, name)), name
 
 
 def test_memory_store_twins_expose_the_same_methods() -> None:
-    shared = {"apply", "apply_many", "reset", "clear"}
+    shared = {"apply", "apply_many", "reset", "clear", "close"}
     assert shared <= _public_methods(MemoryStore).keys()
     assert shared <= _public_methods(AsyncMemoryStore).keys()
     for name in shared:

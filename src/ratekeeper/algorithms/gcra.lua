@@ -1,27 +1,24 @@
 -- GCRA: the twin of gcra.py. State: "backlog t" (the TAT as its distance from t).
-local function gcra(key, now, cost, p)
-  local interval = p.interval
-  local capacity = p.capacity
-  local state = load_numbers(key)
+local function gcra(key, now, cost, a)
+  local interval = tonumber(ARGV[a + INTERVAL])
+  local capacity = tonumber(ARGV[a + CAPACITY])
   local backlog = 0.0
-  if state then
-    backlog = state[1]
-    backlog = backlog - (now - state[2])
+  local saved, last = load2(key)
+  if saved then
+    backlog = saved - (now - last) -- a clock that steps back only adds backlog
     if backlog < 0.0 then backlog = 0.0 end
   end
   local after = backlog + cost * interval
+  -- Room left in hits of cost 1, with a slack relative to the whole bucket for float rounding.
   local room = capacity + capacity * EPSILON - after / interval
   if room >= 0.0 then
-    local commit = nil
-    if cost ~= 0 then
-      commit = function() save_numbers(key, after, {after, now}) end
-    end
-    return allow(capacity, floor(room), after, cost), commit
+    if cost ~= 0 then save2(key, after, after, now) end
+    return 1, capacity, floor(room), after, 0, 0, cost
   end
   local free = room + cost
-  local retry = inf
-  if cost <= capacity then retry = after - capacity * interval end
   local remaining = 0
   if free > 0.0 then remaining = floor(free) end
-  return deny(capacity, remaining, backlog, retry), nil
+  local retry = inf
+  if cost <= capacity then retry = after - capacity * interval end
+  return 0, capacity, remaining, backlog, retry, 0, 0
 end

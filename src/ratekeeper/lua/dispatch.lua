@@ -2,65 +2,80 @@
 --   [1] now in seconds ('' takes the server's TIME), [2] all_or_nothing ('1' or '0'),
 --   then 10 fields per hit: algorithm, cost, amount, period, capacity, rate, interval,
 --   bucket, unit (calendar unit or ''), partial ('1' or '0').
--- Hits run in order. With all_or_nothing a first pass only looks; nothing is written unless
--- every hit is allowed. Reply: {now, decision, decision, ...}, floats as %.17g strings.
+-- Hits run in order, each seeing the state the earlier ones left. With all_or_nothing nothing
+-- is kept unless every hit is allowed: the keys are snapshotted (DUMP) first and restored if
+-- one hit is refused; the allowed hits then report the state they would have left, with
+-- granted 0 (as the memory store does). Reply: {now, decision, decision, ...}, each decision
+-- {allowed, limit, remaining, reset_after, retry_after, delay, granted}; the floats (now,
+-- reset_after, retry_after, delay) are %.17g strings, or integers when whole.
 
-local STEPS = {
-  fixed_window = fixed_window, sliding_log = sliding_log, sliding_counter = sliding_counter,
-  bucketed_window = bucketed_window, token_bucket = token_bucket, leaky_bucket = leaky_bucket,
-  leaky_shaper = leaky_shaper, gcra = gcra, concurrency = concurrency,
-}
-local FIELDS = 10
+-- A float for the reply: an integer when whole (Redis replies it exactly), else %.17g, which
+-- round-trips every double. -0 keeps its sign as a string.
+local function num(x)
+  if x == floor(x) and x < 9007199254740992 and x > -9007199254740992
+      and (x ~= 0 or 1 / x > 0) then
+    return x
+  end
+  return format('%.17g', x)
+end
 
-local now = tonumber(ARGV[1])
+local stamp = ARGV[1]
+local now = tonumber(stamp)
 if not now then
   local time = redis.call('TIME')
   now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+  stamp = format('%.17g', now)
 end
 
-local hits = {}
-for i = 1, #KEYS do
-  local base = 2 + (i - 1) * FIELDS
-  hits[i] = {
-    step = STEPS[ARGV[base + 1]],
-    cost = tonumber(ARGV[base + 2]),
-    p = {
-      amount = tonumber(ARGV[base + 3]), period = tonumber(ARGV[base + 4]),
-      capacity = tonumber(ARGV[base + 5]), rate = tonumber(ARGV[base + 6]),
-      interval = tonumber(ARGV[base + 7]), bucket = tonumber(ARGV[base + 8]),
-      unit = ARGV[base + 9], partial = ARGV[base + 10] == '1',
-    },
-  }
-end
-
-local decisions = {}
-local refused = false
-if ARGV[2] == '1' then
-  for i = 1, #KEYS do
-    local d = hits[i].step(KEYS[i], now, hits[i].cost, hits[i].p)
-    decisions[i] = d
-    if d[1] == 0 then refused = true end
-  end
-  if refused then
-    for i = 1, #KEYS do
-      if decisions[i][1] == 1 then decisions[i][7] = 0 end
+local count = #KEYS
+local saved = nil
+if ARGV[2] == '1' and count > 1 then
+  -- (A single hit needs no snapshot: a refused hit writes nothing.)
+  saved = {}
+  for i = 1, count do
+    local key = KEYS[i]
+    if saved[key] == nil then
+      local dump = redis.call('DUMP', key)
+      if dump then saved[key] = {dump, redis.call('PTTL', key)} else saved[key] = false end
     end
   end
 end
-if not refused then
-  for i = 1, #KEYS do
-    local d, commit = hits[i].step(KEYS[i], now, hits[i].cost, hits[i].p)
-    if commit then commit() end
-    decisions[i] = d
-  end
+
+local reply = {stamp}
+local refused = false
+for i = 1, count do
+  local a = 2 + (i - 1) * 10
+  local name = ARGV[a + 1]
+  local step
+  if name == 'gcra' then step = gcra
+  elseif name == 'token_bucket' then step = token_bucket
+  elseif name == 'fixed_window' then step = fixed_window
+  elseif name == 'sliding_log' then step = sliding_log
+  elseif name == 'sliding_counter' then step = sliding_counter
+  elseif name == 'bucketed_window' then step = bucketed_window
+  elseif name == 'leaky_bucket' then step = leaky_bucket
+  elseif name == 'leaky_shaper' then step = leaky_shaper
+  elseif name == 'concurrency' then step = concurrency
+  else return redis.error_reply('ratekeeper: unknown algorithm ' .. tostring(name)) end
+  local allowed, limit, remaining, reset_after, retry_after, delay, granted =
+    step(KEYS[i], now, tonumber(ARGV[a + COST]), a)
+  if allowed == 0 then refused = true end
+  reply[i + 1] = {
+    allowed, limit, remaining, num(reset_after), num(retry_after), num(delay), granted,
+  }
 end
 
-local reply = {string.format('%.17g', now)}
-for i = 1, #KEYS do
-  local d = decisions[i]
-  reply[i + 1] = {
-    d[1], d[2], d[3], string.format('%.17g', d[4]), string.format('%.17g', d[5]),
-    string.format('%.17g', d[6]), d[7],
-  }
+if saved and refused then
+  for key, snapshot in pairs(saved) do
+    if snapshot then
+      local ttl = snapshot[2]
+      redis.call('RESTORE', key, ttl > 0 and ttl or 0, snapshot[1], 'REPLACE')
+    else
+      redis.call('DEL', key)
+    end
+  end
+  for i = 2, count + 1 do
+    if reply[i][1] == 1 then reply[i][7] = 0 end
+  end
 end
 return reply

@@ -1,42 +1,105 @@
 -- ratekeeper: what every algorithm's Lua step shares. The store concatenates this file, each
 -- algorithm's .lua (src/ratekeeper/algorithms/), and dispatch.lua into one script.
 --
--- A step is `local function NAME(key, now, cost, p)` returning `decision, commit`:
---   decision = {allowed (1/0), limit, remaining, reset_after, retry_after, delay, granted}
---   commit   = nil, or a function that writes the new state (every write sets a TTL).
+-- A step is `local function NAME(key, now, cost, a)`. `a` locates the hit in ARGV: the hit's
+-- fields are ARGV[a + AMOUNT], ARGV[a + PERIOD], ... (layout in dispatch.lua). It returns the
+-- decision as seven values, no table:
+--   allowed (1/0), limit, remaining, reset_after, retry_after, delay, granted
+-- and, when the hit consumes (allowed with a non-zero cost), writes the new state before it
+-- returns; every write sets a TTL. A look (cost 0) and a denied hit write nothing.
 -- It performs the same float operations, in the same order, as the Python step beside it.
+--
+-- Everything here is a local of the script's one chunk, which Redis runs on every call: each
+-- function defined costs a closure per call, so helpers are few and steps return values
+-- rather than tables.
 
 local EPSILON = 1e-9
 local inf = math.huge
 local floor = math.floor
 local fmod = math.fmod
+local format = string.format
+local match = string.match
+local tonumber = tonumber
 
-local function allow(limit, remaining, reset_after, granted, delay)
-  return {1, limit, remaining, reset_after, 0, delay or 0, granted}
-end
-
-local function deny(limit, remaining, reset_after, retry_after)
-  return {0, limit, remaining, reset_after, retry_after, 0, 0}
-end
+-- Offsets of a hit's fields in ARGV from its base `a` (ARGV[a + 1] is the algorithm).
+local COST, AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL = 2, 3, 4, 5, 6, 7, 8, 9, 10
 
 -- Milliseconds a key must live: until its state is fully available again, plus a second so
 -- that a caller's own `now` running a little ahead of the server never loses state.
 local function ttl_ms(seconds)
   if seconds ~= seconds or seconds == inf then return 86400000 end
+  if seconds < 0 then return 1000 end
   return floor(seconds * 1000) + 1000
 end
 
--- States of fixed size are one string of numbers; they keep full float precision.
-local function load_numbers(key)
+-- States of fixed size are one string of "%.17g" numbers, which keep full float precision:
+-- two numbers ("value t") or three. A missing or unreadable state loads as nil.
+local function load2(key)
   local raw = redis.call('GET', key)
   if not raw then return nil end
-  local numbers = {}
-  for word in string.gmatch(raw, '%S+') do numbers[#numbers + 1] = tonumber(word) end
-  return numbers
+  local x, y = match(raw, '^(%S+) (%S+)$')
+  if not x then return nil end
+  return tonumber(x), tonumber(y)
 end
 
-local function save_numbers(key, reset_after, numbers)
-  local words = {}
-  for i = 1, #numbers do words[i] = string.format('%.17g', numbers[i]) end
-  redis.call('SET', key, table.concat(words, ' '), 'PX', ttl_ms(reset_after))
+local function save2(key, reset_after, x, y)
+  redis.call('SET', key, format('%.17g %.17g', x, y), 'PX', ttl_ms(reset_after))
+end
+
+-- Python's float `a % b`: math.fmod (exact), moved onto the divisor's side. (Lua's own `%` is
+-- `a - floor(a / b) * b`, which rounds.) Every divisor here is positive.
+local function pymod(x, y)
+  local m = fmod(x, y)
+  if m ~= 0 and (m < 0) ~= (y < 0) then m = m + y end
+  return m
+end
+
+-- Lists (the sliding log, the leases) hold sorted "%.17g" numbers. Given that the entry at
+-- index `lo` is at most `x` and the one at `hi` above it, return the index of the first entry
+-- above `x` (Python's bisect_right), galloping from `lo` so that a few entries cost few reads.
+local function bisect_list(key, x, lo, hi)
+  local step = 1
+  while lo + step < hi do
+    local i = lo + step
+    if tonumber(redis.call('LINDEX', key, i)) <= x then
+      lo = i
+      step = step * 2
+    else
+      hi = i
+      break
+    end
+  end
+  while hi - lo > 1 do
+    local mid = floor((lo + hi) / 2)
+    if tonumber(redis.call('LINDEX', key, mid)) <= x then lo = mid else hi = mid end
+  end
+  return hi
+end
+
+-- Add `copies` copies of the number `x` to the sorted list of `size` entries, after every entry
+-- at most `x` (bisect_right, then insert), and set the list's TTL. `behind` tells that the last
+-- entry is above `x` (a clock that stepped back); else the copies go at the end.
+local function add_sorted(key, x, copies, size, behind, reset_after)
+  local stamp = format('%.17g', x)
+  if not behind then
+    if copies == 1 then
+      redis.call('RPUSH', key, stamp)
+    else
+      local chunk = {}
+      for i = 1, (copies < 512 and copies or 512) do chunk[i] = stamp end
+      while copies >= 512 do
+        redis.call('RPUSH', key, unpack(chunk))
+        copies = copies - 512
+      end
+      if copies > 0 then redis.call('RPUSH', key, unpack(chunk, 1, copies)) end
+    end
+  else
+    -- Insert before the first entry above `x`: LINSERT finds the first entry equal to that
+    -- pivot, and every entry before it is below the pivot.
+    local at = 0
+    if tonumber(redis.call('LINDEX', key, 0)) <= x then at = bisect_list(key, x, 0, size - 1) end
+    local pivot = redis.call('LINDEX', key, at)
+    for _ = 1, copies do redis.call('LINSERT', key, 'BEFORE', pivot, stamp) end
+  end
+  redis.call('PEXPIRE', key, ttl_ms(reset_after))
 end

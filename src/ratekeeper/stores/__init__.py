@@ -24,7 +24,8 @@ class Store(Protocol):
     state and returns the ``Decision``; ``now`` (seconds since the epoch) defaults to the store's
     clock. ``apply_many(hits, all_or_nothing=False, now=None)`` applies ``(key, limit, cost)``
     triples atomically as one batch; with ``all_or_nothing`` nothing is consumed unless every
-    hit is allowed. ``reset(key, limit)`` forgets the key's state.
+    hit is allowed. ``reset(key, limit)`` forgets the key's state; ``close()`` releases
+    connections.
     """
 
     def apply(
@@ -36,6 +37,8 @@ class Store(Protocol):
     ) -> list[Decision]: ...
 
     def reset(self, key: str, limit: Limit) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class AsyncStore(Protocol):
@@ -50,6 +53,8 @@ class AsyncStore(Protocol):
     ) -> list[Decision]: ...
 
     async def reset(self, key: str, limit: Limit) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 def _memory(url: str, options: dict[str, Any]) -> MemoryStore:

@@ -130,6 +130,9 @@ class MemoryStore:
         with self._lock:
             self._entries.clear()
 
+    def close(self) -> None:
+        """Nothing to release; here so that every store can be closed alike."""
+
     def sweep(self, now: float | None = None) -> int:
         """Drop every expired key now; return how many were dropped."""
         with self._lock:
@@ -181,6 +184,9 @@ class AsyncMemoryStore:
 
     async def clear(self) -> None:
         self.sync.clear()
+
+    async def close(self) -> None:
+        self.sync.close()
 
     def __len__(self) -> int:
         return len(self.sync)

@@ -89,6 +89,9 @@ class OverLimitCache:
         self.denials.entries.pop((limit.id, key), None)
         self.store.reset(key, limit)
 
+    def close(self) -> None:
+        self.store.close()
+
 
 class AsyncOverLimitCache:
     """The asyncio twin of ``OverLimitCache``."""
@@ -123,3 +126,6 @@ class AsyncOverLimitCache:
     async def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)
         await self.store.reset(key, limit)
+
+    async def close(self) -> None:
+        await self.store.close()

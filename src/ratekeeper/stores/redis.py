@@ -3,9 +3,10 @@
 Consistency: exact across processes and machines. Every decision is one run of one Lua script
 (``stores/lua.py``), which Redis executes atomically on the server that owns the key's slot,
 with the time taken from that server's ``TIME`` so that every client agrees on it. A batch is
-one script run per slot, in one round trip: atomic within a slot, and with ``all_or_nothing``
-it must fit in one slot (keys built with ``tag="identity"`` put every limit of one identity in
-one slot). Every key written carries a TTL.
+one script run per slot (one round trip on a single server; one per slot, concurrently in
+asyncio, in a cluster): atomic within a slot. With ``all_or_nothing`` it must fit in one slot
+(keys built with ``tag="identity"`` put every limit of one identity in one slot). Every key
+written carries a TTL.
 
 ``RedisStore`` and ``AsyncRedisStore`` are twins: only I/O differs.
 """
@@ -27,8 +28,12 @@ try:
     import redis
     import redis.asyncio
     from redis.crc import key_slot
+    from redis.exceptions import RedisClusterException
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
+
+#: What redis-py raises when a call fails; mapped to ``StoreError`` at this boundary.
+ERRORS = (redis.RedisError, RedisClusterException, OSError)
 
 
 def _batches(
@@ -90,7 +95,7 @@ class RedisStore:
         keys = [state_key(limit, key, self.prefix, self.tag)]
         try:
             reply = self._script(keys, arguments([(limit, cost)], now, False))
-        except redis.RedisError as error:
+        except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return decisions(reply)[1][0]
 
@@ -102,20 +107,26 @@ class RedisStore:
         try:
             if len(batches) == 1:
                 replies = [self._script(batches[0][1], batches[0][2])]
+            elif self.clustered:  # a cluster pipeline refuses scripts: one run per slot
+                replies = [self._script(keys, argv) for _, keys, argv in batches]
             else:
                 pipe = self.client.pipeline(transaction=False)
                 for _, keys, argv in batches:
                     self._script(keys, argv, pipe)
                 replies = pipe.execute()
-        except redis.RedisError as error:
+        except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return _gather(len(hits), batches, replies)
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()
 
     def reset(self, key: str, limit: Limit) -> None:
         """Delete ``limit``'s state for ``key``."""
         try:
             self.client.delete(state_key(limit, key, self.prefix, self.tag))
-        except redis.RedisError as error:
+        except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
 
 
@@ -154,7 +165,7 @@ class AsyncRedisStore:
         keys = [state_key(limit, key, self.prefix, self.tag)]
         try:
             reply = await self._script(keys, arguments([(limit, cost)], now, False))
-        except redis.RedisError as error:
+        except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return decisions(reply)[1][0]
 
@@ -165,19 +176,26 @@ class AsyncRedisStore:
         try:
             if len(batches) == 1:
                 replies = [await self._script(batches[0][1], batches[0][2])]
+            elif self.clustered:  # a cluster pipeline refuses scripts: the slots concurrently
+                replies = await asyncio.gather(
+                    *(self._script(keys, argv) for _, keys, argv in batches)
+                )
             else:
                 pipe = self.client.pipeline(transaction=False)
                 for _, keys, argv in batches:
                     await self._script(keys, argv, pipe)
                 replies = await pipe.execute()
-        except redis.RedisError as error:
+        except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return _gather(len(hits), batches, replies)
+
+    async def close(self) -> None:
+        await self.client.aclose()
 
     async def reset(self, key: str, limit: Limit) -> None:
         try:
             await self.client.delete(state_key(limit, key, self.prefix, self.tag))
-        except redis.RedisError as error:
+        except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
 
     def _flush(self) -> None:

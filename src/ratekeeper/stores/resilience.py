@@ -161,6 +161,9 @@ class Resilient:
         self.policy.local.reset(key, limit)
         self.store.reset(key, limit)
 
+    def close(self) -> None:
+        self.store.close()
+
 
 class AsyncResilient:
     """The asyncio twin of ``Resilient``."""
@@ -203,3 +206,6 @@ class AsyncResilient:
     async def reset(self, key: str, limit: Limit) -> None:
         self.policy.local.reset(key, limit)
         await self.store.reset(key, limit)
+
+    async def close(self) -> None:
+        await self.store.close()

@@ -1,0 +1,277 @@
+"""Where a ratekeeper decision on Redis spends its time: ``python -m benchmarks.redis_profile``.
+
+On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on one hot key
+(sequential) and on 64 keys (64 asyncio callers, batching on):
+
+1. wall time, client CPU time (``time.process_time``) and server time (``INFO
+   commandstats``) per decision, beside the same for a raw ``EVALSHA`` of ``return 1`` and
+   for ratekeeper with its script swapped for a stub that only returns a reply of the same
+   shape (what is left is the client's cost; the store's ``_script`` is replaced on that one
+   store object, nothing in ``src`` is touched);
+2. the client's top functions under ``cProfile``, and its own time summed by area;
+3. the server's time per script run for pieces of ratekeeper's one Lua script: ``return 1``;
+   the whole script's definitions (prelude and every algorithm) followed by ``return 1``; the
+   same with the dispatch's argument parsing; and the whole script, for one hit and for a
+   batch of 64.
+
+It prints plain text. Nothing here is a target; it explains the numbers of the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import statistics
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+
+import redis
+
+import ratekeeper as rk
+from benchmarks.peers import ratekeeper_limit
+from benchmarks.redis_peers import CALLERS
+from benchmarks.redis_server import RedisServer, server_usec
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.stores import open_async_store, open_store
+from ratekeeper.stores.lua import SOURCE, arguments
+
+ALGORITHM = "gcra"
+AMOUNT = 1_000_000_000
+#: Seconds of socket timeout for the asyncio stores (see ``concurrent``).
+TIMEOUT = 2.0
+
+
+def _lua_parts() -> tuple[str, str]:
+    """ratekeeper's script cut in two: every definition, and the dispatch."""
+    package = files("ratekeeper")
+    parts = [package.joinpath("lua/prelude.lua").read_text()]
+    parts += [package.joinpath(f"algorithms/{a.value}.lua").read_text() for a in Algorithm]
+    definitions = "\n".join(parts)
+    dispatch = package.joinpath("lua/dispatch.lua").read_text()
+    if definitions + "\n" + dispatch != SOURCE:
+        raise RuntimeError("ratekeeper's script is no longer prelude + algorithms + dispatch")
+    return definitions, dispatch
+
+
+#: A stand-in for ratekeeper's script: the same reply shape (one allowing decision per key),
+#: next to no server work. With it, what remains of a decision's cost is the client's.
+STUB = """
+local reply = {'1763850000.5'}
+for i = 1, #KEYS do reply[i + 1] = {1, 1000000000, 999999999, '3.6e-06', 0, 0, 1} end
+return reply
+"""
+
+
+def _stubbed(store: Any, client: Any) -> Any:
+    """``store`` with its script swapped for ``STUB`` (on the store's own client)."""
+    if not hasattr(store, "_script"):
+        raise RuntimeError("RedisStore no longer keeps its script in _script; update the stub")
+    store._script = client.register_script(STUB)
+    return store
+
+
+def _timed(server: RedisServer, calls: int, run: Callable[[], None]) -> tuple[float, float, float]:
+    """(wall µs, client CPU µs, server µs) per call of ``run``, which makes ``calls`` decisions."""
+    server.reset_stats()
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    usec, _ = server_usec(server.commandstats())
+    return wall / calls * 1e6, cpu / calls * 1e6, usec / calls
+
+
+def _area(key: tuple[str, int, str]) -> str:
+    filename, _, name = key
+    if "/ratekeeper/" in filename:
+        return "ratekeeper"
+    if "/redis/" in filename:
+        return "redis-py"
+    if "asyncio" in filename:
+        return "asyncio"
+    if any(word in name for word in ("recv", "send", "poll", "select")):
+        return "socket I/O and waiting (syscalls)"
+    if "/benchmarks/" in filename:
+        return "benchmark loop"
+    return "other"
+
+
+def _profile_text(profile: cProfile.Profile, top: int) -> str:
+    """The top functions by own time, then own time summed by area."""
+    text = io.StringIO()
+    stats = pstats.Stats(profile, stream=text)
+    stats.sort_stats("tottime").print_stats(top)
+    lines = text.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
+    total = next(line for line in lines if "function calls" in line)
+    areas: dict[str, float] = {}
+    for key, value in stats.stats.items():  # type: ignore[attr-defined]
+        areas[_area(key)] = areas.get(_area(key), 0.0) + value[2]
+    whole = sum(areas.values())
+    shares = [
+        f"  {area:36} {seconds:7.3f} s  {seconds / whole:6.1%}"
+        for area, seconds in sorted(areas.items(), key=lambda item: -item[1])
+    ]
+    top_lines = [line for line in lines[start:] if line.strip()]
+    return "\n".join([total.strip(), *top_lines, "", "own time by area:", *shares])
+
+
+def sequential(server: RedisServer, calls: int, top: int, rounds: int) -> None:
+    limit = ratekeeper_limit(ALGORITHM, AMOUNT)
+    store = open_store(server.url, on_store_error=None, prefix="prof")
+    stub_client = redis.Redis.from_url(server.url)
+    stub = open_store(server.url, on_store_error=None, prefix="stub")
+    _stubbed(stub, stub.client)  # type: ignore[attr-defined]
+    floor_client = redis.Redis.from_url(server.url)
+    floor = floor_client.register_script("return 1")
+    runs: dict[str, Callable[[], None]] = {}
+    for name, hit in (
+        ("ratekeeper", rk.Limiter(store).hit),
+        ("ratekeeper, stub script", rk.Limiter(stub).hit),
+    ):
+        hit("hot", limit)
+
+        def run(hit: Any = hit) -> None:
+            for _ in range(calls):
+                hit("hot", limit)
+
+        runs[name] = run
+
+    def run_floor() -> None:
+        for _ in range(calls):
+            floor()
+
+    runs["EVALSHA return 1"] = run_floor
+    floor()
+    print(f"== sequential, {ALGORITHM}, one hot key, {calls:,} calls; median of {rounds} rounds")
+    measured: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            measured[name].append(_timed(server, calls, run))
+    print(f"{'per decision':26} {'wall µs':>8} {'client CPU µs':>14} {'server µs':>10}")
+    for name, values in measured.items():
+        wall, cpu, usec = (statistics.median(column) for column in zip(*values, strict=True))
+        print(f"{name:26} {wall:8.1f} {cpu:14.1f} {usec:10.1f}")
+    for name in ("ratekeeper", "EVALSHA return 1"):
+        profile = cProfile.Profile()
+        profile.runcall(runs[name])
+        print(f"\n-- cProfile, {name} (sorted by own time)")
+        print(_profile_text(profile, top if name == "ratekeeper" else top // 2))
+    for closing in (store, stub):
+        closing.close()
+    stub_client.close()
+    floor_client.close()
+
+
+def concurrent(server: RedisServer, per_caller: int, top: int, rounds: int) -> None:
+    async def main() -> None:
+        limit = ratekeeper_limit(ALGORITHM, AMOUNT)
+        url = server.url
+        # A timeout longer than the default 0.25 s: without batching, 64 script runs queue on
+        # the server, and on a loaded machine the last of them can take longer than that.
+        options: dict[str, Any] = {"on_store_error": None, "timeout": TIMEOUT}
+        stub = open_async_store(url, prefix="stub", **options)
+        variants: dict[str, Any] = {
+            "batching on": open_async_store(url, prefix="prof", **options),
+            "batching on, stub script": _stubbed(stub, stub.client),  # type: ignore[attr-defined]
+            "batching off": open_async_store(url, prefix="prof", batch=False, **options),
+        }
+        decisions = CALLERS * per_caller
+        measured: dict[str, list[tuple[float, float, float, float]]] = {}
+        callers: dict[str, Callable[[], Any]] = {}
+        for name, store in variants.items():
+            hit = rk.AsyncLimiter(store).hit
+
+            async def caller(key: str, hit: Any = hit) -> None:
+                for _ in range(per_caller):
+                    await hit(key, limit)
+
+            async def gathered(caller: Any = caller) -> None:
+                await asyncio.gather(*(caller(f"user:{i}") for i in range(CALLERS)))
+
+            await gathered()  # warm-up: connections, keys
+            callers[name] = gathered
+            measured[name] = []
+        for _ in range(rounds):
+            for name, gathered in callers.items():
+                server.reset_stats()
+                wall, cpu = time.perf_counter(), time.process_time()
+                await gathered()
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                usec, runs = server_usec(server.commandstats())
+                measured[name].append((wall, cpu, usec, runs))
+        print(f"{'':26} {'decisions/s':>11} {'wall µs':>8} {'client CPU µs':>14} {'server µs':>10}")
+        for name, values in measured.items():
+            wall, cpu, usec, runs = (statistics.median(c) for c in zip(*values, strict=True))
+            print(
+                f"{name:26} {decisions / wall:11,.0f} {wall / decisions * 1e6:8.1f} "
+                f"{cpu / decisions * 1e6:14.1f} {usec / decisions:10.1f}   "
+                f"{decisions / max(runs, 1):.1f} decisions per script run, "
+                f"{usec / max(runs, 1):.0f} µs per run"
+            )
+        profile = cProfile.Profile()
+        profile.enable()
+        await callers["batching on"]()
+        profile.disable()
+        print("\n-- cProfile, batching on (sorted by own time)")
+        print(_profile_text(profile, top))
+        for store in variants.values():
+            await store.close()
+
+    print(
+        f"\n== {CALLERS} concurrent asyncio callers, {ALGORITHM}, one key each, {per_caller} hits "
+        f"each; median of {rounds} rounds; per decision"
+    )
+    asyncio.run(main())
+
+
+def server_side(server: RedisServer, calls: int) -> None:
+    """The server's µs per script run for pieces of ratekeeper's script."""
+    client = redis.Redis.from_url(server.url)
+    definitions, dispatch = _lua_parts()
+    parse = dispatch.split("local decisions = {}")[0]
+    limit = ratekeeper_limit(ALGORITHM, AMOUNT)
+    one = (["prof:1:{x}"], arguments([(limit, 1)], None, False))
+    many_keys = [f"prof:1:{{x{i}}}" for i in range(CALLERS)]
+    many = (many_keys, arguments([(limit, 1)] * CALLERS, None, False))
+    cases: list[tuple[str, str, tuple[list[str], list[str]]]] = [
+        ("return 1", "return 1", ([], [])),
+        ("definitions + return 1", definitions + "\nreturn 1", ([], [])),
+        ("definitions + argument parsing (1 hit)", definitions + "\n" + parse + "return 1", one),
+        ("whole script, 1 hit", SOURCE, one),
+        (f"whole script, {CALLERS} hits", SOURCE, many),
+    ]
+    print(f"\n== server time per script run (µs, {calls:,} runs each, INFO commandstats)")
+    for name, source, (keys, args) in cases:
+        script = client.register_script(source)
+        script(keys, args)
+        server.reset_stats()
+        for _ in range(calls):
+            script(keys, args)
+        usec, runs = server_usec(server.commandstats())
+        print(f"{name:42} {usec / runs:8.1f}")
+    print(f"(ratekeeper's script: {len(SOURCE):,} characters, {SOURCE.count(chr(10)) + 1} lines)")
+    client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.redis_profile", description=__doc__)
+    parser.add_argument("--calls", type=int, default=5_000, help="sequential calls")
+    parser.add_argument("--per-caller", type=int, default=300, help="hits per asyncio caller")
+    parser.add_argument("--top", type=int, default=20, help="functions shown per profile")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each timing")
+    args = parser.parse_args(argv)
+    with RedisServer() as server:
+        print(f"redis-server {server.version()} on 127.0.0.1:{server.port}")
+        sequential(server, args.calls, args.top, args.rounds)
+        concurrent(server, args.per_caller, args.top, args.rounds)
+        server_side(server, args.calls)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

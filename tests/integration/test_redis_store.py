@@ -1,0 +1,114 @@
+"""The Redis store against a real server: batching, the over-limit cache, URLs, server time."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+import redis
+import redis.asyncio
+
+from ratekeeper import AsyncLimiter, Limit, Limiter, StoreError, open_async_store, open_store
+from ratekeeper.stores.overlimit import OverLimitCache
+from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
+from ratekeeper.stores.resilience import AsyncResilient, Resilient
+from tests.servers import RedisServer
+
+_prefixes = itertools.count()
+
+
+def prefix() -> str:
+    return f"it{next(_prefixes)}"
+
+
+def evalsha_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats").get("cmdstat_evalsha", {"calls": 0})
+    return int(stats["calls"])
+
+
+def test_time_comes_from_the_server(redis_server: RedisServer) -> None:
+    store = RedisStore(redis.Redis.from_url(redis_server.url), prefix=prefix())
+    decision = store.apply("k", Limit(1, 3600, "fixed_window"))
+    window_end = time.time() - time.time() % 3600 + 3600
+    assert decision.reset_after == pytest.approx(window_end - time.time(), abs=2)
+
+
+def test_async_calls_of_one_tick_share_one_round_trip(redis_server: RedisServer) -> None:
+    sync = redis.Redis.from_url(redis_server.url)
+    limit = Limit(100, 3600, "gcra")
+
+    async def main() -> list[int]:
+        client = redis.asyncio.Redis.from_url(redis_server.url)
+        store = AsyncRedisStore(client, prefix=prefix())
+        await store.apply("warm", limit)  # loads the script
+        before = evalsha_calls(sync)
+        decisions = await asyncio.gather(*(store.apply("k", limit) for _ in range(64)))
+        assert evalsha_calls(sync) - before == 1
+        await client.aclose()
+        return [d.remaining for d in decisions]
+
+    # In call order, exactly as 64 separate calls would have decided.
+    assert asyncio.run(main()) == list(range(99, 35, -1))
+
+
+def test_batching_is_exact_under_many_tasks(redis_server: RedisServer) -> None:
+    limit = Limit(500, 86_400, "gcra")
+
+    async def main() -> int:
+        store = open_async_store(redis_server.url, prefix=prefix(), on_store_error=None)
+        limiter = AsyncLimiter(store)
+
+        async def caller() -> int:
+            admitted = 0
+            for _ in range(40):
+                admitted += (await limiter.hit("hot", limit)).allowed
+            return admitted
+
+        admitted = sum(await asyncio.gather(*(caller() for _ in range(32))))
+        await store.close()  # type: ignore[attr-defined]
+        return admitted
+
+    assert asyncio.run(main()) == 500
+
+
+def test_over_limit_cache_answers_denials_locally(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    store = OverLimitCache(RedisStore(client, prefix=prefix()))
+    limit = Limit(2, 3600, "gcra")
+    assert [store.apply("bot", limit).allowed for _ in range(3)] == [True, True, False]
+    before = evalsha_calls(client)
+    refused = [store.apply("bot", limit) for _ in range(100)]
+    assert evalsha_calls(client) == before  # no round trip
+    assert not any(d.allowed for d in refused)
+    assert refused[-1].retry_after == pytest.approx(1800, abs=5)
+    assert store.apply("other", limit).allowed  # other keys still reach the store
+    store.reset("bot", limit)
+    assert store.apply("bot", limit).allowed
+
+
+def test_cluster_batch_across_slots_cannot_be_all_or_nothing(redis_server: RedisServer) -> None:
+    store = RedisStore(redis.Redis.from_url(redis_server.url), prefix=prefix())
+    store.clustered = True  # the same check a cluster client gets
+    limit = Limit(5, 60, "gcra")
+    with pytest.raises(StoreError, match="needs every key in one slot"):
+        store.apply_many([("a", limit, 1), ("b", limit, 1)], all_or_nothing=True)
+
+
+def test_open_store_by_url_wraps_the_policy(redis_server: RedisServer) -> None:
+    store = open_store(redis_server.url, on_store_error="deny", over_limit_cache=True)
+    assert isinstance(store, Resilient)
+    assert isinstance(store.store, OverLimitCache)
+    assert Limiter(store).hit("u", Limit(1, 60, "gcra")).allowed
+    assert isinstance(open_async_store(redis_server.url), AsyncResilient)
+    store.close()
+    bare = open_store(redis_server.url, on_store_error=None, prefix="p", tag="identity")
+    assert isinstance(bare, RedisStore) and bare.tag == "identity"
+
+
+def test_a_bad_url_is_refused() -> None:
+    with pytest.raises(ValueError, match="expected host:port in a store URL, not 'nohost'"):
+        open_store("redis+cluster://nohost")
+    with pytest.raises(ValueError, match="a sentinel URL names its service"):
+        open_store("redis+sentinel://127.0.0.1:26379")

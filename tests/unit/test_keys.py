@@ -1,0 +1,47 @@
+"""Keys: one layout, a hash tag user input cannot break, no collisions."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ratekeeper import Limit
+from ratekeeper.keys import MAX_IDENTITY, escape, state_key
+
+LIMIT = Limit(10, 60, "gcra", burst=3)
+
+
+def test_layout_by_limit() -> None:
+    assert state_key(LIMIT, "user:1") == "rk:1:{gcra:10/60:b3:user%3A1}"
+
+
+def test_layout_by_identity() -> None:
+    assert state_key(LIMIT, "user:1", "app", "identity") == "app:1:{user%3A1}:gcra:10/60:b3"
+
+
+@pytest.mark.parametrize("identity", ["{x}", "a}b{c", "}{", "{", "%7B"])
+def test_identity_cannot_break_the_hash_tag(identity: str) -> None:
+    key = state_key(LIMIT, identity)
+    assert key.count("{") == 1 and key.count("}") == 1
+    assert key.index("{") < key.index("}")
+
+
+def test_long_identities_are_hashed() -> None:
+    long = "x" * (MAX_IDENTITY + 1)
+    assert escape(long).startswith("#") and len(escape(long)) == 65
+    assert escape("x" * MAX_IDENTITY) == "x" * MAX_IDENTITY
+    assert escape("#abc") == "%23abc"  # never mistaken for a hashed identity
+
+
+@given(st.text(max_size=300), st.text(max_size=300))
+def test_distinct_identities_never_share_a_key(one: str, two: str) -> None:
+    if one != two:
+        assert state_key(LIMIT, one) != state_key(LIMIT, two)
+        assert state_key(LIMIT, one, tag="identity") != state_key(LIMIT, two, tag="identity")
+
+
+def test_an_identity_cannot_reach_another_limit() -> None:
+    # Without escaping, "b3:x" under gcra:10/60 would read as identity "x" under gcra:10/60:b3.
+    plain = Limit(10, 60, "gcra")
+    assert state_key(plain, "b3:x") != state_key(LIMIT, "x")
