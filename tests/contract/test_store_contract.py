@@ -132,3 +132,12 @@ def test_all_or_nothing_rolls_back_every_algorithm(store: Store, algorithm: Algo
     decisions = store.apply_many([("k", charged, 1), ("k", full, 1)], all_or_nothing=True, now=T0)
     assert [d.allowed for d in decisions] == [True, False]
     assert store.apply("k", charged, 0, T0).remaining == 3
+
+
+@pytest.mark.parametrize("algorithm", ALL)
+def test_a_look_changes_nothing_even_ahead_of_time(store: Store, algorithm: Algorithm) -> None:
+    limit = Limit(1, 10, algorithm)
+    start = T0 - T0 % 10
+    assert store.apply("k", limit, 1, start).allowed
+    store.apply("k", limit, 0, start + 10)  # a look from a clock running ahead
+    assert not store.apply("k", limit, 1, start + 5).allowed

@@ -1,60 +1,63 @@
 -- Concurrency: the twin of concurrency.py. State: a list of "%.17g" lease expiry times, sorted,
 -- one per slot held.
-local function concurrency(key, now, cost, a)
-  local amount = tonumber(ARGV[a + AMOUNT])
-  local size = redis.call('LLEN', key)
-  local expired = 0 -- leases at the head that expired: bisect_right(leases, now)
-  local last = nil -- the latest expiry, when some lease is live
-  if size > 0 then
-    last = tonumber(redis.call('LINDEX', key, -1))
-    if last <= now then
-      expired = size
-      last = nil
-    elseif tonumber(redis.call('LINDEX', key, 0)) <= now then
-      expired = bisect_list(key, now, 0, size - 1)
+local concurrency
+if NEEDS.concurrency then
+  function concurrency(key, now, cost, a)
+    local amount = tonumber(ARGV[a + AMOUNT])
+    local size = redis.call('LLEN', key)
+    local expired = 0 -- leases at the head that expired: bisect_right(leases, now)
+    local last = nil -- the latest expiry, when some lease is live
+    if size > 0 then
+      last = tonumber(redis.call('LINDEX', key, -1))
+      if last <= now then
+        expired = size
+        last = nil
+      elseif tonumber(redis.call('LINDEX', key, 0)) <= now then
+        expired = bisect_list(key, now, 0, size - 1)
+      end
     end
-  end
-  local live = size - expired
-  local free = amount - live
-  if free < 0 then free = 0 end
-  if cost > 0 then
-    if live + cost <= amount then
-      local expiry = now + tonumber(ARGV[a + PERIOD])
-      local behind = last ~= nil and last > expiry
-      if not behind then last = expiry end
-      local reset_after = last - now
-      if expired > 0 then redis.call('LTRIM', key, expired, -1) end
-      add_sorted(key, expiry, cost, live, behind, reset_after)
-      return 1, amount, amount - live - cost, reset_after, 0, 0, cost
+    local live = size - expired
+    local free = amount - live
+    if free < 0 then free = 0 end
+    if cost > 0 then
+      if live + cost <= amount then
+        local expiry = now + tonumber(ARGV[a + PERIOD])
+        local behind = last ~= nil and last > expiry
+        if not behind then last = expiry end
+        local reset_after = last - now
+        if expired > 0 then redis.call('LTRIM', key, expired, -1) end
+        add_sorted(key, expiry, cost, live, behind, reset_after)
+        return 1, amount, amount - live - cost, reset_after, 0, 0, cost
+      end
+      local reset_after = 0.0
+      if last then reset_after = last - now end
+      local retry = inf
+      if cost <= amount then
+        retry = tonumber(redis.call('LINDEX', key, size + cost - amount - 1)) - now
+      end
+      return 0, amount, free, reset_after, retry, 0, 0
     end
+    if cost == 0 then
+      local reset_after = 0.0
+      if last then reset_after = last - now end
+      return 1, amount, free, reset_after, 0, 0, 0
+    end
+    -- A release: drop the expired leases and then the earliest-expiring live ones.
+    local released = -cost
+    if released > live then released = live end
+    local drop = expired + released
+    free = amount - (size - drop)
+    if free < 0 then free = 0 end
     local reset_after = 0.0
-    if last then reset_after = last - now end
-    local retry = inf
-    if cost <= amount then
-      retry = tonumber(redis.call('LINDEX', key, size + cost - amount - 1)) - now
+    if drop < size then
+      reset_after = last - now
+      if drop > 0 then
+        redis.call('LTRIM', key, drop, -1)
+        redis.call('PEXPIRE', key, ttl_ms(reset_after))
+      end
+    elseif drop > 0 then
+      redis.call('DEL', key)
     end
-    return 0, amount, free, reset_after, retry, 0, 0
+    return 1, amount, free, reset_after, 0, 0, -released
   end
-  if cost == 0 then
-    local reset_after = 0.0
-    if last then reset_after = last - now end
-    return 1, amount, free, reset_after, 0, 0, 0
-  end
-  -- A release: drop the expired leases and then the earliest-expiring live ones.
-  local released = -cost
-  if released > live then released = live end
-  local drop = expired + released
-  free = amount - (size - drop)
-  if free < 0 then free = 0 end
-  local reset_after = 0.0
-  if drop < size then
-    reset_after = last - now
-    if drop > 0 then
-      redis.call('LTRIM', key, drop, -1)
-      redis.call('PEXPIRE', key, ttl_ms(reset_after))
-    end
-  elseif drop > 0 then
-    redis.call('DEL', key)
-  end
-  return 1, amount, free, reset_after, 0, 0, -released
 end

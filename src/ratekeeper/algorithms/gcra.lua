@@ -1,24 +1,27 @@
 -- GCRA: the twin of gcra.py. State: "backlog t" (the TAT as its distance from t).
-local function gcra(key, now, cost, a)
-  local interval = tonumber(ARGV[a + INTERVAL])
-  local capacity = tonumber(ARGV[a + CAPACITY])
-  local backlog = 0.0
-  local saved, last = load2(key)
-  if saved then
-    backlog = saved - (now - last) -- a clock that steps back only adds backlog
-    if backlog < 0.0 then backlog = 0.0 end
+local gcra
+if NEEDS.gcra then
+  function gcra(key, now, cost, a)
+    local interval = tonumber(ARGV[a + INTERVAL])
+    local capacity = tonumber(ARGV[a + CAPACITY])
+    local backlog = 0.0
+    local saved, last = load2(key)
+    if saved then
+      backlog = saved - (now - last) -- a clock that steps back only adds backlog
+      if backlog < 0.0 then backlog = 0.0 end
+    end
+    local after = backlog + cost * interval
+    -- Room left in hits of cost 1, with a slack relative to the whole bucket for float rounding.
+    local room = capacity + capacity * EPSILON - after / interval
+    if room >= 0.0 then
+      if cost ~= 0 then save2(key, after, after, now) end
+      return 1, capacity, floor(room), after, 0, 0, cost
+    end
+    local free = room + cost
+    local remaining = 0
+    if free > 0.0 then remaining = floor(free) end
+    local retry = inf
+    if cost <= capacity then retry = after - capacity * interval end
+    return 0, capacity, remaining, backlog, retry, 0, 0
   end
-  local after = backlog + cost * interval
-  -- Room left in hits of cost 1, with a slack relative to the whole bucket for float rounding.
-  local room = capacity + capacity * EPSILON - after / interval
-  if room >= 0.0 then
-    if cost ~= 0 then save2(key, after, after, now) end
-    return 1, capacity, floor(room), after, 0, 0, cost
-  end
-  local free = room + cost
-  local remaining = 0
-  if free > 0.0 then remaining = floor(free) end
-  local retry = inf
-  if cost <= capacity then retry = after - capacity * interval end
-  return 0, capacity, remaining, backlog, retry, 0, 0
 end

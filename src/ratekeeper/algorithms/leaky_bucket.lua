@@ -1,24 +1,27 @@
 -- Leaky bucket (meter): the twin of leaky_bucket.py. State: "level t".
-local function leaky_bucket(key, now, cost, a)
-  local capacity = tonumber(ARGV[a + CAPACITY])
-  local level = 0.0
-  local saved, last = load2(key)
-  if saved then
-    level = saved - (now - last) * tonumber(ARGV[a + RATE])
-    if level < 0.0 then level = 0.0 end
+local leaky_bucket
+if NEEDS.leaky_bucket then
+  function leaky_bucket(key, now, cost, a)
+    local capacity = tonumber(ARGV[a + CAPACITY])
+    local level = 0.0
+    local saved, last = load2(key)
+    if saved then
+      level = saved - (now - last) * tonumber(ARGV[a + RATE])
+      if level < 0.0 then level = 0.0 end
+    end
+    local interval = tonumber(ARGV[a + INTERVAL])
+    local room = capacity + capacity * EPSILON
+    local after = level + cost
+    if after <= room then
+      local reset_after = after * interval
+      if cost ~= 0 then save2(key, reset_after, after, now) end
+      return 1, capacity, floor(room - after), reset_after, 0, 0, cost
+    end
+    -- Python's int() truncates where floor rounds down: they differ only below 0, clamped to 0.
+    local remaining = floor(room - level)
+    if remaining < 0 then remaining = 0 end
+    local retry = inf
+    if cost <= capacity then retry = (after - capacity) * interval end
+    return 0, capacity, remaining, level * interval, retry, 0, 0
   end
-  local interval = tonumber(ARGV[a + INTERVAL])
-  local room = capacity + capacity * EPSILON
-  local after = level + cost
-  if after <= room then
-    local reset_after = after * interval
-    if cost ~= 0 then save2(key, reset_after, after, now) end
-    return 1, capacity, floor(room - after), reset_after, 0, 0, cost
-  end
-  -- Python's int() truncates where floor rounds down: they differ only below 0, clamped to 0.
-  local remaining = floor(room - level)
-  if remaining < 0 then remaining = 0 end
-  local retry = inf
-  if cost <= capacity then retry = (after - capacity) * interval end
-  return 0, capacity, remaining, level * interval, retry, 0, 0
 end

@@ -1,62 +1,65 @@
 -- Sliding window counter: the twin of sliding_counter.py. State: "start previous current".
-local function sliding_counter(key, now, cost, a)
-  local amount = tonumber(ARGV[a + AMOUNT])
-  local period = tonumber(ARGV[a + PERIOD])
-  local start, previous, current
-  local raw = redis.call('GET', key)
-  if raw then start, previous, current = match(raw, '^(%S+) (%S+) (%S+)$') end
-  if not start then
-    start = now - pymod(now, period)
-    previous = 0
-    current = 0
-  else
-    start, previous, current = tonumber(start), tonumber(previous), tonumber(current)
-    if now - start >= period then
-      -- A later window; starts are compared with half a period of slack.
-      local later = now - pymod(now, period)
-      local advanced = later - start
-      if advanced >= 0.5 * period then
-        start = later
-        if advanced < 1.5 * period then previous = current else previous = 0 end
-        current = 0
+local sliding_counter
+if NEEDS.sliding_counter then
+  function sliding_counter(key, now, cost, a)
+    local amount = tonumber(ARGV[a + AMOUNT])
+    local period = tonumber(ARGV[a + PERIOD])
+    local start, previous, current
+    local raw = redis.call('GET', key)
+    if raw then start, previous, current = match(raw, '^(%S+) (%S+) (%S+)$') end
+    if not start then
+      start = now - pymod(now, period)
+      previous = 0
+      current = 0
+    else
+      start, previous, current = tonumber(start), tonumber(previous), tonumber(current)
+      if now - start >= period then
+        -- A later window; starts are compared with half a period of slack.
+        local later = now - pymod(now, period)
+        local advanced = later - start
+        if advanced >= 0.5 * period then
+          start = later
+          if advanced < 1.5 * period then previous = current else previous = 0 end
+          current = 0
+        end
       end
     end
-  end
-  -- Seconds until this window ends; at most a period, should the clock go backwards.
-  local left = start + period - now
-  if left > period then left = period end
-  local estimate = current
-  if previous ~= 0 then estimate = previous * left / period + current end
-  local reset_after = 0.0
-  if current ~= 0 then
-    reset_after = left + period
-  elseif previous ~= 0 then
-    reset_after = left
-  end
-  if estimate + cost <= amount + EPSILON then
-    if cost ~= 0 then
-      current = current + cost
-      estimate = estimate + cost
+    -- Seconds until this window ends; at most a period, should the clock go backwards.
+    local left = start + period - now
+    if left > period then left = period end
+    local estimate = current
+    if previous ~= 0 then estimate = previous * left / period + current end
+    local reset_after = 0.0
+    if current ~= 0 then
       reset_after = left + period
-      redis.call('SET', key, format('%.17g %d %d', start, previous, current),
-        'PX', ttl_ms(reset_after))
+    elseif previous ~= 0 then
+      reset_after = left
+    end
+    if estimate + cost <= amount + EPSILON then
+      if cost ~= 0 then
+        current = current + cost
+        estimate = estimate + cost
+        reset_after = left + period
+        redis.call('SET', key, format('%.17g %d %d', start, previous, current),
+          'PX', ttl_ms(reset_after))
+      end
+      local remaining = 0
+      if estimate < amount then remaining = floor(amount - estimate + EPSILON) end
+      return 1, amount, remaining, reset_after, 0, 0, cost
     end
     local remaining = 0
     if estimate < amount then remaining = floor(amount - estimate + EPSILON) end
-    return 1, amount, remaining, reset_after, 0, 0, cost
+    if cost > amount then return 0, amount, remaining, reset_after, inf, 0, 0 end
+    local room = amount - cost - current
+    local retry
+    if room >= 0 then
+      -- The weighted previous count decays enough before this window ends.
+      retry = left - room * period / previous
+    else
+      -- Only in the next window, as this window's count decays there in its turn.
+      retry = left + period - (amount - cost) * period / current
+    end
+    if retry < 0.0 then retry = 0.0 end
+    return 0, amount, remaining, reset_after, retry, 0, 0
   end
-  local remaining = 0
-  if estimate < amount then remaining = floor(amount - estimate + EPSILON) end
-  if cost > amount then return 0, amount, remaining, reset_after, inf, 0, 0 end
-  local room = amount - cost - current
-  local retry
-  if room >= 0 then
-    -- The weighted previous count decays enough before this window ends.
-    retry = left - room * period / previous
-  else
-    -- Only in the next window, as this window's count decays there in its turn.
-    retry = left + period - (amount - cost) * period / current
-  end
-  if retry < 0.0 then retry = 0.0 end
-  return 0, amount, remaining, reset_after, retry, 0, 0
 end

@@ -1,42 +1,45 @@
 -- Sliding log: the twin of sliding_log.py. State: a list of "%.17g" timestamps, oldest first,
 -- one per admitted unit of cost. A hit reads the list's length and ends, and more entries only
 -- when some left the window (galloping) or when it is denied.
-local function sliding_log(key, now, cost, a)
-  local amount = tonumber(ARGV[a + AMOUNT])
-  local period = tonumber(ARGV[a + PERIOD])
-  local edge = now - period
-  local size = redis.call('LLEN', key)
-  local gone = 0 -- entries at the head that left the window
-  local last = nil -- the newest entry, when some entry is in the window
-  if size > 0 then
-    last = tonumber(redis.call('LINDEX', key, -1))
-    if last <= edge then
-      gone = size
-      last = nil
-    elseif tonumber(redis.call('LINDEX', key, 0)) <= edge then
-      gone = bisect_list(key, edge, 0, size - 1)
+local sliding_log
+if NEEDS.sliding_log then
+  function sliding_log(key, now, cost, a)
+    local amount = tonumber(ARGV[a + AMOUNT])
+    local period = tonumber(ARGV[a + PERIOD])
+    local edge = now - period
+    local size = redis.call('LLEN', key)
+    local gone = 0 -- entries at the head that left the window
+    local last = nil -- the newest entry, when some entry is in the window
+    if size > 0 then
+      last = tonumber(redis.call('LINDEX', key, -1))
+      if last <= edge then
+        gone = size
+        last = nil
+      elseif tonumber(redis.call('LINDEX', key, 0)) <= edge then
+        gone = bisect_list(key, edge, 0, size - 1)
+      end
     end
-  end
-  local count = size - gone
-  if count + cost <= amount then
-    if cost == 0 then
-      local reset_after = 0.0
-      if last then reset_after = last + period - now end
-      return 1, amount, amount - count, reset_after, 0, 0, 0
+    local count = size - gone
+    if count + cost <= amount then
+      if cost == 0 then
+        local reset_after = 0.0
+        if last then reset_after = last + period - now end
+        return 1, amount, amount - count, reset_after, 0, 0, 0
+      end
+      local behind = last ~= nil and now < last -- the clock went backwards: keep the log sorted
+      if not behind then last = now end
+      local reset_after = last + period - now
+      if gone > 0 then redis.call('LTRIM', key, gone, -1) end
+      add_sorted(key, now, cost, count, behind, reset_after)
+      return 1, amount, amount - count - cost, reset_after, 0, 0, cost
     end
-    local behind = last ~= nil and now < last -- the clock went backwards: keep the log sorted
-    if not behind then last = now end
-    local reset_after = last + period - now
-    if gone > 0 then redis.call('LTRIM', key, gone, -1) end
-    add_sorted(key, now, cost, count, behind, reset_after)
-    return 1, amount, amount - count - cost, reset_after, 0, 0, cost
+    local remaining = 0
+    if count < amount then remaining = amount - count end
+    local reset_after = 0.0
+    if last then reset_after = last + period - now end
+    if cost > amount then return 0, amount, remaining, reset_after, inf, 0, 0 end -- never fits
+    -- The hit fits once the oldest `count + cost - amount` entries have left the window.
+    local leaving = tonumber(redis.call('LINDEX', key, gone + count + cost - amount - 1))
+    return 0, amount, remaining, reset_after, leaving + period - now, 0, 0
   end
-  local remaining = 0
-  if count < amount then remaining = amount - count end
-  local reset_after = 0.0
-  if last then reset_after = last + period - now end
-  if cost > amount then return 0, amount, remaining, reset_after, inf, 0, 0 end -- never fits
-  -- The hit fits once the oldest `count + cost - amount` entries have left the window.
-  local leaving = tonumber(redis.call('LINDEX', key, gone + count + cost - amount - 1))
-  return 0, amount, remaining, reset_after, leaving + period - now, 0, 0
 end

@@ -7,9 +7,9 @@ oldest first, one entry per unit of cost; at most ``amount`` entries, so O(amoun
 key, and O(1) amortised time per hit (appends on the right, prunes on the left).
 
 The log is the one state ratekeeper updates in place: copying it on every hit would cost
-O(amount). Pruning entries that left the window changes no decision, so a denied hit may prune
-too; otherwise a denied hit leaves the log as it was. A store that must be able to roll back
-(``apply_many(all_or_nothing=True)``) steps on a copy.
+O(amount). Only an admitted hit changes it (it drops the entries that left the window and
+appends its own); a look or a refusal leaves it as it was. A store that must be able to roll
+back (``apply_many(all_or_nothing=True)``) steps on a copy.
 """
 
 from __future__ import annotations
@@ -33,12 +33,15 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     amount = limit.amount
     period = limit.period
     log: State = deque() if state is None else state
-    edge = now - period
-    while log and log[0] <= edge:
-        log.popleft()
-    count = len(log)
+    # Entries that left the window: dropped only by a hit that is admitted, so that a look or
+    # a refusal changes nothing, even from a clock running ahead.
+    gone = bisect_right(log, now - period) if log and log[0] <= now - period else 0
+    count = len(log) - gone
     if count + cost <= amount:
         if cost:
+            for _ in range(gone):
+                log.popleft()
+            gone = 0
             if log and now < log[-1]:
                 # The clock went backwards: keep the log sorted.
                 for _ in range(cost):
@@ -48,11 +51,11 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
             else:
                 log.extend(repeat(now, cost))
             count += cost
-        return log, allow(amount, amount - count, log[-1] + period - now if log else 0.0, cost)
+        return log, allow(amount, amount - count, log[-1] + period - now if count else 0.0, cost)
     remaining = amount - count if count < amount else 0
-    reset_after = log[-1] + period - now if log else 0.0
+    reset_after = log[-1] + period - now if count else 0.0
     if cost > amount:
         return state, deny(amount, remaining, reset_after, inf)  # it can never fit
     # The hit fits once the oldest ``count + cost - amount`` entries have left the window.
-    leaving = log[count + cost - amount - 1]
+    leaving = log[gone + count + cost - amount - 1]
     return state, deny(amount, remaining, reset_after, leaving + period - now)

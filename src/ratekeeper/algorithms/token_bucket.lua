@@ -1,51 +1,54 @@
 -- Token bucket: the twin of token_bucket.py. State: "tokens t".
-local function token_bucket(key, now, cost, a)
-  local capacity = tonumber(ARGV[a + CAPACITY])
-  local rate = tonumber(ARGV[a + RATE])
-  local tokens = capacity
-  local at = now -- the time the decision is taken as of
-  local skew = 0.0
-  local saved, last = load2(key)
-  if saved then
-    tokens = saved
-    if now < last then
-      -- A clock that stepped back (token_bucket._behind): decide as of the state's own time,
-      -- so that the same span is never refilled twice, and report the waits from `now`.
-      skew = last - now
-      at = last
+local token_bucket
+if NEEDS.token_bucket then
+  function token_bucket(key, now, cost, a)
+    local capacity = tonumber(ARGV[a + CAPACITY])
+    local rate = tonumber(ARGV[a + RATE])
+    local tokens = capacity
+    local at = now -- the time the decision is taken as of
+    local skew = 0.0
+    local saved, last = load2(key)
+    if saved then
+      tokens = saved
+      if now < last then
+        -- A clock that stepped back (token_bucket._behind): decide as of the state's own time,
+        -- so that the same span is never refilled twice, and report the waits from `now`.
+        skew = last - now
+        at = last
+      end
+      tokens = tokens + (at - last) * rate
+      if tokens > capacity then tokens = capacity end
     end
-    tokens = tokens + (at - last) * rate
-    if tokens > capacity then tokens = capacity end
-  end
-  local left = tokens - cost
-  local granted = cost
-  if left <= -EPSILON then
-    local whole = floor(tokens + EPSILON)
-    local wait
-    if ARGV[a + PARTIAL] == '1' then
-      if whole < 1 then
-        wait = (1.0 - tokens) / rate
+    local left = tokens - cost
+    local granted = cost
+    if left <= -EPSILON then
+      local whole = floor(tokens + EPSILON)
+      local wait
+      if ARGV[a + PARTIAL] == '1' then
+        if whole < 1 then
+          wait = (1.0 - tokens) / rate
+        else
+          left = tokens - whole
+          granted = whole
+        end
+      elseif cost <= capacity then
+        wait = -left / rate
       else
-        left = tokens - whole
-        granted = whole
+        wait = inf
       end
-    elseif cost <= capacity then
-      wait = -left / rate
-    else
-      wait = inf
-    end
-    if wait then
-      local reset_after = (capacity - tokens) / rate
-      if at ~= now then
-        reset_after = reset_after + skew
-        wait = wait + skew
+      if wait then
+        local reset_after = (capacity - tokens) / rate
+        if at ~= now then
+          reset_after = reset_after + skew
+          wait = wait + skew
+        end
+        return 0, capacity, whole, reset_after, wait, 0, 0
       end
-      return 0, capacity, whole, reset_after, wait, 0, 0
     end
+    if left < 0.0 then left = 0.0 end
+    local reset_after = (capacity - left) / rate
+    if at ~= now then reset_after = reset_after + skew end
+    if granted ~= 0 then save2(key, reset_after, left, at) end
+    return 1, capacity, floor(left + EPSILON), reset_after, 0, 0, granted
   end
-  if left < 0.0 then left = 0.0 end
-  local reset_after = (capacity - left) / rate
-  if at ~= now then reset_after = reset_after + skew end
-  if granted ~= 0 then save2(key, reset_after, left, at) end
-  return 1, capacity, floor(left + EPSILON), reset_after, 0, 0, granted
 end

@@ -1,17 +1,21 @@
 -- ratekeeper: what every algorithm's Lua step shares. The store concatenates this file, each
 -- algorithm's .lua (src/ratekeeper/algorithms/), and dispatch.lua into one script.
 --
--- A step is `local function NAME(key, now, cost, a)`. `a` locates the hit in ARGV: the hit's
--- fields are ARGV[a + AMOUNT], ARGV[a + PERIOD], ... (layout in dispatch.lua). It returns the
+-- A step is a function NAME(key, now, cost, a). `a` locates the hit in ARGV: the hit's fields
+-- are ARGV[a + AMOUNT], ARGV[a + PERIOD], ... (layout in dispatch.lua). It returns the
 -- decision as seven values, no table:
 --   allowed (1/0), limit, remaining, reset_after, retry_after, delay, granted
 -- and, when the hit consumes (allowed with a non-zero cost), writes the new state before it
 -- returns; every write sets a TTL. A look (cost 0) and a denied hit write nothing.
 -- It performs the same float operations, in the same order, as the Python step beside it.
 --
--- Everything here is a local of the script's one chunk, which Redis runs on every call: each
--- function defined costs a closure per call, so helpers are few and steps return values
--- rather than tables.
+-- Redis runs the whole chunk on every call, and every function it defines is a closure made
+-- anew each time. So an algorithm file defines its step only when the call needs it:
+--   local NAME
+--   if NEEDS.NAME then
+--     function NAME(key, now, cost, a) ... end
+--   end
+-- helpers are few, and steps return values rather than tables.
 
 local EPSILON = 1e-9
 local inf = math.huge
@@ -22,7 +26,12 @@ local match = string.match
 local tonumber = tonumber
 
 -- Offsets of a hit's fields in ARGV from its base `a` (ARGV[a + 1] is the algorithm).
-local COST, AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL = 2, 3, 4, 5, 6, 7, 8, 9, 10
+local COST, AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL =
+  2, 3, 4, 5, 6, 7, 8, 9, 10
+
+-- The algorithms this call runs (ARGV[3] is the first hit's, then every 10th).
+local NEEDS = {}
+for i = 3, #ARGV, 10 do NEEDS[ARGV[i]] = true end
 
 -- Milliseconds a key must live: until its state is fully available again, plus a second so
 -- that a caller's own `now` running a little ahead of the server never loses state.
@@ -54,52 +63,58 @@ local function pymod(x, y)
   return m
 end
 
--- Lists (the sliding log, the leases) hold sorted "%.17g" numbers. Given that the entry at
--- index `lo` is at most `x` and the one at `hi` above it, return the index of the first entry
--- above `x` (Python's bisect_right), galloping from `lo` so that a few entries cost few reads.
-local function bisect_list(key, x, lo, hi)
-  local step = 1
-  while lo + step < hi do
-    local i = lo + step
-    if tonumber(redis.call('LINDEX', key, i)) <= x then
-      lo = i
-      step = step * 2
-    else
-      hi = i
-      break
-    end
-  end
-  while hi - lo > 1 do
-    local mid = floor((lo + hi) / 2)
-    if tonumber(redis.call('LINDEX', key, mid)) <= x then lo = mid else hi = mid end
-  end
-  return hi
-end
-
--- Add `copies` copies of the number `x` to the sorted list of `size` entries, after every entry
--- at most `x` (bisect_right, then insert), and set the list's TTL. `behind` tells that the last
--- entry is above `x` (a clock that stepped back); else the copies go at the end.
-local function add_sorted(key, x, copies, size, behind, reset_after)
-  local stamp = format('%.17g', x)
-  if not behind then
-    if copies == 1 then
-      redis.call('RPUSH', key, stamp)
-    else
-      local chunk = {}
-      for i = 1, (copies < 512 and copies or 512) do chunk[i] = stamp end
-      while copies >= 512 do
-        redis.call('RPUSH', key, unpack(chunk))
-        copies = copies - 512
+-- Lists (the sliding log, the leases) hold sorted "%.17g" numbers.
+local bisect_list, add_sorted
+if NEEDS.sliding_log or NEEDS.concurrency then
+  -- Given that the entry at index `lo` is at most `x` and the one at `hi` above it, return the
+  -- index of the first entry above `x` (Python's bisect_right), galloping from `lo` so that a
+  -- few entries cost few reads.
+  function bisect_list(key, x, lo, hi)
+    local step = 1
+    while lo + step < hi do
+      local i = lo + step
+      if tonumber(redis.call('LINDEX', key, i)) <= x then
+        lo = i
+        step = step * 2
+      else
+        hi = i
+        break
       end
-      if copies > 0 then redis.call('RPUSH', key, unpack(chunk, 1, copies)) end
     end
-  else
-    -- Insert before the first entry above `x`: LINSERT finds the first entry equal to that
-    -- pivot, and every entry before it is below the pivot.
-    local at = 0
-    if tonumber(redis.call('LINDEX', key, 0)) <= x then at = bisect_list(key, x, 0, size - 1) end
-    local pivot = redis.call('LINDEX', key, at)
-    for _ = 1, copies do redis.call('LINSERT', key, 'BEFORE', pivot, stamp) end
+    while hi - lo > 1 do
+      local mid = floor((lo + hi) / 2)
+      if tonumber(redis.call('LINDEX', key, mid)) <= x then lo = mid else hi = mid end
+    end
+    return hi
   end
-  redis.call('PEXPIRE', key, ttl_ms(reset_after))
+
+  -- Add `copies` copies of the number `x` to the sorted list of `size` entries, after every
+  -- entry at most `x` (bisect_right, then insert), and set the list's TTL. `behind` tells that
+  -- the last entry is above `x` (a clock that stepped back); else the copies go at the end.
+  function add_sorted(key, x, copies, size, behind, reset_after)
+    local stamp = format('%.17g', x)
+    if not behind then
+      if copies == 1 then
+        redis.call('RPUSH', key, stamp)
+      else
+        local chunk = {}
+        for i = 1, (copies < 512 and copies or 512) do chunk[i] = stamp end
+        while copies >= 512 do
+          redis.call('RPUSH', key, unpack(chunk))
+          copies = copies - 512
+        end
+        if copies > 0 then redis.call('RPUSH', key, unpack(chunk, 1, copies)) end
+      end
+    else
+      -- Insert before the first entry above `x`: LINSERT finds the first entry equal to that
+      -- pivot, and every entry before it is below the pivot.
+      local at = 0
+      if tonumber(redis.call('LINDEX', key, 0)) <= x then
+        at = bisect_list(key, x, 0, size - 1)
+      end
+      local pivot = redis.call('LINDEX', key, at)
+      for _ = 1, copies do redis.call('LINSERT', key, 'BEFORE', pivot, stamp) end
+    end
+    redis.call('PEXPIRE', key, ttl_ms(reset_after))
+  end
 end

@@ -65,8 +65,10 @@ class MemoryStore:
         try:
             entry = self._get(slot)
             if entry is not None:
-                entry[0], decision = limit.step(entry[0], now, cost, limit)
-                entry[1] = now + decision[3]
+                state, decision = limit.step(entry[0], now, cost, limit)
+                if cost:  # a look (cost 0) writes nothing
+                    entry[0] = state
+                    entry[1] = now + decision[3]
                 self._touch(slot)
                 return decision
             state, decision = limit.step(None, now, cost, limit)
@@ -102,15 +104,15 @@ class MemoryStore:
                     if all_or_nothing and state is not None:
                         state = copy(state)  # the sliding log is updated in place
                 result = limit.step(state, now, cost, limit)
-                pending[slot] = result[0]
+                pending[slot] = result[0] if cost else state
                 results.append(result)
             if all_or_nothing and not all(decision[0] for _, decision in results):
                 return [
                     decision._replace(granted=0) if decision[0] else decision
                     for _, decision in results
                 ]
-            for (key, limit, _), (state, decision) in zip(hits, results, strict=True):
-                if state is not None:
+            for (key, limit, cost), (state, decision) in zip(hits, results, strict=True):
+                if state is not None and cost:
                     slot = (limit.id, key)
                     entry = entries.get(slot)
                     if entry is not None:
