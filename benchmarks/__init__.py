@@ -6,5 +6,10 @@ share, ratekeeper alone for every algorithm, and the bytes each store holds per 
 prints markdown; ``--output FILE`` also writes it, ``--quick`` makes a short smoke run. The peers
 come with the ``bench`` extra: ``pip install -e '.[bench]'``.
 
+``--redis`` runs the Redis benchmarks instead (``redis_suite``: sequential and 64-concurrent
+decisions/s, the deny path with the over-limit cache, memory per key), on a redis-server they
+start on a free loopback port and stop by pid; ``--all`` runs both. ``python -m
+benchmarks.redis_profile`` shows where a decision on Redis spends its time.
+
 These are numbers to read, never assertions: no test depends on a timing.
 """

@@ -9,10 +9,10 @@ On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on 
    shape (what is left is the client's cost; the store's ``_script`` is replaced on that one
    store object, nothing in ``src`` is touched);
 2. the client's top functions under ``cProfile``, and its own time summed by area;
-3. the server's time per script run for pieces of ratekeeper's one Lua script: ``return 1``;
-   the whole script's definitions (prelude and every algorithm) followed by ``return 1``; the
-   same with the dispatch's argument parsing; and the whole script, for one hit and for a
-   batch of 64.
+3. the server's time per script run for pieces of ratekeeper's one Lua script: ``return 1``
+   (bare, and given ratekeeper's key and arguments); the whole script's definitions (prelude
+   and every algorithm) followed by ``return 1``; and the whole script with no hit, one hit
+   (also with ``now`` given, and as a peek), two hits and a batch of 64.
 
 It prints plain text. Nothing here is a target; it explains the numbers of the benchmark.
 """
@@ -128,6 +128,8 @@ def sequential(server: RedisServer, calls: int, top: int, rounds: int) -> None:
     _stubbed(stub, stub.client)  # type: ignore[attr-defined]
     floor_client = redis.Redis.from_url(server.url)
     floor = floor_client.register_script("return 1")
+    # The same script on ratekeeper's own client (its socket timeout, no retries).
+    own_floor = store.client.register_script("return 1")  # type: ignore[attr-defined]
     runs: dict[str, Callable[[], None]] = {}
     for name, hit in (
         ("ratekeeper", rk.Limiter(store).hit),
@@ -145,22 +147,28 @@ def sequential(server: RedisServer, calls: int, top: int, rounds: int) -> None:
         for _ in range(calls):
             floor()
 
+    def run_own_floor() -> None:
+        for _ in range(calls):
+            own_floor()
+
     runs["EVALSHA return 1"] = run_floor
+    runs["return 1, ratekeeper's client"] = run_own_floor
     floor()
+    own_floor()
     print(f"== sequential, {ALGORITHM}, one hot key, {calls:,} calls; median of {rounds} rounds")
     measured: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
             measured[name].append(_timed(server, calls, run))
-    print(f"{'per decision':26} {'wall µs':>8} {'client CPU µs':>14} {'server µs':>10}")
+    print(f"{'per decision':30} {'wall µs':>8} {'client CPU µs':>14} {'server µs':>10}")
     for name, values in measured.items():
         wall, cpu, usec = (statistics.median(column) for column in zip(*values, strict=True))
-        print(f"{name:26} {wall:8.1f} {cpu:14.1f} {usec:10.1f}")
-    for name in ("ratekeeper", "EVALSHA return 1"):
+        print(f"{name:30} {wall:8.1f} {cpu:14.1f} {usec:10.1f}")
+    for name, run in runs.items():
         profile = cProfile.Profile()
-        profile.runcall(runs[name])
+        profile.runcall(run)
         print(f"\n-- cProfile, {name} (sorted by own time)")
-        print(_profile_text(profile, top if name == "ratekeeper" else top // 2))
+        print(_profile_text(profile, top if name == "ratekeeper" else 6))
     for closing in (store, stub):
         closing.close()
     stub_client.close()
@@ -229,31 +237,44 @@ def concurrent(server: RedisServer, per_caller: int, top: int, rounds: int) -> N
     asyncio.run(main())
 
 
-def server_side(server: RedisServer, calls: int) -> None:
-    """The server's µs per script run for pieces of ratekeeper's script."""
+def server_side(server: RedisServer, calls: int, rounds: int) -> None:
+    """The server's µs per script run for pieces of ratekeeper's script (median of rounds)."""
     client = redis.Redis.from_url(server.url)
-    definitions, dispatch = _lua_parts()
-    parse = dispatch.split("local decisions = {}")[0]
+    definitions, _ = _lua_parts()
     limit = ratekeeper_limit(ALGORITHM, AMOUNT)
-    one = (["prof:1:{x}"], arguments([(limit, 1)], None, False))
-    many_keys = [f"prof:1:{{x{i}}}" for i in range(CALLERS)]
-    many = (many_keys, arguments([(limit, 1)] * CALLERS, None, False))
+
+    def hits(count: int, cost: int = 1, now: float | None = None) -> tuple[list[str], list[str]]:
+        keys = [f"prof:1:{{x{i}}}" for i in range(count)]
+        return keys, arguments([(limit, cost)] * count, now, False)
+
     cases: list[tuple[str, str, tuple[list[str], list[str]]]] = [
         ("return 1", "return 1", ([], [])),
+        ("return 1, given 1 key and 12 arguments", "return 1", hits(1)),
         ("definitions + return 1", definitions + "\nreturn 1", ([], [])),
-        ("definitions + argument parsing (1 hit)", definitions + "\n" + parse + "return 1", one),
-        ("whole script, 1 hit", SOURCE, one),
-        (f"whole script, {CALLERS} hits", SOURCE, many),
+        ("whole script, no hit", SOURCE, ([], ["", "0"])),
+        ("whole script, 1 hit", SOURCE, hits(1)),
+        ("whole script, 1 hit, now given", SOURCE, hits(1, now=time.time() + 60)),
+        ("whole script, 1 peek (cost 0)", SOURCE, hits(1, cost=0)),
+        ("whole script, 2 hits", SOURCE, hits(2)),
+        (f"whole script, {CALLERS} hits", SOURCE, hits(CALLERS)),
     ]
-    print(f"\n== server time per script run (µs, {calls:,} runs each, INFO commandstats)")
-    for name, source, (keys, args) in cases:
-        script = client.register_script(source)
+    scripts = [(name, client.register_script(source), call) for name, source, call in cases]
+    measured: dict[str, list[float]] = {name: [] for name, _, _ in scripts}
+    for _, script, (keys, args) in scripts:
         script(keys, args)
-        server.reset_stats()
-        for _ in range(calls):
-            script(keys, args)
-        usec, runs = server_usec(server.commandstats())
-        print(f"{name:42} {usec / runs:8.1f}")
+    for _ in range(rounds):
+        for name, script, (keys, args) in scripts:
+            server.reset_stats()
+            for _ in range(calls):
+                script(keys, args)
+            usec, runs = server_usec(server.commandstats())
+            measured[name].append(usec / runs)
+    print(
+        f"\n== server time per script run (µs, INFO commandstats; median of {rounds} rounds of "
+        f"{calls:,} runs)"
+    )
+    for name, values in measured.items():
+        print(f"{name:42} {statistics.median(values):8.1f}")
     print(f"(ratekeeper's script: {len(SOURCE):,} characters, {SOURCE.count(chr(10)) + 1} lines)")
     client.close()
 
@@ -263,13 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=5_000, help="sequential calls")
     parser.add_argument("--per-caller", type=int, default=300, help="hits per asyncio caller")
     parser.add_argument("--top", type=int, default=20, help="functions shown per profile")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of each timing")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of each timing")
     args = parser.parse_args(argv)
     with RedisServer() as server:
         print(f"redis-server {server.version()} on 127.0.0.1:{server.port}")
         sequential(server, args.calls, args.top, args.rounds)
         concurrent(server, args.per_caller, args.top, args.rounds)
-        server_side(server, args.calls)
+        server_side(server, args.calls // 2, args.rounds)
     return 0
 
 
