@@ -1,7 +1,8 @@
 -- ratekeeper: the entry point. KEYS holds one state key per hit; ARGV is
 --   [1] now in seconds ('' takes the server's TIME), [2] all_or_nothing ('1' or '0'),
---   then 10 fields per hit: algorithm, cost, amount, period, capacity, rate, interval,
---   bucket, unit (calendar unit or ''), partial ('1' or '0').
+--   [3] L, the number of distinct limits in the batch, then L blocks of 9 fields:
+--   algorithm, amount, period, capacity, rate, interval, bucket, unit (calendar unit or ''),
+--   partial ('1' or '0'); then 2 fields per hit: the index of its limit (1..L) and its cost.
 -- Hits run in order, each seeing the state the earlier ones left. With all_or_nothing nothing
 -- is kept unless every hit is allowed: the keys are snapshotted (DUMP) first and restored if
 -- one hit is refused; the allowed hits then report the state they would have left, with
@@ -43,8 +44,10 @@ end
 
 local reply = {stamp}
 local refused = false
+local hits = 3 + tonumber(ARGV[3]) * LIMIT_FIELDS
 for i = 1, count do
-  local a = 2 + (i - 1) * 10
+  local h = hits + (i - 1) * 2
+  local a = 3 + (tonumber(ARGV[h + 1]) - 1) * LIMIT_FIELDS
   local name = ARGV[a + 1]
   local step
   if name == 'gcra' then step = gcra
@@ -58,7 +61,7 @@ for i = 1, count do
   elseif name == 'concurrency' then step = concurrency
   else return redis.error_reply('ratekeeper: unknown algorithm ' .. tostring(name)) end
   local allowed, limit, remaining, reset_after, retry_after, delay, granted =
-    step(KEYS[i], now, tonumber(ARGV[a + COST]), a)
+    step(KEYS[i], now, tonumber(ARGV[h + 2]), a)
   if allowed == 0 then refused = true end
   reply[i + 1] = {
     allowed, limit, remaining, num(reset_after), num(retry_after), num(delay), granted,

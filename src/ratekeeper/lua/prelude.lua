@@ -1,7 +1,7 @@
 -- ratekeeper: what every algorithm's Lua step shares. The store concatenates this file, each
 -- algorithm's .lua (src/ratekeeper/algorithms/), and dispatch.lua into one script.
 --
--- A step is a function NAME(key, now, cost, a). `a` locates the hit in ARGV: the hit's fields
+-- A step is a function NAME(key, now, cost, a). `a` locates the hit's limit in ARGV: its fields
 -- are ARGV[a + AMOUNT], ARGV[a + PERIOD], ... (layout in dispatch.lua). It returns the
 -- decision as seven values, no table:
 --   allowed (1/0), limit, remaining, reset_after, retry_after, delay, granted
@@ -25,13 +25,13 @@ local format = string.format
 local match = string.match
 local tonumber = tonumber
 
--- Offsets of a hit's fields in ARGV from its base `a` (ARGV[a + 1] is the algorithm).
-local COST, AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL =
-  2, 3, 4, 5, 6, 7, 8, 9, 10
+-- Offsets of a limit's fields in ARGV from its base `a` (ARGV[a + 1] is the algorithm).
+local AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL = 2, 3, 4, 5, 6, 7, 8, 9
+local LIMIT_FIELDS = 9
 
--- The algorithms this call runs (ARGV[3] is the first hit's, then every 10th).
+-- The algorithms this call runs: ARGV[3] limits follow, each LIMIT_FIELDS long.
 local NEEDS = {}
-for i = 3, #ARGV, 10 do NEEDS[ARGV[i]] = true end
+for j = 1, tonumber(ARGV[3]) do NEEDS[ARGV[3 + (j - 1) * LIMIT_FIELDS + 1]] = true end
 
 -- Milliseconds a key must live: until its state is fully available again, plus a second so
 -- that a caller's own `now` running a little ahead of the server never loses state.

@@ -8,15 +8,13 @@ layout is documented in ``dispatch.lua``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from importlib.resources import files
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
-
-#: Arguments per hit after the two leading ones (now, all_or_nothing).
-FIELDS = 10
 
 
 def _source() -> str:
@@ -32,9 +30,10 @@ def _source() -> str:
 SOURCE = _source()
 
 
-def limit_args(limit: Limit) -> list[str]:
-    """The nine per-hit fields after the cost, fixed for a limit."""
-    return [
+@lru_cache(maxsize=4096)
+def limit_args(limit: Limit) -> tuple[str, ...]:
+    """A limit's nine fields, as the script reads them; built once per limit."""
+    return (
         limit.algorithm.value,
         str(limit.amount),
         repr(limit.period),
@@ -44,20 +43,26 @@ def limit_args(limit: Limit) -> list[str]:
         repr(limit.bucket),
         limit.unit,
         "1" if limit.partial else "0",
-    ]
+    )
 
 
 def arguments(
     hits: Sequence[tuple[Limit, int]], now: float | None, all_or_nothing: bool
 ) -> list[str]:
-    """ARGV for a batch of ``(limit, cost)`` hits."""
-    args = ["" if now is None else repr(float(now)), "1" if all_or_nothing else "0"]
+    """ARGV for a batch of ``(limit, cost)`` hits: each distinct limit's fields once, then a
+    limit index and a cost per hit (layout in ``dispatch.lua``)."""
+    index: dict[Limit, str] = {}
+    blocks: list[str] = []
+    tail: list[str] = []
     for limit, cost in hits:
-        fields = limit_args(limit)
-        args.append(fields[0])
-        args.append(str(cost))
-        args.extend(fields[1:])
-    return args
+        number = index.get(limit)
+        if number is None:
+            number = index[limit] = str(len(index) + 1)
+            blocks.extend(limit_args(limit))
+        tail.append(number)
+        tail.append(str(cost))
+    now_arg = "" if now is None else repr(float(now))
+    return [now_arg, "1" if all_or_nothing else "0", str(len(index)), *blocks, *tail]
 
 
 def decisions(reply: Sequence[Any]) -> tuple[float, list[Decision]]:
