@@ -101,7 +101,10 @@ def test_open_store_by_url_wraps_the_policy(redis_server: RedisServer) -> None:
     assert isinstance(store, Resilient)
     assert isinstance(store.store, OverLimitCache)
     assert Limiter(store).hit("u", Limit(1, 60, "gcra")).allowed
-    assert isinstance(open_async_store(redis_server.url), AsyncResilient)
+    async_store = open_async_store(redis_server.url)
+    assert isinstance(async_store, AsyncResilient)
+    packer = async_store.store.client.connection_pool.connection_class  # type: ignore[attr-defined]
+    assert packer.__name__ == "HiredisPackedConnection"
     store.close()
     bare = open_store(redis_server.url, on_store_error=None, prefix="p", tag="identity")
     assert isinstance(bare, RedisStore) and bare.tag == "identity"
