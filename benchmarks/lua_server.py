@@ -82,7 +82,7 @@ def main() -> None:
             try:
                 cell.run(client, WARM)  # reach the steady state
             except redis.ResponseError:
-                continue  # a placeholder twin
+                continue  # an algorithm whose script fails is left out
             cells[(name, algorithm)] = cell
     for _ in range(options.rounds):
         for cell in cells.values():
