@@ -182,12 +182,15 @@ def test_killing_a_master_promotes_its_replica(tmp_path: Path) -> None:
         for node in cluster.alive():
             assert cluster_info(node.port)["cluster_state"] == "ok"
 
-        # A client started now limits on, from the state the replica had.
+        # A client started now limits on the promoted node. Whether it still holds the state
+        # written before the crash is up to Redis: replication is asynchronous, and even after
+        # WAIT a promoted replica was seen (about one run in three here) without the key. So
+        # this asserts what ratekeeper needs, that the limiter answers from the new master.
         client = cluster_client(cluster)
         try:
             decision = RedisStore(client, prefix=prefix).apply("victim", GCRA, now=NOW)
             assert decision.allowed
-            assert decision.remaining == 1
+            assert decision.remaining in (1, 4)  # the state carried over, or lost with the crash
             assert client.get_node_from_key(state_key(GCRA, "victim", prefix)).port == (
                 promoted.port
             )
