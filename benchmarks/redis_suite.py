@@ -70,9 +70,6 @@ CONCURRENT_PEER_TARGET = 5.0
 CONCURRENT_TARGET = 60_000
 DENY_TARGET = 20.0
 
-#: The message of a ratekeeper algorithm whose Lua twin is not written yet.
-NO_TWIN = "no Lua twin yet"
-
 #: Keys sampled with ``MEMORY USAGE`` in part 4.
 MEMORY_SAMPLE = 200
 
@@ -169,8 +166,6 @@ class RedisTrial(Trial):
 
 def _describe(error: BaseException) -> str:
     text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    if NO_TWIN in text:
-        return f"skipped: {NO_TWIN}"
     return f"error: {type(error).__name__}: {text[:160]}"
 
 
@@ -213,7 +208,7 @@ def run_row(
                         trial.measure()
                         break
                     except Exception as error:
-                        if attempt or NO_TWIN in str(error):
+                        if attempt:
                             results[library] = Result(error=_describe(error))
                         else:
                             trial.failures.append(_describe(error))
@@ -238,7 +233,7 @@ def _rate(result: Result | None) -> str:
     if result is None:
         return report.MISSING
     if result.error is not None:
-        return "skipped" if result.error.startswith("skipped") else "error"
+        return "error"
     return report.rate(result.rate)
 
 
@@ -654,7 +649,7 @@ def memory(out: Output, server: RedisServer, sizes: RedisSizes, algorithms: list
                     count,
                 )
             except Exception as error:
-                cells.append("skipped" if NO_TWIN in str(error) else "error")
+                cells.append("error")
                 notes.append(f"- {algorithm} / {library}: {_describe(error)}")
                 continue
             cells.append(f"{taken.used:,.0f} / {taken.usage:,.0f}")

@@ -251,6 +251,16 @@ def _cluster_view(port: int) -> list[ClusterEntry]:
     return entries
 
 
+def _unhealthy(port: int, state: dict[str, str]) -> list[str]:
+    """What is wrong with one node's CLUSTER INFO: its state, or slots not served."""
+    found = []
+    if state.get("cluster_state") != "ok":
+        found.append(f"node {port} has cluster_state:{state.get('cluster_state')}")
+    if state.get("cluster_slots_ok") != str(SLOTS):
+        found.append(f"node {port} has cluster_slots_ok:{state.get('cluster_slots_ok')}")
+    return found
+
+
 class RedisCluster:
     """A real Redis Cluster on 127.0.0.1: ``masters`` masters with ``replicas`` replicas each.
 
@@ -367,12 +377,7 @@ class RedisCluster:
                 except (OSError, ReplyError) as error:
                     found.append(f"node {port} does not answer: {error}")
                     continue
-                if state.get("cluster_state") != "ok":
-                    found.append(f"node {port} has cluster_state:{state.get('cluster_state')}")
-                if state.get("cluster_slots_ok") != str(SLOTS):
-                    found.append(
-                        f"node {port} has cluster_slots_ok:{state.get('cluster_slots_ok')}"
-                    )
+                found += _unhealthy(port, state)
                 old = entries.get(old_id)
                 if old is not None and "fail" not in old.flags:
                     found.append(f"node {port} does not see {old_master.port} as failed yet")
@@ -447,10 +452,7 @@ class RedisCluster:
             except (OSError, ReplyError) as error:
                 found.append(f"node {port} does not answer: {error}")
                 continue
-            if state.get("cluster_state") != "ok":
-                found.append(f"node {port} has cluster_state:{state.get('cluster_state')}")
-            if state.get("cluster_slots_ok") != str(SLOTS):
-                found.append(f"node {port} has cluster_slots_ok:{state.get('cluster_slots_ok')}")
+            found += _unhealthy(port, state)
             healthy = [e for e in entries if not e.failing]
             masters = {e.node_id for e in healthy if "master" in e.flags and e.slots}
             replicas = [e for e in healthy if "slave" in e.flags and e.master_id in masters]

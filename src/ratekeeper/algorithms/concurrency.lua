@@ -4,18 +4,8 @@ local concurrency
 if NEEDS.concurrency then
   function concurrency(key, now, cost, a)
     local amount = tonumber(ARGV[a + AMOUNT])
-    local size = redis.call('LLEN', key)
-    local expired = 0 -- leases at the head that expired: bisect_right(leases, now)
-    local last = nil -- the latest expiry, when some lease is live
-    if size > 0 then
-      last = tonumber(redis.call('LINDEX', key, -1))
-      if last <= now then
-        expired = size
-        last = nil
-      elseif tonumber(redis.call('LINDEX', key, 0)) <= now then
-        expired = bisect_list(key, now, 0, size - 1)
-      end
-    end
+    -- The leases at the head that expired, and the latest expiry when some lease is live.
+    local size, expired, last = split_list(key, now)
     local live = size - expired
     local free = amount - live
     if free < 0 then free = 0 end

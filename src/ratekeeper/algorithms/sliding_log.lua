@@ -7,18 +7,8 @@ if NEEDS.sliding_log then
     local amount = tonumber(ARGV[a + AMOUNT])
     local period = tonumber(ARGV[a + PERIOD])
     local edge = now - period
-    local size = redis.call('LLEN', key)
-    local gone = 0 -- entries at the head that left the window
-    local last = nil -- the newest entry, when some entry is in the window
-    if size > 0 then
-      last = tonumber(redis.call('LINDEX', key, -1))
-      if last <= edge then
-        gone = size
-        last = nil
-      elseif tonumber(redis.call('LINDEX', key, 0)) <= edge then
-        gone = bisect_list(key, edge, 0, size - 1)
-      end
-    end
+    -- The entries at the head that left the window, and the newest when some is in it.
+    local size, gone, last = split_list(key, edge)
     local count = size - gone
     if count + cost <= amount then
       if cost == 0 then

@@ -64,7 +64,7 @@ local function pymod(x, y)
 end
 
 -- Lists (the sliding log, the leases) hold sorted "%.17g" numbers.
-local bisect_list, add_sorted
+local bisect_list, add_sorted, split_list
 if NEEDS.sliding_log or NEEDS.concurrency then
   -- Given that the entry at index `lo` is at most `x` and the one at `hi` above it, return the
   -- index of the first entry above `x` (Python's bisect_right), galloping from `lo` so that a
@@ -86,6 +86,19 @@ if NEEDS.sliding_log or NEEDS.concurrency then
       if tonumber(redis.call('LINDEX', key, mid)) <= x then lo = mid else hi = mid end
     end
     return hi
+  end
+
+  -- Split the sorted list at `edge`: return its size, how many entries at its head are at
+  -- most `edge` (bisect_right), and its last entry when that is above `edge` (else nil).
+  function split_list(key, edge)
+    local size = redis.call('LLEN', key)
+    if size == 0 then return 0, 0, nil end
+    local last = tonumber(redis.call('LINDEX', key, -1))
+    if last <= edge then return size, size, nil end
+    if tonumber(redis.call('LINDEX', key, 0)) <= edge then
+      return size, bisect_list(key, edge, 0, size - 1), last
+    end
+    return size, 0, last
   end
 
   -- Add `copies` copies of the number `x` to the sorted list of `size` entries, after every

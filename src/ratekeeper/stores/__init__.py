@@ -65,58 +65,40 @@ def _async_memory(url: str, options: dict[str, Any]) -> AsyncMemoryStore:
     return AsyncMemoryStore(**options)
 
 
-_STORE_OPTIONS = ("prefix", "tag", "batch")
+def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
+    """The opener of one Redis twin: the store, its over-limit cache and its failure policy."""
 
+    def open_redis(url: str, options: dict[str, Any]) -> Any:
+        from ratekeeper.stores import overlimit, resilience
+        from ratekeeper.stores import redis as stores
+        from ratekeeper.stores.urls import open_client
 
-def _redis(url: str, options: dict[str, Any]) -> Store:
-    from ratekeeper.stores.overlimit import OverLimitCache
-    from ratekeeper.stores.redis import RedisStore
-    from ratekeeper.stores.resilience import Resilient
-    from ratekeeper.stores.urls import open_client
+        policy = options.pop("on_store_error", "allow")
+        cache = options.pop("over_limit_cache", False)
+        names = ("prefix", "tag", "batch") if asyncio else ("prefix", "tag")
+        store_options = {name: options.pop(name) for name in names if name in options}
+        client = open_client(url, asyncio, **options)
+        store: Any = (stores.AsyncRedisStore if asyncio else stores.RedisStore)(
+            client, **store_options
+        )
+        if cache:
+            store = (overlimit.AsyncOverLimitCache if asyncio else overlimit.OverLimitCache)(store)
+        if not policy:
+            return store
+        wrap = resilience.AsyncResilient if asyncio else resilience.Resilient
+        return wrap(store, on_store_error=policy)
 
-    policy = options.pop("on_store_error", "allow")
-    cache = options.pop("over_limit_cache", False)
-    store: Any = RedisStore(
-        open_client(url, False, **_client_options(options)), **_store_options(options, False)
-    )
-    if cache:
-        store = OverLimitCache(store)
-    return Resilient(store, on_store_error=policy) if policy else store
-
-
-def _async_redis(url: str, options: dict[str, Any]) -> AsyncStore:
-    from ratekeeper.stores.overlimit import AsyncOverLimitCache
-    from ratekeeper.stores.redis import AsyncRedisStore
-    from ratekeeper.stores.resilience import AsyncResilient
-    from ratekeeper.stores.urls import open_client
-
-    policy = options.pop("on_store_error", "allow")
-    cache = options.pop("over_limit_cache", False)
-    store: Any = AsyncRedisStore(
-        open_client(url, True, **_client_options(options)), **_store_options(options, True)
-    )
-    if cache:
-        store = AsyncOverLimitCache(store)
-    return AsyncResilient(store, on_store_error=policy) if policy else store
-
-
-def _store_options(options: dict[str, Any], asyncio: bool) -> dict[str, Any]:
-    names = _STORE_OPTIONS if asyncio else _STORE_OPTIONS[:2]
-    return {name: options[name] for name in names if name in options}
-
-
-def _client_options(options: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in options.items() if name not in _STORE_OPTIONS}
+    return open_redis
 
 
 _REDIS = ("redis", "rediss", "redis+sentinel", "redis+cluster")
 _SYNC: dict[str, Callable[[str, dict[str, Any]], Store]] = {
     "memory": _memory,
-    **dict.fromkeys(_REDIS, _redis),
+    **dict.fromkeys(_REDIS, _redis_opener(asyncio=False)),
 }
 _ASYNC: dict[str, Callable[[str, dict[str, Any]], AsyncStore]] = {
     "memory": _async_memory,
-    **dict.fromkeys(_REDIS, _async_redis),
+    **dict.fromkeys(_REDIS, _redis_opener(asyncio=True)),
 }
 
 
