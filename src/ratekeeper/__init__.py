@@ -6,6 +6,8 @@ The public surface is what ``__all__`` lists; everything else is internal.
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.errors import (
+    ConfigError,
+    ConfigStoreError,
     InvalidLimitError,
     MissingExtraError,
     RatekeeperError,
@@ -23,6 +25,8 @@ __all__ = [
     "AsyncLimiter",
     "AsyncMemoryStore",
     "AsyncStore",
+    "ConfigError",
+    "ConfigStoreError",
     "Decision",
     "InvalidLimitError",
     "Limit",

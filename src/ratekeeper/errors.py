@@ -4,6 +4,8 @@ RatekeeperError
  ├── InvalidLimitError (also ValueError)   a bad rate string or limit parameter
  ├── RateLimitExceeded                      a decorated call or acquire() was refused
  ├── StoreError                             a request store failed
+ ├── ConfigError (also ValueError)          a rule file or limit override is invalid
+ ├── ConfigStoreError                       the configuration store failed
  └── MissingExtraError (also ImportError)   an optional dependency is not installed
 """
 
@@ -43,6 +45,23 @@ class RateLimitExceeded(RatekeeperError):
 
 class StoreError(RatekeeperError):
     """A request store could not answer."""
+
+
+class ConfigError(RatekeeperError, ValueError):
+    """A rule file or a limit override is invalid.
+
+    ``errors`` holds every problem found, each a message that starts with the file name and the
+    path inside the file (``rules.yaml: descriptors[0].rate_limit.unit: ...``); the exception's
+    own message joins them, one per line.
+    """
+
+    def __init__(self, errors: str | list[str]) -> None:
+        self.errors = [errors] if isinstance(errors, str) else list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+class ConfigStoreError(RatekeeperError):
+    """The configuration store could not answer or could not make a change durable."""
 
 
 class MissingExtraError(RatekeeperError, ImportError):

@@ -12,6 +12,8 @@ PUBLIC = [
     "AsyncLimiter",
     "AsyncMemoryStore",
     "AsyncStore",
+    "ConfigError",
+    "ConfigStoreError",
     "Decision",
     "InvalidLimitError",
     "Limit",
