@@ -1,0 +1,111 @@
+"""A per-key limit override, as the configuration store holds it.
+
+The source design's per-key configuration, ``{"user:241531": {"time_window_sec": 1,
+"capacity": 5}}``, extended with ``algorithm``, ``granularity`` and ``burst``. An override wins
+over the limit a rule file gives the same key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.errors import ConfigError, InvalidLimitError
+from ratekeeper.limit import Limit
+
+#: The source design counts in sub-window buckets, so that is what an override uses unless it
+#: names another algorithm.
+DEFAULT_ALGORITHM = Algorithm.BUCKETED_WINDOW
+
+FIELDS = ("capacity", "time_window_sec", "algorithm", "granularity", "burst")
+
+
+class Override:
+    """``capacity`` hits per ``time_window_sec`` seconds for one key, by ``algorithm``.
+
+    ``limit`` is the equivalent ``Limit``. Build one from a mapping with ``from_dict``, which
+    rejects unknown fields and bad values with a ``ConfigError`` that names them. Example::
+
+        Override.from_dict({"time_window_sec": 1, "capacity": 5})
+    """
+
+    __slots__ = ("limit",)
+
+    limit: Limit
+
+    def __init__(
+        self,
+        capacity: int,
+        time_window_sec: float | str,
+        algorithm: Algorithm | str = DEFAULT_ALGORITHM,
+        *,
+        granularity: float | None = None,
+        burst: int | None = None,
+    ) -> None:
+        limit = Limit(capacity, time_window_sec, algorithm, granularity=granularity, burst=burst)
+        object.__setattr__(self, "limit", limit)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "override") -> Override:
+        """Validate ``data`` (the JSON form) and build the override; ``where`` prefixes errors."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: must be a map of {', '.join(FIELDS)}")
+        unknown = sorted(set(data) - set(FIELDS))
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown field {unknown[0]!r}; expected some of: {', '.join(FIELDS)}"
+            )
+        missing = [name for name in ("capacity", "time_window_sec") if name not in data]
+        if missing:
+            raise ConfigError(f"{where}: missing {' and '.join(missing)}")
+        try:
+            return cls(
+                data["capacity"],
+                data["time_window_sec"],
+                data.get("algorithm", DEFAULT_ALGORITHM),
+                granularity=data.get("granularity"),
+                burst=data.get("burst"),
+            )
+        except InvalidLimitError as error:
+            raise ConfigError(f"{where}: {error}") from None
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "override") -> Override:
+        """``from_dict`` of a JSON object."""
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise ConfigError(f"{where}: not valid JSON: {error}") from None
+        return cls.from_dict(data, where)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the fields that differ from their defaults, plus the two required."""
+        limit = self.limit
+        data: dict[str, Any] = {
+            "capacity": limit.amount,
+            "time_window_sec": int(limit.period) if limit.period.is_integer() else limit.period,
+            "algorithm": limit.algorithm.value,
+        }
+        if limit.granularity is not None:
+            data["granularity"] = limit.granularity
+        if limit.burst is not None:
+            data["burst"] = limit.burst
+        return data
+
+    def to_json(self) -> str:
+        """``to_dict`` as compact JSON with sorted keys."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Override is immutable; cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Override) and other.limit == self.limit
+
+    def __hash__(self) -> int:
+        return hash(self.limit)
+
+    def __repr__(self) -> str:
+        return f"Override.from_dict({self.to_dict()!r})"
