@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from ratekeeper.testing import FakeClock
-from tests.servers import RedisCluster, RedisServer
+from tests.servers import PostgresServer, RedisCluster, RedisServer
 
 #: A fixed epoch-sized instant: 2023-11-14 22:13:20 UTC.
 T0 = 1_700_000_000.0
@@ -35,3 +35,11 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
     cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the session; tests use their own tables."""
+    server = PostgresServer()
+    yield server
+    server.remove()

@@ -4,15 +4,19 @@ Nothing here mocks a server. Each server runs in a temporary directory and is ki
 waited for) when its fixture ends, so that no test leaves a process behind. ``RedisServer`` is
 one standalone server; ``RedisCluster`` is six of them forming a real Redis Cluster. Both talk
 to the servers over a few lines of RESP (``command``), so they need no client library.
+``PostgresServer`` is one PostgreSQL server in a fresh data directory, checked with
+``pg_isready``.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -463,3 +467,144 @@ class RedisCluster:
             if replication.get("role") == "slave" and replication.get("master_link_status") != "up":
                 found.append(f"replica {port} has its link to its master down")
         return found
+
+
+def postgres_bin() -> Path | None:
+    """The directory of PostgreSQL's server programs: on PATH, or Debian's
+    ``/usr/lib/postgresql/<version>/bin`` (newest first), which is not on PATH."""
+    found = shutil.which("initdb")
+    if found is not None:
+        directory = Path(found).resolve().parent
+        if (directory / "postgres").exists():
+            return directory
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version, reverse=True):
+        if (Path(candidate) / "initdb").exists():
+            return Path(candidate)
+    return None
+
+
+def _version(path: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in path.split("/")[-2].split(".") if part.isdigit())
+
+
+class PostgresServer:
+    """One PostgreSQL server on 127.0.0.1, in a fresh data directory, with fsync on.
+
+    PostgreSQL refuses to run as root, so when the tests run as root the server (and
+    ``initdb``) run as the ``postgres`` user, in a directory of their own under the system
+    temporary directory (pytest's own temporary directories are private to root). ``url`` is
+    a DSN for the ``postgres`` superuser, trusted on loopback. ``stop`` is a fast shutdown
+    (SIGINT) by pid; ``start`` starts it again on the same port with the same data.
+    """
+
+    def __init__(self) -> None:
+        binaries = postgres_bin()
+        if binaries is None:
+            raise RuntimeError("PostgreSQL is not installed; scripts/test.sh installs it")
+        self.bin = binaries
+        self.as_user: dict[str, Any] = (
+            {"user": "postgres", "group": "postgres"} if os.geteuid() == 0 else {}
+        )
+        self.directory = Path(tempfile.mkdtemp(prefix="ratekeeper-postgres-"))
+        self.data = self.directory / "data"
+        self.log = self.directory / "postgres.log"
+        if self.as_user:
+            shutil.chown(self.directory, "postgres", "postgres")
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = free_port()
+        try:
+            self._initdb()
+            for attempt in range(ATTEMPTS):
+                try:
+                    self.start()
+                    return
+                except ServerExited:
+                    if attempt == ATTEMPTS - 1:
+                        raise
+                    self.port = free_port()  # taken since it was chosen: try another
+        except BaseException:
+            self.stop()
+            shutil.rmtree(self.directory, ignore_errors=True)
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def version(self) -> str:
+        result = subprocess.run(
+            [str(self.bin / "postgres"), "--version"], capture_output=True, text=True, check=True
+        )
+        return result.stdout.strip()
+
+    def _initdb(self) -> None:
+        args = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
+        args += ["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"]
+        result = subprocess.run(
+            args, capture_output=True, text=True, timeout=120, check=False,
+            cwd=self.directory, **self.as_user,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"initdb failed ({result.returncode}): {result.stderr[-2000:]}")
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections on its port."""
+        args = [
+            str(self.bin / "postgres"),
+            "-D", str(self.data),
+            "-p", str(self.port),
+            "-k", str(self.directory),
+            "-c", "listen_addresses=127.0.0.1",
+            "-c", "fsync=on",
+            "-c", "synchronous_commit=on",
+            "-c", "shared_buffers=16MB",
+            "-c", "max_connections=100",
+        ]  # fmt: skip
+        with self.log.open("ab") as log:
+            process = subprocess.Popen(
+                args, stdout=log, stderr=log, cwd=self.directory, **self.as_user
+            )
+        self.process = process
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise ServerExited(
+                    f"postgres on port {self.port} exited with status {process.returncode}"
+                    f" while starting: {_log_tail(self.log)}"
+                )
+            check = [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
+            return subprocess.run(check, check=False, timeout=10).returncode == 0
+
+        try:
+            wait_until(ready, 60, f"postgres on port {self.port} (pid {process.pid})")
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """Kill the server by pid with SIGKILL, as a crash would, and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+        self.process = None
+
+    def stop(self) -> None:
+        """Fast shutdown by pid (SIGINT: roll back sessions, checkpoint, exit); SIGKILL if it
+        lingers."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.process = None
+
+    def remove(self) -> None:
+        """Stop the server and delete its data directory."""
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
