@@ -1,0 +1,214 @@
+"""What every configuration store must do: one suite, unchanged, over SQLite (a file) and a
+real PostgreSQL server."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ratekeeper.config import ConfigStore, open_config_store
+from ratekeeper.errors import ConfigError
+from ratekeeper.overrides import Override
+from tests.config_stores import KINDS, fresh_store
+
+FIVE = Override(5, 1)
+TEN = Override(10, 60, "gcra", burst=3)
+
+Opener = Any
+
+
+@pytest.fixture(params=KINDS)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    return fresh_store(request.param, request, tmp_path)
+
+
+@pytest.fixture
+def store(location: tuple[str, dict[str, Any]]) -> Iterator[ConfigStore]:
+    url, options = location
+    store = open_config_store(url, **options)
+    yield store
+    store.close()
+
+
+def listed(store: ConfigStore, domain: str | None = None, prefix: str = "") -> list[Any]:
+    return [(d, k, o.to_dict()["capacity"]) for d, k, o in store.items(domain, prefix)]
+
+
+def test_get_of_a_missing_key_is_none(store: ConfigStore) -> None:
+    assert store.get("user:1") is None
+    assert list(store.items()) == []
+
+
+def test_set_get_overwrite(store: ConfigStore) -> None:
+    store.set("user:241531", FIVE)
+    assert store.get("user:241531") == FIVE
+    store.set("user:241531", TEN)
+    assert store.get("user:241531") == TEN
+    assert list(store.items()) == [("", "user:241531", TEN)]
+
+
+def test_delete_says_whether_it_existed(store: ConfigStore) -> None:
+    store.set("k", FIVE)
+    assert store.delete("k") is True
+    assert store.get("k") is None
+    assert store.delete("k") is False
+
+
+def test_domains_are_namespaces(store: ConfigStore) -> None:
+    store.set("k", FIVE)
+    store.set("k", TEN, domain="api")
+    assert store.get("k") == FIVE
+    assert store.get("k", "api") == TEN
+    assert store.get("k", "other") is None
+    assert store.delete("k", "api") is True
+    assert store.get("k") == FIVE
+    assert store.delete("k", "other") is False
+
+
+def test_items_sorted_by_domain_then_key(store: ConfigStore) -> None:
+    for domain, key, capacity in [("b", "x", 1), ("", "z", 2), ("a", "y", 3), ("a", "b", 4)]:
+        store.set(key, Override(capacity, 1), domain)
+    store.set("é", Override(5, 1))
+    store.set("Z", Override(6, 1))
+    assert listed(store) == [
+        ("", "Z", 6),
+        ("", "z", 2),
+        ("", "é", 5),
+        ("a", "b", 4),
+        ("a", "y", 3),
+        ("b", "x", 1),
+    ]
+    assert listed(store, "a") == [("a", "b", 4), ("a", "y", 3)]
+    assert listed(store, "") == [("", "Z", 6), ("", "z", 2), ("", "é", 5)]
+    assert listed(store, "none") == []
+
+
+def test_prefix_filters_keys_literally(store: ConfigStore) -> None:
+    keys = ["user:1", "user:12", "user:2", "User:3", "user_4", "use", "user%5", "users", "u"]
+    for index, key in enumerate(keys, 1):
+        store.set(key, Override(index, 1))
+        store.set(key, Override(index, 1), "other")
+    assert [key for _, key, _ in store.items("", "user:")] == ["user:1", "user:12", "user:2"]
+    assert [key for _, key, _ in store.items("", "user%")] == ["user%5"]
+    assert [key for _, key, _ in store.items("", "user_")] == ["user_4"]
+    assert [(d, k) for d, k, _ in store.items(None, "user:1")] == [
+        ("", "user:1"),
+        ("", "user:12"),
+        ("other", "user:1"),
+        ("other", "user:12"),
+    ]
+    assert list(store.items("", "nothing")) == []
+
+
+def test_items_pages_through_a_long_listing(location: tuple[str, dict[str, Any]]) -> None:
+    url, options = location
+    store = open_config_store(url, page_size=7, **options)
+    try:
+        expected = []
+        for domain in ("", "d"):
+            for index in range(30):
+                key = f"k:{index:03d}"
+                store.set(key, Override(index + 1, 1), domain)
+                expected.append((domain, key, index + 1))
+        assert listed(store) == expected
+        assert listed(store, "d", "k:01") == [("d", f"k:01{i}", 11 + i) for i in range(10)]
+        assert len(list(store.items(None, "k:00"))) == 20
+    finally:
+        store.close()
+
+
+ODD_KEYS = [
+    "it's",
+    'say "hi"',
+    "100%",
+    "a_b",
+    "a:b:c:",
+    "{tag}",
+    "}{",
+    "back\\slash",
+    "ключ",
+    "🔑:ユーザー",
+    "tab\tnew\nline",
+    "; DROP TABLE overrides; --",
+    "x" * 10_000,
+]
+
+
+@pytest.mark.parametrize("key", ODD_KEYS, ids=range(len(ODD_KEYS)))
+def test_odd_keys_and_domains(store: ConfigStore, key: str) -> None:
+    store.set(key, FIVE)
+    store.set(key, TEN, domain=key)
+    assert store.get(key) == FIVE
+    assert store.get(key, key) == TEN
+    assert list(store.items(key, key)) == [(key, key, TEN)]
+    assert store.delete(key) is True
+    assert store.get(key) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "domain", "message"),
+    [
+        ("", "", "override key must be a non-empty string, not ''"),
+        (None, "", "override key must be a non-empty string, not None"),
+        ("k", None, "override domain must be a string, not None"),
+        ("a\x00b", "", "override key 'a\\x00b' in domain '' holds a NUL character"),
+        ("k", "d\x00", "override key 'k' in domain 'd\\x00' holds a NUL character"),
+    ],
+)
+def test_bad_keys_are_refused(store: ConfigStore, key: Any, domain: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        store.set(key, FIVE, domain)
+    assert str(caught.value) == message
+    with pytest.raises(ConfigError):
+        store.get(key, domain)
+    with pytest.raises(ConfigError):
+        store.delete(key, domain)
+
+
+def test_changes_survive_reopening(location: tuple[str, dict[str, Any]]) -> None:
+    url, options = location
+    first = open_config_store(url, **options)
+    first.set("kept", FIVE, "d")
+    first.set("gone", TEN)
+    first.delete("gone")
+    first.close()
+    second = open_config_store(url, **options)
+    try:
+        assert list(second.items()) == [("d", "kept", FIVE)]
+    finally:
+        second.close()
+
+
+def test_subscribe_sees_own_changes_synchronously(store: ConfigStore) -> None:
+    seen: list[tuple[str | None, str | None]] = []
+    store.subscribe(lambda domain, key: seen.append((domain, key)))
+    store.set("k", FIVE, "d")
+    assert seen == [("d", "k")]
+    store.set("k", TEN, "d")
+    assert seen == [("d", "k")] * 2
+    assert store.delete("k", "d")
+    assert seen == [("d", "k")] * 3
+    assert not store.delete("k", "d")  # nothing changed: nothing reported
+    assert seen == [("d", "k")] * 3
+
+
+def test_every_subscriber_is_called_and_failures_are_logged(
+    store: ConfigStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[str | None] = []
+
+    def broken(domain: str | None, key: str | None) -> None:
+        raise RuntimeError("callback bug")
+
+    store.subscribe(broken)
+    store.subscribe(lambda domain, key: seen.append(key))
+    with caplog.at_level(logging.ERROR, logger="ratekeeper.config"):
+        store.set("k", FIVE)
+    assert seen == ["k"]
+    assert store.get("k") == FIVE
+    assert "configuration change callback" in caplog.text
+    assert "callback bug" in caplog.text
