@@ -38,8 +38,9 @@ T = TypeVar("T")
 #: PostgreSQL refuses a notification payload of 8000 bytes or more; a longer key is announced
 #: as "anything may have changed".
 MAX_PAYLOAD = 7999
-#: Seconds between reconnection attempts of the listener: doubling from the first to the last.
-BACKOFF = (0.1, 2.0)
+#: Seconds between reconnection attempts of the listener: doubling from the first to the last,
+#: which is short so that changes are reported again about a second after the server returns.
+BACKOFF = (0.1, 1.0)
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
