@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up everything the tests need on a fresh Debian machine (Python, .venv, redis-server),
-# then run the whole suite: lint, types and tests. Extra arguments go to pytest.
+# Set up everything the tests need on a fresh Debian machine (Python, .venv, redis-server,
+# PostgreSQL), then run the whole suite: lint, types and tests. Extra arguments go to pytest.
 set -euo pipefail
 RATEKEEPER_EXTRAS="dev"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -10,6 +10,13 @@ cd "$ROOT"
 # created with redis-cli); Debian's redis-server package brings redis-cli along.
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   apt_install redis-server
+fi
+
+# The configuration-store tests start a real PostgreSQL server (initdb, then postgres) of their
+# own; Debian keeps its programs in /usr/lib/postgresql/<version>/bin, off PATH, and its package
+# creates the postgres user that the server runs as when the tests run as root.
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  apt_install postgresql
 fi
 
 say "ruff"

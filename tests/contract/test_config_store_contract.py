@@ -4,6 +4,7 @@ real PostgreSQL server."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,3 +213,28 @@ def test_every_subscriber_is_called_and_failures_are_logged(
     assert store.get("k") == FIVE
     assert "configuration change callback" in caplog.text
     assert "callback bug" in caplog.text
+
+
+def test_threads_share_one_store(store: ConfigStore) -> None:
+    def write(thread: int) -> None:
+        for index in range(50):
+            store.set(f"t{thread}:{index}", Override(index + 1, 1), "threads")
+            assert store.get(f"t{thread}:{index}", "threads") == Override(index + 1, 1)
+
+    workers = [threading.Thread(target=write, args=(thread,)) for thread in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert len(list(store.items("threads"))) == 400
+
+
+def test_close_stops_the_change_thread(location: tuple[str, dict[str, Any]]) -> None:
+    url, options = location
+    store = open_config_store(url, **options)
+    before = set(threading.enumerate())
+    store.subscribe(lambda domain, key: None)
+    started = [t for t in threading.enumerate() if t not in before]
+    assert len(started) == 1 and started[0].daemon
+    store.close()
+    assert not started[0].is_alive()
