@@ -157,3 +157,10 @@ def test_missing_psycopg_names_the_extra() -> None:
         "MissingExtraError psycopg is not installed; install it with:"
         " pip install 'ratekeeper[postgres]'\n"
     )
+
+
+def test_postgres_bad_url_hides_the_password() -> None:
+    with pytest.raises(ConfigStoreError) as caught:
+        open_config_store("postgresql://user:secret@[::1/db")
+    assert "secret" not in str(caught.value)
+    assert str(caught.value).startswith("bad PostgreSQL URL: ")

@@ -67,13 +67,14 @@ class PostgresConfigStore:
         self._page_size = page_size
         millis = max(1, int(timeout * 1000))
         try:
+            given = conninfo_to_dict(url).get("options") or ""
             self._conninfo = make_conninfo(
                 url,
                 connect_timeout=max(2, math.ceil(timeout)),
                 options=(
-                    f"-c statement_timeout={millis} -c lock_timeout={millis}"
+                    f"{given} -c statement_timeout={millis} -c lock_timeout={millis}"
                     " -c synchronous_commit=on"
-                ),
+                ).strip(),
                 keepalives=1,
                 keepalives_idle=5,
                 keepalives_interval=2,
@@ -82,7 +83,8 @@ class PostgresConfigStore:
             )
             params = conninfo_to_dict(self._conninfo)
         except psycopg.Error as error:
-            raise ConfigStoreError(f"bad PostgreSQL URL: {error}") from error
+            message = str(error).replace(url, _redacted(url))
+            raise ConfigStoreError(f"bad PostgreSQL URL: {message}") from None
         self.where = (
             f"PostgreSQL configuration store {params.get('host', 'localhost')}:"
             f"{params.get('port', 5432)}/{params.get('dbname', '')}"
@@ -254,6 +256,15 @@ class PostgresConfigStore:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password."""
+    scheme, _, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
 def _payload(domain: str, key: str) -> str:
