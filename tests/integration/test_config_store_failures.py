@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from ratekeeper.config import open_config_store
+from ratekeeper.config.postgres import PostgresConfigStore
 from ratekeeper.config.sqlite import SQLiteConfigStore
 from ratekeeper.errors import ConfigStoreError
 from ratekeeper.overrides import Override
@@ -161,6 +162,6 @@ def test_missing_psycopg_names_the_extra() -> None:
 
 def test_postgres_bad_url_hides_the_password() -> None:
     with pytest.raises(ConfigStoreError) as caught:
-        open_config_store("postgresql://user:secret@[::1/db")
+        PostgresConfigStore("postgresql://user:secret@[::1/db")
     assert "secret" not in str(caught.value)
     assert str(caught.value).startswith("bad PostgreSQL URL: ")
