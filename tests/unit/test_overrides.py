@@ -103,4 +103,4 @@ def test_invalid_json(text: str, message: str) -> None:
 def test_immutable() -> None:
     override = Override(5, 1)
     with pytest.raises(AttributeError, match="Override is immutable; cannot set 'limit'"):
-        override.limit = Limit(1, 1)  # type: ignore[misc]
+        override.limit = Limit(1, 1)

@@ -2,13 +2,14 @@
 
 Guarantee: every ``set`` and ``delete`` is one committed transaction before it returns. The
 database runs in WAL mode with ``synchronous=FULL``, so a committed change survives the process
-being killed and, as far as the disk honours fsync, the machine losing power. Readers never
-block the writer nor each other; writers from several processes take turns, each waiting up to
-``timeout`` seconds for the file's write lock. Reads see every change committed before they
-started. Other processes' (and other connections') changes are noticed by polling
-``PRAGMA data_version`` every ``poll_interval`` seconds and reported as ``(None, None)``, because
-SQLite does not say what changed; this instance's own changes are reported precisely. Keep the
-file on a local disk: WAL needs shared memory, which network file systems do not provide.
+being killed and, as far as the disk honours fsync, the machine losing power. Across processes,
+readers never wait for a writer; writers take turns, each waiting up to ``timeout`` seconds for
+the file's write lock; within one instance, one connection behind a lock serves every thread.
+Reads see every change committed before they started. Other processes' (and other
+connections') changes are noticed by polling ``PRAGMA data_version`` every ``poll_interval``
+seconds and reported as ``(None, None)``, because SQLite does not say what changed; this
+instance's own changes are reported precisely. Keep the file on a local disk: WAL needs shared
+memory, which network file systems do not provide.
 """
 
 from __future__ import annotations
