@@ -22,6 +22,19 @@ DEFAULT_ALGORITHM = Algorithm.BUCKETED_WINDOW
 FIELDS = ("capacity", "time_window_sec", "algorithm", "granularity", "burst")
 
 
+def _check(name: str, value: object, kind: str) -> None:
+    """Name the override's own field when a value is out of range (Limit names its own)."""
+    if kind == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidLimitError(f"{name} must be a positive integer, not {value!r}")
+    elif not isinstance(value, str) and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+    ):
+        raise InvalidLimitError(
+            f"{name} must be positive seconds or a period such as '5m', not {value!r}"
+        )
+
+
 class Override:
     """``capacity`` hits per ``time_window_sec`` seconds for one key, by ``algorithm``.
 
@@ -31,9 +44,10 @@ class Override:
         Override.from_dict({"time_window_sec": 1, "capacity": 5})
     """
 
-    __slots__ = ("limit",)
+    __slots__ = ("granularity", "limit")
 
     limit: Limit
+    granularity: float | None
 
     def __init__(
         self,
@@ -44,18 +58,26 @@ class Override:
         granularity: float | None = None,
         burst: int | None = None,
     ) -> None:
+        _check("capacity", capacity, "count")
+        _check("time_window_sec", time_window_sec, "seconds")
+        if burst is not None:
+            _check("burst", burst, "count")
         limit = Limit(capacity, time_window_sec, algorithm, granularity=granularity, burst=burst)
         object.__setattr__(self, "limit", limit)
+        # Kept as given: a default granularity follows the window if the window changes.
+        object.__setattr__(self, "granularity", granularity)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "override") -> Override:
         """Validate ``data`` (the JSON form) and build the override; ``where`` prefixes errors."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: must be a map of {', '.join(FIELDS)}")
-        unknown = sorted(set(data) - set(FIELDS))
+        unknown = sorted(map(str, set(data) - set(FIELDS)))
         if unknown:
+            names = ", ".join(repr(name) for name in unknown)
             raise ConfigError(
-                f"{where}: unknown field {unknown[0]!r}; expected some of: {', '.join(FIELDS)}"
+                f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {names}; "
+                f"expected some of: {', '.join(FIELDS)}"
             )
         missing = [name for name in ("capacity", "time_window_sec") if name not in data]
         if missing:
@@ -81,14 +103,14 @@ class Override:
         return cls.from_dict(data, where)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: the fields that differ from their defaults, plus the two required."""
+        """The JSON form: capacity, time_window_sec and algorithm, plus the fields given."""
         limit = self.limit
         data: dict[str, Any] = {
             "capacity": limit.amount,
             "time_window_sec": int(limit.period) if limit.period.is_integer() else limit.period,
             "algorithm": limit.algorithm.value,
         }
-        if limit.granularity is not None:
+        if self.granularity is not None:
             data["granularity"] = limit.granularity
         if limit.burst is not None:
             data["burst"] = limit.burst
@@ -102,7 +124,11 @@ class Override:
         raise AttributeError(f"Override is immutable; cannot set {name!r}")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Override) and other.limit == self.limit
+        return (
+            isinstance(other, Override)
+            and other.limit == self.limit
+            and other.granularity == self.granularity
+        )
 
     def __hash__(self) -> int:
         return hash(self.limit)

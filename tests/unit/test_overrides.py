@@ -41,6 +41,18 @@ def test_json_form_is_compact_and_sorted() -> None:
     assert override.to_dict() == {"capacity": 5, "time_window_sec": 300, "algorithm": "gcra"}
 
 
+def test_a_default_granularity_is_not_written_down() -> None:
+    override = Override.from_dict({"time_window_sec": 60, "capacity": 5})
+    assert override.to_dict() == {
+        "capacity": 5,
+        "time_window_sec": 60,
+        "algorithm": "bucketed_window",
+    }
+    given = Override.from_dict({"time_window_sec": 60, "capacity": 5, "granularity": 2})
+    assert given.to_dict()["granularity"] == 2
+    assert given != override
+
+
 def test_fractional_window_stays_fractional() -> None:
     override = Override.from_dict({"time_window_sec": 0.5, "capacity": 1, "algorithm": "gcra"})
     assert override.to_dict()["time_window_sec"] == 0.5
@@ -58,15 +70,20 @@ def test_fractional_window_stays_fractional() -> None:
         ),
         (
             {"capacity": 0, "time_window_sec": 1},
-            "rules: user:1: amount must be a positive integer, not 0",
+            "rules: user:1: capacity must be a positive integer, not 0",
         ),
         (
             {"capacity": True, "time_window_sec": 1},
-            "rules: user:1: amount must be a positive integer, not True",
+            "rules: user:1: capacity must be a positive integer, not True",
         ),
         (
             {"capacity": 5, "time_window_sec": -1},
-            "rules: user:1: period must be positive seconds, not -1",
+            "rules: user:1: time_window_sec must be positive seconds or a period such as '5m', "
+            "not -1",
+        ),
+        (
+            {"capacity": 5, "time_window_sec": 1, "window": 2, "cap": 1},
+            f"rules: user:1: unknown fields 'cap', 'window'; expected some of: {FIELDS}",
         ),
         (
             {"capacity": 5, "time_window_sec": 1, "burst": 2},
