@@ -317,7 +317,7 @@ class Walker:
         lines: dict[str, Node] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag != _TAG + "str":
-                self.error(path, f"key {describe(key_node)} is not a string")
+                self.error(path, f"a key must be a string, got {describe(key_node)}")
                 continue
             key = key_node.value
             where = f"{path}.{key}" if path else key
