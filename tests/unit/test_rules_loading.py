@@ -342,3 +342,48 @@ def test_empty_rule_set() -> None:
     rules = RuleSet.empty()
     assert (len(rules), list(rules), dict(rules.domains), rules.sources) == (0, [], {}, ())
     assert rules.match("any", [("k", "v")]) is None
+
+
+@pytest.mark.parametrize(
+    ("rate_limit", "message"),
+    [
+        ("{unit: '', requests_per_unit: 3}", f"missing 'unit' (one of {UNITS}) or 'period'"),
+        ("{unit: [second], requests_per_unit: 3}", "unit: expected a string, got a list"),
+        (
+            "{unit: second, requests_per_unit: 3, algorithm: token_bucket, burst: many}",
+            "burst: expected a positive integer, got a string 'many'",
+        ),
+        (
+            "{unit: second, requests_per_unit: 3, algorithm: token_bucket, burst: 0}",
+            "burst must be a positive integer, not 0",
+        ),
+        (
+            "{unit: second, requests_per_unit: 3, calendar: 1}",
+            "calendar: expected true or false, got an integer 1",
+        ),
+        (
+            "{unit: second, requests_per_unit: 4294967296}",
+            "requests_per_unit: expected a positive integer, got an integer 4294967296",
+        ),
+        (
+            "{unlimited: 'yes', unit: second, requests_per_unit: 1}",
+            "unlimited: expected true or false, got a string 'yes'",
+        ),
+        (
+            "{unit: second, requests_per_unit: 3, replaces: daily}",
+            "replaces: expected a list of {name: ...} entries, got a string 'daily'",
+        ),
+    ],
+)
+def test_more_rate_limit_errors(rate_limit: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_rules(f"domain: d\ndescriptors: [{{key: k, rate_limit: {rate_limit}}}]\n", "f.yaml")
+    (error,) = info.value.errors
+    assert error.startswith("f.yaml: descriptors[0].rate_limit")
+    assert error.endswith(message)
+
+
+def test_empty_unit_is_allowed_with_unlimited_as_in_envoy() -> None:
+    (rule,) = parse_rules("domain: d\ndescriptors: [{key: k, rate_limit: {unit: '', "
+                          "unlimited: true, requests_per_unit: 7}}]\n")  # fmt: skip
+    assert (rule.unlimited, rule.limit, rule.unit, rule.requests_per_unit) == (True, None, None, 0)

@@ -169,13 +169,19 @@ class Walker:
         unlimited = self.boolean(fields.get("unlimited"), f"{path}.unlimited")
         name = self.text(fields["name"], f"{path}.name") if "name" in fields else None
         replaces = self.replaces(fields.get("replaces"), f"{path}.replaces", name or None)
+        # Fields set to null (or an empty unit, as Envoy reads it) count as not given.
         given = {k for k, v in fields.items() if not _is_null(v) and k != "replaces"}
         unit = None
         if "unit" in given:
             raw = self.text(fields["unit"], f"{path}.unit")
-            unit = (raw or "").lower() or None
-            if unit is not None and unit not in UNITS:
-                self.error(f"{path}.unit", f"invalid unit {raw!r}; expected one of {_UNIT_NAMES}")
+            if raw == "":
+                given.discard("unit")
+            elif raw is not None:
+                unit = raw.lower()
+                if unit not in UNITS:
+                    self.error(
+                        f"{path}.unit", f"invalid unit {raw!r}; expected one of {_UNIT_NAMES}"
+                    )
         if unlimited:
             for other in ("unit", *EXTENSION_FIELDS):
                 if other in given:
@@ -183,16 +189,16 @@ class Walker:
             if len(self.errors) > before:
                 return None
             return Rule(
-                self._domain,
-                rule_path,
-                None,
-                True,
-                name or None,
-                replaces,
-                shadow,
-                detailed,
-                None,
-                0,
+                domain=self._domain,
+                path=rule_path,
+                limit=None,
+                unlimited=True,
+                name=name or None,
+                replaces=replaces,
+                shadow_mode=shadow,
+                detailed_metric=detailed,
+                unit=None,
+                requests_per_unit=0,
             )
         period = self.period(fields.get("period"), f"{path}.period")
         if "unit" in given and "period" in given:
@@ -247,16 +253,16 @@ class Walker:
             self.error(path, str(exc))
             return None
         return Rule(
-            self._domain,
-            rule_path,
-            limit,
-            False,
-            name or None,
-            replaces,
-            shadow,
-            detailed,
-            unit,
-            amount,
+            domain=self._domain,
+            path=rule_path,
+            limit=limit,
+            unlimited=False,
+            name=name or None,
+            replaces=replaces,
+            shadow_mode=shadow,
+            detailed_metric=detailed,
+            unit=unit,
+            requests_per_unit=amount,
         )
 
     def replaces(self, node: Node | None, path: str, own: str | None) -> tuple[str, ...]:
