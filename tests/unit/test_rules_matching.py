@@ -300,3 +300,24 @@ def test_match_picks_exact_then_first_wildcard_then_bare(patterns: list[str], va
 def test_empty_rule_set_matches_nothing() -> None:
     assert RuleSet.empty().resolve("api", [[("user", "alice")]]) == [None]
     assert re.fullmatch(r"<RuleSet 0 rules in 0 domains>", repr(RuleSet.empty()))
+
+
+def test_the_example_in_the_docs_behaves_as_documented() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+    text = docs.read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
+    rules = parse_rules(text, "rules.md")
+    user = rules.match("api", [("generic_key", "default"), ("user", "bob")])
+    alice = rules.match("api", [("generic_key", "default"), ("user", "alice")])
+    robot = rules.match("api", [("generic_key", "default"), ("user", "robot-7")])
+    login = rules.match("api", [("path", "/login")])
+    assert user is not None
+    assert alice is not None
+    assert robot is not None
+    assert login is not None
+    assert (user.requests_per_unit, alice.requests_per_unit, robot.unlimited) == (100, 1000, True)
+    assert login.shadow_mode
+    assert rules.match("api", [("path", "/health")]) is None
+    upload, premium = rules.resolve("api", [[("upload", "u1")], [("plan", "premium")]])
+    assert upload is None
+    assert premium is not None
+    assert premium.requests_per_unit == 100
