@@ -7,7 +7,7 @@ import threading
 from functools import cache
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratekeeper.limit import Limit
@@ -275,11 +275,13 @@ PATTERN_TEXT = st.text(alphabet="ab.*?[\\\n", max_size=8)
 VALUE_TEXT = st.text(alphabet="ab.*?[\\\n", max_size=10)
 
 
+@settings(max_examples=300, deadline=None)
 @given(PATTERN_TEXT, VALUE_TEXT)
 def test_wildcard_matches_like_the_reference(pattern: str, value: str) -> None:
     assert bool(wildcard_test(pattern)(value)) == reference_match(pattern, value)
 
 
+@settings(deadline=None)
 @given(st.lists(st.text(alphabet="ab*", min_size=1, max_size=4), max_size=5), VALUE_TEXT)
 def test_match_picks_exact_then_first_wildcard_then_bare(patterns: list[str], value: str) -> None:
     unique = list(dict.fromkeys(patterns))

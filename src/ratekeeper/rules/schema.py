@@ -1,24 +1,15 @@
-"""Strict validation of one rule file's YAML tree, building its descriptor tree as it goes.
-
-The walker reads PyYAML's composed nodes rather than constructed objects, so that it sees
-duplicate keys, knows line numbers, and reads ``key``, ``value`` and ``name`` as the text
-written (Envoy reads ``value: 200`` as the string ``"200"``). It never raises: every problem is
-appended to ``errors`` as ``"<file>: <path>: <message>"``.
-"""
+"""The rule file schema: validate one file's YAML tree and build its descriptor tree."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
-from typing import Any
 
 from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import Node, SequenceNode
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.errors import InvalidLimitError
 from ratekeeper.limit import Limit
-from ratekeeper.rates import parse_period
 from ratekeeper.rules.model import (
     UNITS,
     Descriptor,
@@ -28,6 +19,7 @@ from ratekeeper.rules.model import (
     path_part,
     wildcard_test,
 )
+from ratekeeper.rules.nodes import NodeReader, describe, is_null
 
 TOP_FIELDS = ("domain", "descriptors")
 DESCRIPTOR_FIELDS = ("key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
@@ -40,9 +32,7 @@ MAX_DEPTH = 32
 #: Envoy's ``requests_per_unit`` is a uint32.
 MAX_REQUESTS = 4_294_967_295
 
-_TAG = "tag:yaml.org,2002:"
 _UNIT_NAMES = ", ".join(UNITS)
-_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean"}
 
 
 @dataclass
@@ -54,19 +44,13 @@ class Document:
     rules: list[Rule] = field(default_factory=list)
 
 
-class Walker:
+class Walker(NodeReader):
     """Validate one file's root node into a ``Document``; problems go to ``errors``."""
 
     def __init__(self, filename: str, constructor: SafeConstructor) -> None:
-        self.filename = filename
-        self.errors: list[str] = []
-        self._constructor = constructor
+        super().__init__(filename, constructor)
         self._domain = ""
         self._rules: list[Rule] = []
-
-    def error(self, path: str, message: str) -> None:
-        where = f"{path}: " if path else ""
-        self.errors.append(f"{self.filename}: {where}{message}")
 
     def document(self, root: Node | None) -> Document:
         what = "a mapping with 'domain' and 'descriptors'"
@@ -101,7 +85,7 @@ class Walker:
         rule_path: str,
         depth: int,
     ) -> None:
-        if node is None or _is_null(node):
+        if node is None or is_null(node):
             return
         if depth > MAX_DEPTH:
             self.error(path, f"descriptors nested more than {MAX_DEPTH} levels deep")
@@ -131,7 +115,7 @@ class Walker:
             here = f"{rule_path}/{part}" if rule_path else part
             composite = f"{envoy_key}.{key or ''}" + (f"_{value}" if value is not None else "")
             rule = None
-            if "rate_limit" in fields and not _is_null(fields["rate_limit"]):
+            if "rate_limit" in fields and not is_null(fields["rate_limit"]):
                 limit_node, limit_path = fields["rate_limit"], f"{where}.rate_limit"
                 rule = self.rate_limit(limit_node, limit_path, here, shadow, detailed)
                 if rule is not None:
@@ -170,7 +154,7 @@ class Walker:
         name = self.text(fields["name"], f"{path}.name") if "name" in fields else None
         replaces = self.replaces(fields.get("replaces"), f"{path}.replaces", name or None)
         # Fields set to null (or an empty unit, as Envoy reads it) count as not given.
-        given = {k for k, v in fields.items() if not _is_null(v) and k != "replaces"}
+        given = {k for k, v in fields.items() if not is_null(v) and k != "replaces"}
         unit = None
         if "unit" in given:
             raw = self.text(fields["unit"], f"{path}.unit")
@@ -266,7 +250,7 @@ class Walker:
         )
 
     def replaces(self, node: Node | None, path: str, own: str | None) -> tuple[str, ...]:
-        if node is None or _is_null(node):
+        if node is None or is_null(node):
             return ()
         if not isinstance(node, SequenceNode):
             self.error(path, f"expected a list of {{name: ...}} entries, got {describe(node)}")
@@ -288,103 +272,6 @@ class Walker:
             elif name is not None:
                 names.append(name)
         return tuple(names)
-
-    def period(self, node: Node | None, path: str) -> float | None:
-        """A period string (``"5m"``) or seconds; ``None`` when absent or invalid."""
-        if node is None or _is_null(node):
-            return None
-        value = self.scalar(node)
-        try:
-            if isinstance(value, str):
-                return parse_period(value)
-            if type(value) in (int, float) and value > 0:
-                return float(value)
-        except InvalidLimitError as exc:
-            self.error(path, str(exc))
-            return None
-        self.error(path, f"expected a period such as '5m' or seconds, got {describe(node)}")
-        return None
-
-    def fields(
-        self, node: Node, path: str, allowed: tuple[str, ...], what: str
-    ) -> dict[str, Node] | None:
-        """The mapping's values by key, or ``None`` (reported) when ``node`` is no mapping."""
-        if not isinstance(node, MappingNode):
-            self.error(path, f"expected {what}, got {describe(node)}")
-            return None
-        own = {id(key) for key, _ in node.value}
-        if any(key.tag == _TAG + "merge" for key, _ in node.value):
-            try:
-                self._constructor.flatten_mapping(node)
-            except Exception as exc:  # yaml.constructor.ConstructorError
-                self.error(path, f"invalid merge: {getattr(exc, 'problem', exc)}")
-                return None
-        result: dict[str, Node] = {}
-        lines: dict[str, Node] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode) or key_node.tag != _TAG + "str":
-                self.error(path, f"a key must be a string, got {describe(key_node)}")
-                continue
-            key = key_node.value
-            where = f"{path}.{key}" if path else key
-            if key in lines and id(key_node) in own and id(lines[key]) in own:
-                first = lines[key].start_mark.line + 1
-                line = key_node.start_mark.line + 1
-                self.error(where, f"duplicate key (lines {first} and {line})")
-                continue
-            lines[key] = key_node
-            if key not in allowed:
-                self.error(where, unknown_key(key, allowed))
-                continue
-            result[key] = value_node
-        return result
-
-    def text(self, node: Node, path: str) -> str | None:
-        """A scalar's text as written ("" for null); ``None`` (reported) for a list or map."""
-        if not isinstance(node, ScalarNode):
-            self.error(path, f"expected a string, got {describe(node)}")
-            return None
-        return "" if _is_null(node) else str(node.value)
-
-    def boolean(self, node: Node | None, path: str) -> bool:
-        if node is None or _is_null(node):
-            return False
-        if isinstance(node, ScalarNode) and node.tag == _TAG + "bool":
-            return bool(self.scalar(node))
-        self.error(path, f"expected true or false, got {describe(node)}")
-        return False
-
-    def scalar(self, node: Node) -> Any:
-        """A scalar's value (int, float, bool, str by its tag); ``None`` for anything else."""
-        if not isinstance(node, ScalarNode) or node.tag.removeprefix(_TAG) not in _KINDS:
-            return None
-        return self._constructor.construct_object(node)
-
-
-def unknown_key(key: str, allowed: tuple[str, ...]) -> str:
-    """The message for an unknown key, suggesting the closest allowed one."""
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    if close:
-        return f"unknown key '{key}'; did you mean '{close[0]}'?"
-    return f"unknown key '{key}'; expected one of {', '.join(allowed)}"
-
-
-def describe(node: Node) -> str:
-    """How a message names a YAML value: ``a list``, ``an integer 5``, ``a string 'x'``."""
-    if isinstance(node, SequenceNode):
-        return "a list"
-    if isinstance(node, MappingNode):
-        return "a mapping"
-    kind = node.tag.removeprefix(_TAG)
-    if kind == "null":
-        return "null"
-    if kind == "str":
-        return f"a string {node.value!r}"
-    return f"{_KINDS.get(kind, 'a value')} {node.value}"
-
-
-def _is_null(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.tag == _TAG + "null"
 
 
 def _insert(level: Level, key: str, value: str | None, descriptor: Descriptor) -> None:
