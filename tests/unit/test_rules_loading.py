@@ -216,6 +216,7 @@ def test_envoy_example_loads_unchanged() -> None:
     ("rate_limit", "limit"),
     [
         ("{unit: minute, requests_per_unit: 5}", Limit(5, 60)),
+        ("{unit: minute, requests_per_unit: 5, unit_multiplier: 5}", Limit(5, 300)),
         ("{period: 5m, requests_per_unit: 5}", Limit(5, 300)),
         ("{period: 90, requests_per_unit: 5}", Limit(5, 90)),
         ("{period: 0.5, requests_per_unit: 5}", Limit(5, 0.5)),
@@ -370,6 +371,14 @@ def test_empty_rule_set() -> None:
             "unlimited: expected true or false, got a string 'yes'",
         ),
         (
+            "{unit: minute, requests_per_unit: 3, unit_multiplier: 0}",
+            "unit_multiplier: expected a positive integer, got an integer 0",
+        ),
+        (
+            "{period: 1m, requests_per_unit: 3, unit_multiplier: 2}",
+            "'unit_multiplier' applies to 'unit', not to 'period'",
+        ),
+        (
             "{unit: second, requests_per_unit: 3, replaces: daily}",
             "replaces: expected a list of {name: ...} entries, got a string 'daily'",
         ),
@@ -387,3 +396,16 @@ def test_empty_unit_is_allowed_with_unlimited_as_in_envoy() -> None:
     (rule,) = parse_rules("domain: d\ndescriptors: [{key: k, rate_limit: {unit: '', "
                           "unlimited: true, requests_per_unit: 7}}]\n")  # fmt: skip
     assert (rule.unlimited, rule.limit, rule.unit, rule.requests_per_unit) == (True, None, None, 0)
+
+
+def test_newer_envoy_fields_that_change_counting_are_refused_by_name() -> None:
+    text = "domain: d\ndescriptors: [{key: k, value: 'a*', share_threshold: true, "
+    text += "value_to_metric: true}]\n"
+    with pytest.raises(ConfigError) as info:
+        parse_rules(text, "f.yaml")
+    assert info.value.errors == [
+        "f.yaml: descriptors[0].share_threshold: "
+        "'share_threshold' (a newer Envoy field) is not supported by ratekeeper",
+        "f.yaml: descriptors[0].value_to_metric: "
+        "'value_to_metric' (a newer Envoy field) is not supported by ratekeeper",
+    ]

@@ -50,9 +50,18 @@ class NodeReader:
         return None
 
     def fields(
-        self, node: Node, path: str, allowed: tuple[str, ...], what: str
+        self,
+        node: Node,
+        path: str,
+        allowed: tuple[str, ...],
+        what: str,
+        *,
+        unsupported: tuple[str, ...] = (),
     ) -> dict[str, Node] | None:
-        """The mapping's values by key, or ``None`` (reported) when ``node`` is no mapping."""
+        """The mapping's values by key, or ``None`` (reported) when ``node`` is no mapping.
+
+        Keys outside ``allowed`` are reported, those in ``unsupported`` as such.
+        """
         if not isinstance(node, MappingNode):
             self.error(path, f"expected {what}, got {describe(node)}")
             return None
@@ -77,6 +86,9 @@ class NodeReader:
                 self.error(where, f"duplicate key (lines {first} and {line})")
                 continue
             lines[key] = key_node
+            if key in unsupported:
+                self.error(where, f"'{key}' (a newer Envoy field) is not supported by ratekeeper")
+                continue
             if key not in allowed:
                 self.error(where, unknown_key(key, allowed))
                 continue

@@ -23,7 +23,17 @@ from ratekeeper.rules.nodes import NodeReader, describe, is_null
 
 TOP_FIELDS = ("domain", "descriptors")
 DESCRIPTOR_FIELDS = ("key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
-ENVOY_RATE_LIMIT_FIELDS = ("unit", "requests_per_unit", "unlimited", "name", "replaces")
+ENVOY_RATE_LIMIT_FIELDS = (
+    "unit",
+    "requests_per_unit",
+    "unlimited",
+    "name",
+    "replaces",
+    "unit_multiplier",
+)
+#: Fields of newer Envoy rate-limit services that change counting or metrics in ways ratekeeper
+#: does not implement; refused by name rather than silently ignored.
+UNSUPPORTED_DESCRIPTOR_FIELDS = ("share_threshold", "value_to_metric")
 EXTENSION_FIELDS = ("algorithm", "period", "burst", "granularity", "calendar")
 RATE_LIMIT_FIELDS = ENVOY_RATE_LIMIT_FIELDS + EXTENSION_FIELDS
 
@@ -96,7 +106,13 @@ class Walker(NodeReader):
         seen: dict[tuple[str, str | None], str] = {}
         for index, item in enumerate(node.value):
             where = f"{path}[{index}]"
-            fields = self.fields(item, where, DESCRIPTOR_FIELDS, "a descriptor (a mapping)")
+            fields = self.fields(
+                item,
+                where,
+                DESCRIPTOR_FIELDS,
+                "a descriptor (a mapping)",
+                unsupported=UNSUPPORTED_DESCRIPTOR_FIELDS,
+            )
             if fields is None:
                 continue
             key = None
@@ -167,7 +183,7 @@ class Walker(NodeReader):
                         f"{path}.unit", f"invalid unit {raw!r}; expected one of {_UNIT_NAMES}"
                     )
         if unlimited:
-            for other in ("unit", *EXTENSION_FIELDS):
+            for other in ("unit", "unit_multiplier", *EXTENSION_FIELDS):
                 if other in given:
                     self.error(path, f"'{other}' cannot be combined with 'unlimited: true'")
             if len(self.errors) > before:
@@ -189,6 +205,17 @@ class Walker(NodeReader):
             self.error(path, "give either 'unit' or 'period', not both")
         elif "unit" not in given and "period" not in given:
             self.error(path, f"missing 'unit' (one of {_UNIT_NAMES}) or 'period'")
+        multiplier = 1
+        if "unit_multiplier" in given:
+            node_multiplier = fields["unit_multiplier"]
+            multiplier = self.scalar(node_multiplier)
+            if type(multiplier) is not int or multiplier < 1:
+                self.error(
+                    f"{path}.unit_multiplier",
+                    f"expected a positive integer, got {describe(node_multiplier)}",
+                )
+            elif "period" in given:
+                self.error(path, "'unit_multiplier' applies to 'unit', not to 'period'")
         amount = 0
         if "requests_per_unit" not in given:
             self.error(path, "missing 'requests_per_unit'")
@@ -223,7 +250,7 @@ class Walker(NodeReader):
         calendar = self.boolean(fields.get("calendar"), f"{path}.calendar")
         if len(self.errors) > before:
             return None
-        seconds = UNITS[unit] if unit is not None else period
+        seconds = UNITS[unit] * multiplier if unit is not None else period
         try:
             limit = Limit(
                 amount,
