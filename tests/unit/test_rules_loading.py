@@ -409,3 +409,26 @@ def test_newer_envoy_fields_that_change_counting_are_refused_by_name() -> None:
         "f.yaml: descriptors[0].value_to_metric: "
         "'value_to_metric' (a newer Envoy field) is not supported by ratekeeper",
     ]
+
+
+def test_public_names() -> None:
+    import ratekeeper.rules
+
+    assert ratekeeper.rules.__all__ == ["Rule", "RuleSet", "load_rules", "parse_rules"]
+
+
+def test_importing_the_package_does_not_need_pyyaml() -> None:
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['yaml'] = None\n"
+        "import ratekeeper.rules as r\n"
+        "assert r.RuleSet.empty().match('d', [('k', 'v')]) is None\n"
+        "try:\n    r.load_rules([])\nexcept ImportError as e:\n    print(e)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == (
+        "PyYAML is not installed; install it with: pip install 'ratekeeper[rules]'"
+    )
