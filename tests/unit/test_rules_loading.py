@@ -432,3 +432,12 @@ def test_importing_the_package_does_not_need_pyyaml() -> None:
     assert result.stdout.strip() == (
         "PyYAML is not installed; install it with: pip install 'ratekeeper[rules]'"
     )
+
+
+def test_bad_merge_key_is_reported() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_rules("domain: d\ndescriptors:\n  - key: k\n    <<: 5\n", "m.yaml")
+    assert info.value.errors == [
+        "m.yaml: descriptors[0]: invalid merge: "
+        "expected a mapping or list of mappings for merging, but found scalar"
+    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from yaml.constructor import SafeConstructor
+from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ratekeeper.errors import InvalidLimitError
@@ -69,8 +69,8 @@ class NodeReader:
         if any(key.tag == _TAG + "merge" for key, _ in node.value):
             try:
                 self._constructor.flatten_mapping(node)
-            except Exception as exc:  # yaml.constructor.ConstructorError
-                self.error(path, f"invalid merge: {getattr(exc, 'problem', exc)}")
+            except ConstructorError as exc:
+                self.error(path, f"invalid merge: {exc.problem}")
                 return None
         result: dict[str, Node] = {}
         lines: dict[str, Node] = {}
