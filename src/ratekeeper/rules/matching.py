@@ -1,0 +1,97 @@
+"""A loaded set of rules, and how a request's descriptors find their rule."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
+
+from ratekeeper.rules.model import Level, Rule
+
+
+class RuleSet:
+    """The rules of one or more rule files, by domain; immutable and safe to share between threads.
+
+    ``domains`` maps each domain to the top level of its descriptor tree; ``sources`` names the
+    files loaded, in load order. ``len()`` is the number of rules (``rate_limit`` entries) and
+    iterating yields them in file order. Build one with ``load_rules`` or ``parse_rules``.
+    """
+
+    __slots__ = ("_domains", "_rules", "domains", "sources")
+
+    domains: Mapping[str, Level]
+    sources: tuple[str, ...]
+
+    def __init__(
+        self, domains: dict[str, Level], sources: Sequence[str], rules: Sequence[Rule]
+    ) -> None:
+        self._domains = domains
+        self._rules = tuple(rules)
+        self.domains = MappingProxyType(domains)
+        self.sources = tuple(sources)
+
+    @classmethod
+    def empty(cls) -> RuleSet:
+        """A rule set with no domains: every ``match`` answers ``None``."""
+        return cls({}, (), ())
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self._rules)
+
+    def __repr__(self) -> str:
+        return f"<RuleSet {len(self._rules)} rules in {len(self._domains)} domains>"
+
+    def match(self, domain: str, entries: Sequence[tuple[str, str]]) -> Rule | None:
+        """Return the rule for one request descriptor, or ``None`` when no limit applies.
+
+        ``entries`` are the descriptor's ``(key, value)`` pairs. Envoy's rate-limit service
+        semantics: walk the tree level by level; at each level take the descriptor with the
+        same key and value, else the first one (in file order) with the same key whose wildcard
+        value matches, else the one with the same key and no value. A rule applies only when
+        found at the last entry. ``None`` when the domain is unknown, a level has no match,
+        the request is deeper or shallower than the rule, or the matched descriptor has no
+        ``rate_limit`` (a whitelist). Example::
+
+            rules.match("api", [("generic_key", "default"), ("user", "alice")])
+        """
+        level = self._domains.get(domain)
+        if level is None:
+            return None
+        last = len(entries) - 1
+        for index, (key, value) in enumerate(entries):
+            group = level.get(key)
+            if group is None:
+                return None
+            node = group.exact.get(value)
+            if node is None:
+                for test, candidate in group.wildcards:
+                    if test(value):
+                        node = candidate
+                        break
+                else:
+                    node = group.bare
+                    if node is None:
+                        return None
+            if index == last:
+                return node.rule
+            level = node.children
+            if not level:
+                return None
+        return None
+
+    def resolve(
+        self, domain: str, descriptors: Sequence[Sequence[tuple[str, str]]]
+    ) -> list[Rule | None]:
+        """``match`` every descriptor of one request, then apply ``replaces``.
+
+        A matched rule named X becomes ``None`` when another matched rule of the same request
+        lists X in its ``replaces``. The result has the same length and order as
+        ``descriptors``.
+        """
+        rules = [self.match(domain, entries) for entries in descriptors]
+        replaced = {name for rule in rules if rule is not None for name in rule.replaces}
+        if replaced:
+            rules = [None if rule is not None and rule.name in replaced else rule for rule in rules]
+        return rules
