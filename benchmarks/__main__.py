@@ -1,7 +1,8 @@
 """Run the benchmarks and print the results as markdown: ``python -m benchmarks``.
 
 Without options, the in-memory benchmarks; ``--redis`` runs only the Redis benchmarks (on a
-redis-server they start on a free port and stop), ``--all`` runs both. ``--quick`` for a short
+redis-server they start on a free port and stop), ``--engine`` only the decision engine's,
+``--all`` runs all three. ``--quick`` for a short
 smoke run, ``--output FILE`` to also write the markdown.
 """
 
@@ -178,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run only the Redis benchmarks (on a redis-server they start and stop)",
     )
+    which.add_argument(
+        "--engine", action="store_true", help="run only the decision engine's benchmarks"
+    )
     which.add_argument("--all", action="store_true", help="run the in-memory and Redis ones")
     args = parser.parse_args(argv)
 
@@ -185,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.redis:
             out.emit("# ratekeeper benchmarks: Redis", "", *report.machine())
+        elif args.engine:
+            out.emit("# ratekeeper benchmarks: decision engine", "", *report.machine())
         else:
             in_memory(out, QUICK if args.quick else Sizes())
         if args.redis or args.all:
@@ -192,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
 
             redis_suite.run(
                 out, redis_suite.REDIS_QUICK if args.quick else redis_suite.RedisSizes(), args.redis
+            )
+        if args.engine or args.all:
+            from benchmarks import engine_suite
+
+            engine_suite.run(
+                out, engine_suite.ENGINE_QUICK if args.quick else engine_suite.EngineSizes()
             )
         elapsed = time.perf_counter() - out.started
         out.emit("", f"Total runtime: {elapsed:.0f} s. Load average at end: {report.load()}.")

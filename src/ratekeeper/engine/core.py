@@ -1,0 +1,252 @@
+"""``Engine`` and ``AsyncEngine``: the decision engine, joining rules, overrides and a store.
+
+The two classes are twins kept line-aligned: only I/O differs (the store is awaited, and a
+configuration lookup that misses the cache runs in a worker thread, off the event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ratekeeper.decision import Decision
+from ratekeeper.engine.plans import Planner, prepare, requests, verdict
+from ratekeeper.engine.reload import RuleWatcher
+from ratekeeper.engine.verdict import Descriptor, Entry, Verdict, unlimited
+from ratekeeper.limit import Limit
+from ratekeeper.rates import cached
+from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
+from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
+
+if TYPE_CHECKING:
+    from ratekeeper.config import ConfigStore
+    from ratekeeper.rules import RuleSet
+
+
+def _rules(rules: Any) -> tuple[RuleSet, list[str | os.PathLike[str]]]:
+    """The rule set to start with, and the files to watch (none for a given ``RuleSet``)."""
+    from ratekeeper.rules import RuleSet, load_rules
+
+    if rules is None:
+        return RuleSet.empty(), []
+    if isinstance(rules, RuleSet):
+        return rules, []
+    paths = [rules] if isinstance(rules, str | os.PathLike) else list(rules)
+    return load_rules(paths), paths
+
+
+def _config(config: ConfigStore | str | None) -> ConfigStore | None:
+    if isinstance(config, str):
+        from ratekeeper.config import open_config_store
+
+        return open_config_store(config)
+    return config
+
+
+def _default(default: Limit | str | None) -> Limit | None:
+    if default is None or isinstance(default, Limit):
+        return default
+    limits = cached(default)
+    if len(limits) != 1:
+        raise ValueError(f"the default limit must be one limit, not {default!r}")
+    return limits[0]
+
+
+class Engine:
+    """Decide requests by the limits that rules and the configuration store give them.
+
+    ``store``: the request store (object or URL; default in memory). ``rules``: a ``RuleSet``,
+    or rule files and directories to load, validate and hot-reload every ``reload_interval``
+    seconds (``None`` turns reloading off). ``config``: the configuration store of per-key
+    overrides (object or URL such as ``sqlite:///ratekeeper.db``), which win over the rules.
+    ``default``: the limit of a key ``is_allowed`` finds no override for (else it is allowed).
+    ``domain``: the namespace of ``is_allowed``'s keys. Plans are cached, at most
+    ``cache_size`` of them, each for ``cache_ttl`` seconds, and the cache is emptied as soon as
+    the configuration store reports a change made by any instance. Example::
+
+        engine = Engine(rules="ratelimit.yaml", config="sqlite:///ratekeeper.db")
+        engine.is_allowed("user:241531")
+        engine.check("api", [[("remote_address", "10.0.0.1")]]).allowed
+    """
+
+    def __init__(
+        self,
+        store: Store | str | None = None,
+        *,
+        rules: RuleSet | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
+        config: ConfigStore | str | None = None,
+        default: Limit | str | None = None,
+        domain: str = "",
+        cache_size: int = 100_000,
+        cache_ttl: float = 60.0,
+        reload_interval: float | None = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        ruleset, paths = _rules(rules)
+        self.store = (
+            store
+            if store is not None and not isinstance(store, str)
+            else (MemoryStore() if store is None else open_store(store))
+        )
+        self.config = _config(config)
+        self.planner = Planner(
+            ruleset,
+            config=self.config,
+            default=_default(default),
+            domain=domain,
+            cache_size=cache_size,
+            cache_ttl=cache_ttl,
+            clock=clock,
+        )
+        self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
+        if paths and reload_interval is not None:
+            self.watcher.start()
+        self._apply = self.store.apply
+
+    @property
+    def rules(self) -> RuleSet:
+        """The rules in force."""
+        return self.planner.rules
+
+    def reload(self) -> bool:
+        """Reload the rule files now if they changed; False when unchanged or invalid."""
+        return self.watcher.check()
+
+    def decide(self, key: str, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
+        plan = self.planner.key_plan(key)
+        if plan.limit is None:
+            return unlimited(cost)
+        return self._apply(plan.identity, plan.limit, cost, None)
+
+    def is_allowed(self, key: str, cost: int = 1) -> bool:
+        """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
+        return self.decide(key, cost).allowed
+
+    def check(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        """Decide one request of ``domain`` with Envoy's rate-limit semantics.
+
+        Each descriptor is matched against the rules (overrides win), every counted limit is
+        applied in one store call, and the verdict is allowed unless a descriptor is over its
+        limit outside shadow mode. ``hits`` is each descriptor's cost (0 only looks). As in
+        Envoy, every limit counts even when another refuses; with ``all_or_nothing`` none
+        consumes unless all allow.
+        """
+        plans, batch = prepare(self.planner, domain, requests(descriptors, hits))
+        if len(batch) == 1 and not all_or_nothing:
+            decisions = [self._apply(*batch[0])]
+        else:
+            decisions = self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
+        return verdict(plans, decisions)
+
+    def close(self) -> None:
+        """Stop watching the rules and release the stores."""
+        self.watcher.stop()
+        if self.config is not None:
+            self.config.close()
+        self.store.close()
+
+
+class AsyncEngine:
+    """The asyncio twin of ``Engine``: the same arguments, and awaitable decisions."""
+
+    def __init__(
+        self,
+        store: AsyncStore | str | None = None,
+        *,
+        rules: RuleSet | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
+        config: ConfigStore | str | None = None,
+        default: Limit | str | None = None,
+        domain: str = "",
+        cache_size: int = 100_000,
+        cache_ttl: float = 60.0,
+        reload_interval: float | None = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        ruleset, paths = _rules(rules)
+        self.store = (
+            store
+            if store is not None and not isinstance(store, str)
+            else (AsyncMemoryStore() if store is None else open_async_store(store))
+        )
+        self.config = _config(config)
+        self.planner = Planner(
+            ruleset,
+            config=self.config,
+            default=_default(default),
+            domain=domain,
+            cache_size=cache_size,
+            cache_ttl=cache_ttl,
+            clock=clock,
+        )
+        self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
+        if paths and reload_interval is not None:
+            self.watcher.start()
+        self._apply = self.store.apply
+
+    @property
+    def rules(self) -> RuleSet:
+        """The rules in force."""
+        return self.planner.rules
+
+    def reload(self) -> bool:
+        """Reload the rule files now if they changed; False when unchanged or invalid."""
+        return self.watcher.check()
+
+    async def decide(self, key: str, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
+        plan = self.planner.cache.get(key)
+        if plan is None:
+            plan = await self._load(self.planner.load_key, key)
+        if plan.limit is None:
+            return unlimited(cost)
+        return await self._apply(plan.identity, plan.limit, cost, None)
+
+    async def is_allowed(self, key: str, cost: int = 1) -> bool:
+        """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
+        return (await self.decide(key, cost)).allowed
+
+    async def check(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        """Decide one request of ``domain`` with Envoy's rate-limit semantics; see ``Engine``."""
+        batch_requests = requests(descriptors, hits)
+        if self.config is not None:
+            for entries in self.planner.missing(domain, batch_requests):
+                await self._load(self.planner.load_descriptor, domain, entries)
+        plans, batch = prepare(self.planner, domain, batch_requests)
+        if len(batch) == 1 and not all_or_nothing:
+            decisions = [await self._apply(*batch[0])]
+        else:
+            decisions = (
+                await self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
+            )
+        return verdict(plans, decisions)
+
+    async def close(self) -> None:
+        """Stop watching the rules and release the stores."""
+        await asyncio.to_thread(self.watcher.stop)
+        if self.config is not None:
+            self.config.close()
+        await self.store.close()
+
+    async def _load(self, load: Callable[..., Any], *args: Any) -> Any:
+        """A cache miss: with a configuration store it is I/O, so it runs in a worker thread."""
+        if self.config is None:
+            return load(*args)
+        return await asyncio.to_thread(load, *args)

@@ -1,0 +1,232 @@
+"""The engine's one core: which limit applies to a key or a descriptor, and under what name.
+
+A ``Plan`` says how one key or descriptor is decided: the identity its counters live under, the
+limit (from the configuration store's override, else the matching rule, else the default) and the
+rule that matched. Plans are cached (LRU with a TTL); the cache is emptied when the rules are
+reloaded and whenever the configuration store reports a change from any instance.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ratekeeper.engine.cache import TTLCache
+from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
+from ratekeeper.errors import ConfigStoreError
+
+if TYPE_CHECKING:
+    from ratekeeper.config import ConfigStore
+    from ratekeeper.decision import Decision
+    from ratekeeper.limit import Limit
+    from ratekeeper.rules import Rule, RuleSet
+    from ratekeeper.stores import Hit
+
+log = logging.getLogger("ratekeeper.engine")
+
+#: How long a plan made while the configuration store is down is trusted before another try.
+RETRY_AFTER_ERROR = 1.0
+
+_ESCAPE_KEY = str.maketrans({"%": "%25", "|": "%7C", ":": "%3A"})
+_ESCAPE_VALUE = str.maketrans({"%": "%25", "|": "%7C"})
+
+
+def descriptor_key(entries: Sequence[Entry]) -> str:
+    """The override key of a descriptor: ``key:value`` per entry, joined by ``|``.
+
+    ``[("user", "241531")]`` gives ``user:241531``, the form the source design's per-key
+    configuration uses. ``%``, ``|`` (and ``:`` in keys) are percent-escaped, so no two
+    descriptors share a key.
+    """
+    return "|".join(
+        f"{key.translate(_ESCAPE_KEY)}:{value.translate(_ESCAPE_VALUE)}" for key, value in entries
+    )
+
+
+#: One descriptor of a check, normalised: ``(entries, limit sent with it, cost)``.
+Request = tuple[tuple[Entry, ...], "Limit | None", int]
+
+
+class Plan(NamedTuple):
+    """How one key or descriptor is decided; ``limit`` is None when nothing is counted."""
+
+    identity: str
+    limit: Limit | None
+    rule: Rule | None
+    overridden: bool
+
+
+class Planner:
+    """Resolves keys and descriptors to plans, through the cache.
+
+    ``rules`` give limits by descriptor; ``config`` holds per-key overrides that win over them;
+    ``default`` is the limit of a key that ``is_allowed`` finds no override for; ``domain`` is
+    the namespace of those keys.
+    """
+
+    def __init__(
+        self,
+        rules: RuleSet,
+        *,
+        config: ConfigStore | None,
+        default: Limit | None,
+        domain: str,
+        cache_size: int,
+        cache_ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rules = rules
+        self.config = config
+        self.default = default
+        self.domain = domain
+        self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl, clock)
+        self.config_errors = 0
+        if config is not None:
+            config.subscribe(self._changed)
+
+    def set_rules(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self.cache.clear()
+
+    def key_plan(self, key: str) -> Plan:
+        """The plan of ``is_allowed(key)``."""
+        plan = self.cache.get(key)
+        return self.load_key(key) if plan is None else plan
+
+    def load_key(self, key: str) -> Plan:
+        domain = self.domain
+        identity = f"{domain}/{key}" if domain else key
+        return self._load(key, domain, key, identity, None, self.default)
+
+    def descriptor_plan(self, domain: str, entries: tuple[Entry, ...]) -> Plan:
+        """The plan of one descriptor of ``check(domain, ...)``."""
+        plan = self.cache.get((domain, entries))
+        return self.load_descriptor(domain, entries) if plan is None else plan
+
+    def load_descriptor(self, domain: str, entries: tuple[Entry, ...]) -> Plan:
+        key = descriptor_key(entries)
+        identity = f"{domain}/{key}" if domain else key
+        rule = self.rules.match(domain, entries)
+        return self._load((domain, entries), domain, key, identity, rule, None)
+
+    def missing(self, domain: str, requests: list[Request]) -> list[tuple[Entry, ...]]:
+        """The entries of ``requests`` whose plans are not cached (the async engine loads them
+        in a thread, away from the event loop)."""
+        cached = self.cache.get
+        return [
+            entries
+            for entries, limit, _ in requests
+            if limit is None and cached((domain, entries)) is None
+        ]
+
+    def _load(  # noqa: PLR0917 - one private call site per entry point
+        self,
+        slot: object,
+        domain: str,
+        key: str,
+        identity: str,
+        rule: Rule | None,
+        fallback: Limit | None,
+    ) -> Plan:
+        ttl = None
+        override = None
+        if self.config is not None:
+            try:
+                override = self.config.get(key, domain)
+            except ConfigStoreError as error:
+                self.config_errors += 1
+                stale = self.cache.stale(slot)
+                log.warning(
+                    "configuration store failed; deciding %r by its %s: %s",
+                    key,
+                    "last known limit" if stale is not None else "rules",
+                    error,
+                )
+                if stale is not None:
+                    self.cache.put(slot, stale, RETRY_AFTER_ERROR)
+                    return stale
+                ttl = RETRY_AFTER_ERROR
+        if override is not None:
+            plan = Plan(identity, override.limit, rule, True)
+        elif rule is not None:
+            plan = Plan(identity, rule.limit, rule, False)
+        else:
+            plan = Plan(identity, fallback, None, False)
+        self.cache.put(slot, plan, ttl)
+        return plan
+
+    def _changed(self, domain: str | None, key: str | None) -> None:
+        self.cache.clear()
+
+
+def requests(descriptors: Sequence[Descriptor | Sequence[Entry]], hits: int) -> list[Request]:
+    """Each descriptor as ``(entries, limit, cost)``, its entries a hashable tuple."""
+    result: list[Request] = []
+    entries: Any
+    for descriptor in descriptors:
+        if isinstance(descriptor, Descriptor):
+            entries, limit, given = descriptor
+            cost = hits if given is None else given
+        else:
+            entries, limit, cost = descriptor, None, hits
+        if entries.__class__ is not tuple or (entries and entries[0].__class__ is not tuple):
+            entries = tuple((key, value) for key, value in entries)
+        result.append((entries, limit, cost))
+    return result
+
+
+def prepare(planner: Planner, domain: str, requests: list[Request]) -> tuple[list[Plan], list[Hit]]:
+    """The plans of a ``check`` and its store batch, which skips what is not counted."""
+    plans: list[Plan] = []
+    batch: list[Hit] = []
+    replaced = False
+    cached = planner.cache.get
+    for entries, limit, _ in requests:
+        if limit is not None:
+            key = descriptor_key(entries)
+            plan = Plan(f"{domain}/{key}" if domain else key, limit, None, False)
+        else:
+            plan = cached((domain, entries)) or planner.load_descriptor(domain, entries)
+            if plan.rule is not None and plan.rule.replaces:
+                replaced = True
+        plans.append(plan)
+    if replaced:
+        plans = _replace(plans)
+    for plan, (_, _, cost) in zip(plans, requests, strict=True):
+        if plan.limit is not None:
+            batch.append((plan.identity, plan.limit, cost))
+    return plans, batch
+
+
+def _replace(plans: list[Plan]) -> list[Plan]:
+    """Drop every matched limit that another matched limit ``replaces`` (Envoy's semantics)."""
+    names = {name for plan in plans if plan.rule is not None for name in plan.rule.replaces}
+    return [
+        plan._replace(limit=None)
+        if plan.rule is not None and plan.rule.name in names and not plan.overridden
+        else plan
+        for plan in plans
+    ]
+
+
+def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
+    """Join the plans of a ``check`` with the decisions of the counted ones."""
+    statuses = []
+    allowed = True
+    counted = iter(decisions)
+    for plan in plans:
+        rule = plan.rule
+        if plan.limit is None:
+            statuses.append(Status(True, None, None, rule, plan.overridden, False))
+            continue
+        decision = next(counted)
+        if decision.allowed:
+            statuses.append(Status(True, decision, plan.limit, rule, plan.overridden, False))
+        elif rule is not None and rule.shadow_mode:
+            statuses.append(Status(True, decision, plan.limit, rule, plan.overridden, True))
+        else:
+            allowed = False
+            statuses.append(Status(False, decision, plan.limit, rule, plan.overridden, False))
+    return Verdict(allowed, tuple(statuses))

@@ -1,0 +1,72 @@
+"""What the decision engine takes and returns; every surface translates to and from these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from ratekeeper.decision import Decision, allow
+
+if TYPE_CHECKING:
+    from ratekeeper.limit import Limit
+    from ratekeeper.rules import Rule
+
+#: ``remaining`` where no limit applies: Envoy's ``limit_remaining`` for an unlimited rule.
+UNLIMITED = 4_294_967_295
+
+#: One descriptor entry: ``(key, value)``, e.g. ``("remote_address", "10.0.0.1")``.
+Entry = tuple[str, str]
+
+
+class Descriptor(NamedTuple):
+    """One descriptor of a ``check``: its entries, and optionally a limit and cost of its own.
+
+    ``limit`` is a limit sent with the request (Envoy's ``RateLimitOverride``): it bypasses rules
+    and overrides for this descriptor. ``hits`` replaces the request's cost for this descriptor
+    (0 looks without counting). A plain sequence of entries is accepted wherever a
+    ``Descriptor`` is.
+    """
+
+    entries: tuple[Entry, ...]
+    limit: Limit | None = None
+    hits: int | None = None
+
+
+class Status(NamedTuple):
+    """The outcome for one descriptor, in the order of the request.
+
+    ``decision`` is ``None`` when nothing was counted: no rule matched, the rule whitelists, or it
+    is ``unlimited``. ``limit`` is the limit applied and ``rule`` the rule that matched, if any;
+    ``overridden`` says the limit came from the configuration store. ``shadowed`` says the limit
+    refused but the rule's ``shadow_mode`` let the hit through.
+    """
+
+    allowed: bool
+    decision: Decision | None
+    limit: Limit | None
+    rule: Rule | None
+    overridden: bool
+    shadowed: bool
+
+    @property
+    def remaining(self) -> int:
+        """Hits still allowed now; ``UNLIMITED`` when no limit applies."""
+        return UNLIMITED if self.decision is None else self.decision.remaining
+
+
+class Verdict(NamedTuple):
+    """The overall answer of a ``check``: allowed unless some descriptor is over its limit."""
+
+    allowed: bool
+    statuses: tuple[Status, ...]
+
+    @property
+    def degraded(self) -> bool:
+        """True when a store failure made any of the decisions a fallback."""
+        return any(
+            status.decision is not None and status.decision.degraded for status in self.statuses
+        )
+
+
+def unlimited(cost: int) -> Decision:
+    """The decision of a key no limit applies to."""
+    return allow(0, UNLIMITED, 0.0, cost)

@@ -1,0 +1,266 @@
+"""The decision engine: Envoy's matching semantics, overrides over rules, and the twins.
+
+Every test runs on a fake clock, so each sequence of decisions is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from pathlib import Path
+
+import pytest
+
+from ratekeeper import Limit, MemoryStore
+from ratekeeper.config import open_config_store
+from ratekeeper.engine import UNLIMITED, AsyncEngine, Descriptor, Engine, descriptor_key
+from ratekeeper.overrides import Override
+from ratekeeper.rules import parse_rules
+from ratekeeper.stores.memory import AsyncMemoryStore
+from ratekeeper.testing import FakeClock
+
+RULES = """
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: user
+    value: vip
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: user
+    value: "bot-*"
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: path
+    value: /health
+  - key: path
+    value: /internal
+    rate_limit: {unlimited: true}
+  - key: generic_key
+    value: default
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 4}
+  - key: plan
+    value: free
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 5, name: tenant_default}
+  - key: tenant_vip
+    rate_limit:
+      unit: minute
+      requests_per_unit: 50
+      replaces: [{name: tenant_default}]
+"""
+
+
+@pytest.fixture
+def store(clock: FakeClock) -> MemoryStore:
+    return MemoryStore(clock=clock)
+
+
+@pytest.fixture
+def engine(store: MemoryStore) -> Engine:
+    return Engine(store, rules=parse_rules(RULES, "rules.yaml"))
+
+
+def admitted(engine: Engine, descriptor: list[tuple[str, str]], attempts: int = 12) -> int:
+    return sum(engine.check("api", [descriptor]).allowed for _ in range(attempts))
+
+
+def test_exact_value_beats_wildcard_beats_bare_key(engine: Engine) -> None:
+    assert admitted(engine, [("user", "vip")]) == 10
+    assert admitted(engine, [("user", "bot-7")]) == 1
+    assert admitted(engine, [("user", "alice")]) == 2
+    assert admitted(engine, [("user", "bob")]) == 2  # the bare key counts per value
+
+
+def test_a_limit_applies_only_at_the_last_entry(engine: Engine, store: MemoryStore) -> None:
+    # remote_address has a limit but no children: with a second entry nothing matches.
+    assert admitted(engine, [("remote_address", "10.0.0.1"), ("user", "alice")]) == 12
+    # generic_key=default has children but no limit of its own.
+    assert admitted(engine, [("generic_key", "default")]) == 12
+    assert len(store) == 0
+    assert admitted(engine, [("generic_key", "default"), ("user", "alice")]) == 4
+    assert admitted(engine, [("remote_address", "10.0.0.1")]) == 3
+
+
+def test_a_descriptor_with_neither_limit_nor_children_whitelists(
+    engine: Engine, store: MemoryStore
+) -> None:
+    verdict = engine.check("api", [[("path", "/health")]])
+    assert verdict.allowed
+    (status,) = verdict.statuses
+    assert (status.allowed, status.decision, status.limit, status.remaining) == (
+        True,
+        None,
+        None,
+        UNLIMITED,
+    )
+    assert admitted(engine, [("path", "/health")]) == 12
+    assert len(store) == 0
+
+
+def test_unlimited_never_touches_the_store(engine: Engine, store: MemoryStore) -> None:
+    assert admitted(engine, [("path", "/internal")], attempts=100) == 100
+    status = engine.check("api", [[("path", "/internal")]]).statuses[0]
+    assert status.rule is not None and status.rule.unlimited
+    assert (status.decision, status.remaining) == (None, UNLIMITED)
+    assert len(store) == 0
+
+
+def test_replaces_drops_the_replaced_limit(engine: Engine) -> None:
+    both = [[("tenant", "acme")], [("tenant_vip", "acme")]]
+    assert sum(engine.check("api", both).allowed for _ in range(12)) == 12
+    statuses = engine.check("api", both).statuses
+    assert statuses[0].decision is None  # tenant_default was replaced
+    assert statuses[1].decision is not None and statuses[1].decision.remaining == 50 - 13
+    # Without the replacing descriptor the default applies again, and it counted nothing.
+    assert admitted(engine, [("tenant", "acme")]) == 5
+
+
+def test_shadow_mode_counts_but_always_allows(engine: Engine) -> None:
+    verdicts = [engine.check("api", [[("plan", "free")]]) for _ in range(3)]
+    assert [verdict.allowed for verdict in verdicts] == [True, True, True]
+    statuses = [verdict.statuses[0] for verdict in verdicts]
+    assert [status.shadowed for status in statuses] == [False, True, True]
+    assert [status.decision.allowed for status in statuses if status.decision] == [
+        True,
+        False,
+        False,
+    ]
+
+
+def test_an_unknown_domain_means_no_limit(engine: Engine, store: MemoryStore) -> None:
+    verdict = engine.check("elsewhere", [[("user", "alice")]] * 3)
+    assert verdict.allowed
+    assert [status.decision for status in verdict.statuses] == [None, None, None]
+    assert len(store) == 0
+
+
+def test_over_limit_anywhere_refuses_the_request_and_statuses_keep_order(
+    engine: Engine,
+) -> None:
+    request = [[("path", "/health")], [("user", "bot-1")], [("remote_address", "10.0.0.9")]]
+    first = engine.check("api", request)
+    second = engine.check("api", request)
+    assert first.allowed and not second.allowed
+    assert [status.allowed for status in second.statuses] == [True, False, True]
+    assert [status.remaining for status in second.statuses] == [UNLIMITED, 0, 1]
+    assert second.statuses[1].decision is not None
+    assert second.statuses[1].decision.retry_after > 0
+
+
+def test_hits_zero_only_looks_and_descriptors_can_carry_their_own_cost(engine: Engine) -> None:
+    for _ in range(5):
+        assert engine.check("api", [[("remote_address", "a")]], hits=0).allowed
+    verdict = engine.check("api", [Descriptor((("remote_address", "a"),), hits=3)])
+    assert verdict.allowed and verdict.statuses[0].remaining == 0
+    assert not engine.check("api", [[("remote_address", "a")]]).allowed
+
+
+def test_a_limit_sent_with_the_request_bypasses_the_rules(engine: Engine) -> None:
+    own = Descriptor((("path", "/health"),), limit=Limit(2, 60))
+    assert [engine.check("api", [own]).allowed for _ in range(4)] == [True, True, False, False]
+    assert engine.check("api", [[("path", "/health")]]).allowed  # the rule still whitelists
+
+
+def test_overrides_win_over_rules(tmp_path: Path, store: MemoryStore) -> None:
+    config = open_config_store(f"sqlite:///{tmp_path / 'config.db'}")
+    config.set("user:alice", Override(3, 60, "fixed_window"), domain="api")
+    engine = Engine(store, rules=parse_rules(RULES, "rules.yaml"), config=config)
+    try:
+        assert admitted(engine, [("user", "alice")]) == 3
+        assert admitted(engine, [("user", "bob")]) == 2
+        status = engine.check("api", [[("user", "alice")]]).statuses[0]
+        assert status.overridden and status.limit == Limit(3, 60)
+        # A change through the engine's own store applies at once.
+        config.delete("user:alice", domain="api")
+        assert engine.check("api", [[("user", "carol")]]).statuses[0].limit == Limit(2, 60)
+        assert not engine.check("api", [[("user", "alice")]]).statuses[0].overridden
+    finally:
+        engine.close()
+
+
+def test_is_allowed_takes_the_limit_from_the_configuration_store(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    config = open_config_store(f"sqlite:///{tmp_path / 'config.db'}")
+    config.set("user:241531", Override.from_dict({"time_window_sec": 1, "capacity": 5}))
+    engine = Engine(MemoryStore(clock=clock), config=config, default="2/minute")
+    try:
+        assert [engine.is_allowed("user:241531") for _ in range(7)] == [True] * 5 + [False] * 2
+        clock.advance(1.0)
+        assert engine.is_allowed("user:241531")
+        assert [engine.is_allowed("user:1") for _ in range(3)] == [True, True, False]
+        decision = engine.decide("user:241531", cost=0)
+        assert (decision.limit, decision.remaining) == (5, 4)
+    finally:
+        engine.close()
+
+
+def test_without_an_override_or_default_a_key_is_not_limited(store: MemoryStore) -> None:
+    engine = Engine(store)
+    assert all(engine.is_allowed("user:1") for _ in range(100))
+    assert engine.decide("user:1", cost=3).remaining == UNLIMITED
+    assert len(store) == 0
+
+
+def test_is_allowed_and_check_share_the_counter_of_one_override_key(
+    tmp_path: Path, store: MemoryStore
+) -> None:
+    config = open_config_store(f"sqlite:///{tmp_path / 'config.db'}")
+    config.set("user:241531", Override(3, 60, "fixed_window"))
+    engine = Engine(store, config=config)
+    try:
+        assert engine.is_allowed("user:241531")
+        assert engine.check("", [[("user", "241531")]]).statuses[0].remaining == 1
+    finally:
+        engine.close()
+
+
+def test_descriptor_keys_cannot_collide() -> None:
+    assert descriptor_key([("user", "241531")]) == "user:241531"
+    assert descriptor_key([("a", "b|c:d")]) != descriptor_key([("a", "b"), ("c", "d")])
+    assert descriptor_key([("a:b", "c")]) != descriptor_key([("a", "b:c")])
+
+
+def test_the_cache_is_bounded(store: MemoryStore) -> None:
+    engine = Engine(store, rules=parse_rules(RULES, "rules.yaml"), cache_size=100)
+    for number in range(1_000):
+        engine.check("api", [[("user", f"u{number}")]])
+    assert len(engine.planner.cache) == 100
+
+
+def test_async_engine_decides_exactly_like_the_engine(clock: FakeClock) -> None:
+    rules = parse_rules(RULES, "rules.yaml")
+    requests = [
+        [[("user", "alice")], [("remote_address", "10.0.0.1")]],
+        [[("plan", "free")]],
+        [[("tenant", "acme")], [("tenant_vip", "acme")]],
+        [[("path", "/internal")], [("user", "bot-1")]],
+    ] * 4
+    engine = Engine(MemoryStore(clock=clock), rules=rules)
+    twin = AsyncEngine(AsyncMemoryStore(MemoryStore(clock=clock)), rules=rules)
+
+    async def run() -> list[object]:
+        return [await twin.check("api", request) for request in requests]
+
+    expected = [engine.check("api", request) for request in requests]
+    assert asyncio.run(run()) == expected
+
+
+def test_the_engines_are_twins() -> None:
+    def public(cls: type) -> dict[str, bool]:
+        return {
+            name: inspect.iscoroutinefunction(member)
+            for name, member in vars(cls).items()
+            if not name.startswith("_")
+        }
+
+    sync, asynchronous = public(Engine), public(AsyncEngine)
+    assert sync.keys() == asynchronous.keys()
+    for name in ("decide", "is_allowed", "check", "close"):
+        assert asynchronous[name] and not sync[name]

@@ -1,0 +1,86 @@
+"""Rule files hot-reload under a running engine; a broken file leaves the old rules in force."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from ratekeeper import Limit
+from ratekeeper.engine import Engine
+from ratekeeper.errors import ConfigError
+from tests.servers import wait_until
+
+RULES = """\
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {{unit: minute, requests_per_unit: {amount}}}
+"""
+BROKEN = """\
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: fortnight, requests_per_unit: 5}
+"""
+
+
+def replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` the way editors and config managers do: a new file, renamed."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def limit_of(engine: Engine) -> Limit | None:
+    return engine.check("api", [[("user", "alice")]], hits=0).statuses[0].limit
+
+
+def test_a_replaced_file_applies_and_a_broken_one_keeps_the_old_rules(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(RULES.format(amount=5))
+    engine = Engine(rules=path, reload_interval=0.05)
+    try:
+        assert limit_of(engine) == Limit(5, 60)
+        replace(path, RULES.format(amount=7))
+        wait_until(lambda: limit_of(engine) == Limit(7, 60), 5.0, "the new rules")
+        assert engine.watcher.reloads == 1
+
+        with caplog.at_level(logging.ERROR, logger="ratekeeper.rules"):
+            replace(path, BROKEN)
+            wait_until(lambda: engine.watcher.errors == 1, 5.0, "the failed reload")
+        assert limit_of(engine) == Limit(7, 60)
+        assert engine.watcher.last_error is not None
+        assert engine.watcher.last_error.startswith(f"{path}: descriptors[0].rate_limit.unit")
+        assert "previous rules stay in force" in caplog.text
+
+        replace(path, RULES.format(amount=9))
+        wait_until(lambda: limit_of(engine) == Limit(9, 60), 5.0, "the repaired rules")
+        assert (engine.watcher.reloads, engine.watcher.errors) == (2, 1)
+    finally:
+        engine.close()
+
+
+def test_a_directory_of_rule_files_reloads_when_a_file_appears(tmp_path: Path) -> None:
+    (tmp_path / "api.yaml").write_text(RULES.format(amount=5))
+    engine = Engine(rules=tmp_path, reload_interval=None)
+    try:
+        assert engine.check("web", [[("user", "alice")]]).statuses[0].limit is None
+        (tmp_path / "web.yaml").write_text(RULES.format(amount=3).replace("api", "web"))
+        assert engine.reload()
+        assert engine.check("web", [[("user", "alice")]]).statuses[0].limit == Limit(3, 60)
+        assert not engine.reload()  # nothing changed since
+    finally:
+        engine.close()
+
+
+def test_a_broken_file_at_start_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(BROKEN)
+    with pytest.raises(ConfigError) as raised:
+        Engine(rules=path)
+    assert raised.value.errors[0].startswith(f"{path}: descriptors[0].rate_limit.unit")
