@@ -1,52 +1,61 @@
-"""The configuration cache: least recently used entries, each valid for a time to live."""
+"""The configuration cache: least recently used entries, none older than a time to live.
+
+A lookup is on the path of every decision, so a hit reads no clock: instead, ``expire()``
+empties the cache every ``ttl`` seconds (the engine calls it from a background thread), so no
+entry is older than ``ttl``. What was emptied is kept aside as the ``stale`` entries: the last
+known values, which a process falls back on while the configuration store is down.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
 
 class TTLCache(Generic[V]):
-    """At most ``maxsize`` entries, each fresh for ``ttl`` seconds of ``clock``.
+    """At most ``maxsize`` entries, the least recently used evicted first.
 
-    ``get`` returns the value while it is fresh, else ``None``; ``stale`` returns it even after
-    its time to live (what a process falls back on while the configuration store is down). Safe
-    to share between threads: every operation is one step on a dict under the GIL, and a lookup
-    racing an eviction is a miss.
+    ``get`` returns a value or ``None``. The hot path may inline it: ``lookup(key)`` is a plain
+    dict get, and ``touch(key)`` marks the key used (``KeyError`` if it was evicted meanwhile).
+    Safe to share between threads: each operation is one step on a dict under the GIL, and a
+    lookup racing an eviction is a miss.
     """
 
-    def __init__(self, maxsize: int, ttl: float, clock: Callable[[], float]) -> None:
+    def __init__(self, maxsize: int, ttl: float) -> None:
         if maxsize < 1:
             raise ValueError(f"cache size must be at least 1, not {maxsize!r}")
         if not ttl > 0:
             raise ValueError(f"cache TTL must be positive seconds, not {ttl!r}")
         self.maxsize = maxsize
         self.ttl = ttl
-        self.clock = clock
-        self._entries: OrderedDict[Hashable, tuple[V, float]] = OrderedDict()
-        self._get = self._entries.get
-        self._touch = self._entries.move_to_end
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()
+        self._stale: dict[Hashable, V] = {}
+        self.lookup = self._entries.get
+        self.touch = self._entries.move_to_end
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def get(self, key: Hashable) -> V | None:
-        entry = self._get(key)
-        if entry is None or entry[1] <= self.clock():
-            return None
-        try:  # noqa: SIM105 - suppress() costs a context manager on every hit
-            self._touch(key)
-        except KeyError:  # evicted by another thread meanwhile
-            pass
-        return entry[0]
+        value = self.lookup(key)
+        if value is not None:
+            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
+                self.touch(key)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+        return value
 
     def stale(self, key: Hashable) -> V | None:
-        entry = self._get(key)
-        return None if entry is None else entry[0]
+        """The key's value, fresh or from before the last expiry."""
+        value = self.lookup(key)
+        return self._stale.get(key) if value is None else value
 
-    def put(self, key: Hashable, value: V, ttl: float | None = None) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         entries = self._entries
-        entries[key] = (value, self.clock() + (self.ttl if ttl is None else ttl))
+        entries[key] = value
         entries.move_to_end(key)
         while len(entries) > self.maxsize:
             try:
@@ -55,7 +64,29 @@ class TTLCache(Generic[V]):
                 break
 
     def clear(self) -> None:
+        """Drop every entry, stale ones included: what they said is known to be wrong."""
         self._entries.clear()
+        self._stale = {}
+
+    def expire(self) -> None:
+        """Empty the cache, keeping its entries aside as stale."""
+        self._stale = dict(self._entries)
+        self._entries.clear()
+
+    def start(self) -> None:
+        """Call ``expire`` every ``ttl`` seconds on a daemon thread, until ``stop``."""
+        self._thread = threading.Thread(target=self._run, name="ratekeeper-cache", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ttl):
+            self.expire()
 
     def __len__(self) -> int:
         return len(self._entries)

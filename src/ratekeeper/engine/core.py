@@ -13,13 +13,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.decision import Decision
-from ratekeeper.engine.plans import Planner, prepare, requests, verdict
+from ratekeeper.engine.plans import Planner, prepare, requests, single, verdict
 from ratekeeper.engine.reload import RuleWatcher
-from ratekeeper.engine.verdict import Descriptor, Entry, Verdict, unlimited
+from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict, unlimited
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
+
+_new = tuple.__new__
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
@@ -105,6 +107,8 @@ class Engine:
         if paths and reload_interval is not None:
             self.watcher.start()
         self._apply = self.store.apply
+        cache = self.planner.cache
+        self._lookup, self._touch = cache.lookup, cache.touch
 
     @property
     def rules(self) -> RuleSet:
@@ -117,14 +121,32 @@ class Engine:
 
     def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
-        plan = self.planner.key_plan(key)
+        plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
+        if plan is not None:
+            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
+                self._touch(key)
+            except KeyError:
+                pass
+        else:
+            plan = self.planner.load_key(key)
         if plan.limit is None:
             return unlimited(cost)
         return self._apply(plan.identity, plan.limit, cost, None)
 
     def is_allowed(self, key: str, cost: int = 1) -> bool:
         """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
-        return self.decide(key, cost).allowed
+        plan = self._lookup(key)
+        if plan is not None:
+            try:  # noqa: SIM105
+                self._touch(key)
+            except KeyError:
+                pass
+        else:
+            plan = self.planner.load_key(key)
+        identity, limit, _, _ = plan
+        if limit is None:
+            return True
+        return self._apply(identity, limit, cost, None).allowed
 
     def check(
         self,
@@ -142,6 +164,29 @@ class Engine:
         Envoy, every limit counts even when another refuses; with ``all_or_nothing`` none
         consumes unless all allow.
         """
+        if len(descriptors) == 1 and not all_or_nothing:  # the hot path, inlined
+            entries = descriptors[0]
+            if entries.__class__ is list:
+                entries = tuple(entries)
+            plan = None
+            if entries.__class__ is tuple:
+                try:  # noqa: SIM105
+                    plan = self._lookup((domain, entries))
+                except TypeError:  # entries given as lists: the general path converts them
+                    pass
+            if plan is not None:
+                try:  # noqa: SIM105
+                    self._touch((domain, entries))
+                except KeyError:
+                    pass
+                identity, limit, rule, overridden = plan
+                if limit is not None:
+                    decision = self._apply(identity, limit, hits, None)
+                    if decision[0]:
+                        status = _new(Status, (True, decision, limit, rule, overridden, False))
+                        return _new(Verdict, (True, (status,)))
+                    return single(plan, decision)
+                return single(plan, None)
         plans, batch = prepare(self.planner, domain, requests(descriptors, hits))
         if len(batch) == 1 and not all_or_nothing:
             decisions = [self._apply(*batch[0])]
@@ -152,6 +197,7 @@ class Engine:
     def close(self) -> None:
         """Stop watching the rules and release the stores."""
         self.watcher.stop()
+        self.planner.close()
         if self.config is not None:
             self.config.close()
         self.store.close()
@@ -193,6 +239,8 @@ class AsyncEngine:
         if paths and reload_interval is not None:
             self.watcher.start()
         self._apply = self.store.apply
+        cache = self.planner.cache
+        self._lookup, self._touch = cache.lookup, cache.touch
 
     @property
     def rules(self) -> RuleSet:
@@ -205,8 +253,13 @@ class AsyncEngine:
 
     async def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
-        plan = self.planner.cache.get(key)
-        if plan is None:
+        plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
+        if plan is not None:
+            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
+                self._touch(key)
+            except KeyError:
+                pass
+        else:
             plan = await self._load(self.planner.load_key, key)
         if plan.limit is None:
             return unlimited(cost)
@@ -225,6 +278,29 @@ class AsyncEngine:
         all_or_nothing: bool = False,
     ) -> Verdict:
         """Decide one request of ``domain`` with Envoy's rate-limit semantics; see ``Engine``."""
+        if len(descriptors) == 1 and not all_or_nothing:  # the hot path, inlined
+            entries = descriptors[0]
+            if entries.__class__ is list:
+                entries = tuple(entries)
+            plan = None
+            if entries.__class__ is tuple:
+                try:  # noqa: SIM105
+                    plan = self._lookup((domain, entries))
+                except TypeError:  # entries given as lists: the general path converts them
+                    pass
+            if plan is not None:
+                try:  # noqa: SIM105
+                    self._touch((domain, entries))
+                except KeyError:
+                    pass
+                identity, limit, rule, overridden = plan
+                if limit is not None:
+                    decision = await self._apply(identity, limit, hits, None)
+                    if decision[0]:
+                        status = _new(Status, (True, decision, limit, rule, overridden, False))
+                        return _new(Verdict, (True, (status,)))
+                    return single(plan, decision)
+                return single(plan, None)
         batch_requests = requests(descriptors, hits)
         if self.config is not None:
             for entries in self.planner.missing(domain, batch_requests):
@@ -241,6 +317,7 @@ class AsyncEngine:
     async def close(self) -> None:
         """Stop watching the rules and release the stores."""
         await asyncio.to_thread(self.watcher.stop)
+        await asyncio.to_thread(self.planner.close)
         if self.config is not None:
             self.config.close()
         await self.store.close()

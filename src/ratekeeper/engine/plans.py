@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ratekeeper.engine.cache import TTLCache
@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ratekeeper.engine")
 
-#: How long a plan made while the configuration store is down is trusted before another try.
+_new = tuple.__new__
+
+#: How long the engine leaves a failed configuration store alone before trying it again.
 RETRY_AFTER_ERROR = 1.0
 
 _ESCAPE_KEY = str.maketrans({"%": "%25", "|": "%7C", ":": "%3A"})
@@ -63,7 +65,10 @@ class Planner:
 
     ``rules`` give limits by descriptor; ``config`` holds per-key overrides that win over them;
     ``default`` is the limit of a key that ``is_allowed`` finds no override for; ``domain`` is
-    the namespace of those keys.
+    the namespace of those keys. With a configuration store, the cache expires every
+    ``cache_ttl`` seconds and on every change the store reports. When the store fails, plans
+    come from the last known override, else the rules, and the store is left alone for
+    ``RETRY_AFTER_ERROR`` seconds of ``clock``.
     """
 
     def __init__(
@@ -81,10 +86,16 @@ class Planner:
         self.config = config
         self.default = default
         self.domain = domain
-        self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl, clock)
+        self.clock = clock
+        self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl)
         self.config_errors = 0
+        self._config_down_until = 0.0
         if config is not None:
             config.subscribe(self._changed)
+            self.cache.start()
+
+    def close(self) -> None:
+        self.cache.stop()
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
@@ -114,7 +125,7 @@ class Planner:
     def missing(self, domain: str, requests: list[Request]) -> list[tuple[Entry, ...]]:
         """The entries of ``requests`` whose plans are not cached (the async engine loads them
         in a thread, away from the event loop)."""
-        cached = self.cache.get
+        cached = self.cache.lookup
         return [
             entries
             for entries, limit, _ in requests
@@ -123,42 +134,45 @@ class Planner:
 
     def _load(  # noqa: PLR0917 - one private call site per entry point
         self,
-        slot: object,
+        slot: Hashable,
         domain: str,
         key: str,
         identity: str,
         rule: Rule | None,
         fallback: Limit | None,
     ) -> Plan:
-        ttl = None
         override = None
         if self.config is not None:
-            try:
-                override = self.config.get(key, domain)
-            except ConfigStoreError as error:
-                self.config_errors += 1
-                stale = self.cache.stale(slot)
-                log.warning(
-                    "configuration store failed; deciding %r by its %s: %s",
-                    key,
-                    "last known limit" if stale is not None else "rules",
-                    error,
-                )
+            stale = self.cache.stale(slot)
+            if self.clock() < self._config_down_until:
                 if stale is not None:
-                    self.cache.put(slot, stale, RETRY_AFTER_ERROR)
                     return stale
-                ttl = RETRY_AFTER_ERROR
+            else:
+                try:
+                    override = self.config.get(key, domain)
+                except ConfigStoreError as error:
+                    self.config_errors += 1
+                    self._config_down_until = self.clock() + RETRY_AFTER_ERROR
+                    log.warning(
+                        "configuration store failed; deciding by the last known limits, "
+                        "else the rules, for %gs: %s",
+                        RETRY_AFTER_ERROR,
+                        error,
+                    )
+                    if stale is not None:
+                        return stale
         if override is not None:
             plan = Plan(identity, override.limit, rule, True)
         elif rule is not None:
             plan = Plan(identity, rule.limit, rule, False)
         else:
             plan = Plan(identity, fallback, None, False)
-        self.cache.put(slot, plan, ttl)
+        if self.clock() >= self._config_down_until:
+            self.cache.put(slot, plan)  # a plan made without the store is not kept
         return plan
 
     def _changed(self, domain: str | None, key: str | None) -> None:
-        self.cache.clear()
+        self.cache.expire()
 
 
 def requests(descriptors: Sequence[Descriptor | Sequence[Entry]], hits: int) -> list[Request]:
@@ -211,22 +225,24 @@ def _replace(plans: list[Plan]) -> list[Plan]:
     ]
 
 
+def status(plan: Plan, decision: Decision | None) -> Status:
+    """The status of one descriptor decided by ``plan``; ``decision`` is None if not counted."""
+    if decision is None:
+        return _new(Status, (True, None, None, plan.rule, plan.overridden, False))
+    if decision.allowed:
+        return _new(Status, (True, decision, plan.limit, plan.rule, plan.overridden, False))
+    shadowed = plan.rule is not None and plan.rule.shadow_mode
+    return _new(Status, (shadowed, decision, plan.limit, plan.rule, plan.overridden, shadowed))
+
+
+def single(plan: Plan, decision: Decision | None) -> Verdict:
+    """The verdict of a check of one descriptor."""
+    one = status(plan, decision)
+    return _new(Verdict, (one.allowed, (one,)))
+
+
 def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
     """Join the plans of a ``check`` with the decisions of the counted ones."""
-    statuses = []
-    allowed = True
     counted = iter(decisions)
-    for plan in plans:
-        rule = plan.rule
-        if plan.limit is None:
-            statuses.append(Status(True, None, None, rule, plan.overridden, False))
-            continue
-        decision = next(counted)
-        if decision.allowed:
-            statuses.append(Status(True, decision, plan.limit, rule, plan.overridden, False))
-        elif rule is not None and rule.shadow_mode:
-            statuses.append(Status(True, decision, plan.limit, rule, plan.overridden, True))
-        else:
-            allowed = False
-            statuses.append(Status(False, decision, plan.limit, rule, plan.overridden, False))
-    return Verdict(allowed, tuple(statuses))
+    statuses = tuple(status(plan, None if plan.limit is None else next(counted)) for plan in plans)
+    return _new(Verdict, (all(one.allowed for one in statuses), statuses))
