@@ -1,0 +1,52 @@
+"""The engine's configuration cache: LRU order, expiry, and what it keeps aside as stale."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ratekeeper.engine.cache import TTLCache
+from tests.servers import wait_until
+
+
+def test_the_least_recently_used_entry_goes_first() -> None:
+    cache: TTLCache[int] = TTLCache(3, 60.0)
+    for number, key in enumerate("abc"):
+        cache.put(key, number)
+    assert cache.get("a") == 0  # a is now the most recently used
+    cache.put("d", 3)
+    assert [cache.get(key) for key in "abcd"] == [0, None, 2, 3]
+    cache.put("e", 4)  # after the gets above, a is again the least recently used
+    assert cache.get("a") is None
+    assert len(cache) == 3
+
+
+def test_expiry_empties_the_cache_but_keeps_the_last_values_aside() -> None:
+    cache: TTLCache[str] = TTLCache(10, 60.0)
+    cache.put("user:1", "five per second")
+    cache.expire()
+    assert cache.get("user:1") is None
+    assert cache.stale("user:1") == "five per second"
+    cache.put("user:1", "seven per second")
+    assert cache.stale("user:1") == "seven per second"
+    cache.clear()  # a change: the old values are known to be wrong
+    assert cache.stale("user:1") is None
+
+
+def test_no_entry_outlives_the_ttl() -> None:
+    cache: TTLCache[int] = TTLCache(10, 0.05)
+    cache.start()
+    try:
+        cache.put("k", 1)
+        started = time.monotonic()
+        wait_until(lambda: cache.get("k") is None, 2.0, "expiry")
+        assert time.monotonic() - started <= 1.0
+    finally:
+        cache.stop()
+
+
+@pytest.mark.parametrize(("size", "ttl"), [(0, 1.0), (1, 0.0), (1, -1.0)])
+def test_bad_sizes_are_refused(size: int, ttl: float) -> None:
+    with pytest.raises(ValueError, match="cache"):
+        TTLCache(size, ttl)
