@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -81,6 +82,53 @@ def run(
     return totals
 
 
+#: The rules of the engine demo: login attempts limited by address and by username together.
+DEMO_RULES = """
+domain: login
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 8}
+  - key: username
+    rate_limit: {unit: hour, requests_per_unit: 5, algorithm: sliding_log}
+"""
+
+
+def engine_demo(config_url: str, out: TextIO = sys.stdout) -> list[bool]:
+    """Decide a short login attack through the engine: rules, plus an override in SQLite.
+
+    Returns the verdicts, in order.
+    """
+    from ratekeeper.config import open_config_store
+    from ratekeeper.engine import Engine
+    from ratekeeper.overrides import Override
+    from ratekeeper.rules import parse_rules
+
+    config = open_config_store(config_url)
+    # An operator lets a load-testing account try more often (`ratekeeper limits set`).
+    config.set("username:loadtest", Override(50, 3600, "sliding_log"), domain="login")
+    engine = Engine(rules=parse_rules(DEMO_RULES, "demo rules"), config=config)
+    out.write(
+        f"\nthe decision engine: Envoy-style rules, per-key overrides in {config_url}\n"
+        "  attempt  address      username   verdict  (address left, username left)\n"
+    )
+    attempts = [(f"10.0.0.{n}", "alice") for n in range(1, 7)]  # one account, many addresses
+    attempts += [("192.0.2.7", f"user{n}") for n in range(3)]  # one address, many accounts
+    attempts += [("192.0.2.7", "loadtest")] * 6
+    verdicts = []
+    try:
+        for number, (address, username) in enumerate(attempts, 1):
+            verdict = engine.check(
+                "login", [[("remote_address", address)], [("username", username)]]
+            )
+            verdicts.append(verdict.allowed)
+            left = ", ".join(str(status.remaining) for status in verdict.statuses)
+            word = "allowed" if verdict.allowed else "REFUSED"
+            out.write(f"  {number:>7}  {address:<11}  {username:<9}  {word}  ({left})\n")
+    finally:
+        engine.close()
+    return verdicts
+
+
 def main(rate: str, seconds: float, seed: int) -> int:
     stop = threading.Event()
 
@@ -90,6 +138,9 @@ def main(rate: str, seconds: float, seed: int) -> int:
     signal.signal(signal.SIGTERM, finish)
     try:
         run(rate, seconds, seed, stop=stop)
+        if not stop.is_set():
+            with tempfile.TemporaryDirectory() as directory:
+                engine_demo(f"sqlite:///{directory}/ratekeeper.db")
     except KeyboardInterrupt:
         sys.stdout.write("\nstopped\n")
     return 0

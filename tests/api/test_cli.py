@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,13 @@ def test_version() -> None:
     )
     assert result.returncode == 0
     assert result.stdout.startswith("ratekeeper ")
+
+
+def test_the_engine_demo_refuses_what_its_rules_and_override_say(tmp_path: Path) -> None:
+    out = io.StringIO()
+    verdicts = demo.engine_demo(f"sqlite:///{tmp_path / 'ratekeeper.db'}", out)
+    # alice from 6 addresses (5 per hour), then 3 accounts and 6 loadtest tries from one
+    # address (8 per minute); loadtest's override (50 per hour) outlasts the address's limit.
+    assert verdicts == [True] * 5 + [False] + [True] * 8 + [False]
+    assert "per-key overrides in sqlite:///" in out.getvalue()
+    assert out.getvalue().count("REFUSED") == 2
