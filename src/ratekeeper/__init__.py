@@ -4,7 +4,9 @@ The public surface is what ``__all__`` lists; everything else is internal.
 """
 
 from ratekeeper.algorithms import Algorithm
+from ratekeeper.config import ConfigStore, open_config_store
 from ratekeeper.decision import Decision
+from ratekeeper.engine import AsyncEngine, Descriptor, Engine, Status, Verdict
 from ratekeeper.errors import (
     ConfigError,
     ConfigStoreError,
@@ -16,32 +18,46 @@ from ratekeeper.errors import (
 )
 from ratekeeper.limit import Limit
 from ratekeeper.limiter import AsyncLimiter, Limiter
+from ratekeeper.overrides import Override
 from ratekeeper.rates import parse, parse_many, parse_period
+from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 
 __all__ = [
     "Algorithm",
+    "AsyncEngine",
     "AsyncLimiter",
     "AsyncMemoryStore",
     "AsyncStore",
     "ConfigError",
+    "ConfigStore",
     "ConfigStoreError",
     "Decision",
+    "Descriptor",
+    "Engine",
     "InvalidLimitError",
     "Limit",
     "Limiter",
     "MemoryStore",
     "MissingExtraError",
+    "Override",
     "RateLimitExceeded",
     "RatekeeperError",
+    "Rule",
+    "RuleSet",
+    "Status",
     "Store",
     "StoreError",
+    "Verdict",
+    "load_rules",
     "open_async_store",
+    "open_config_store",
     "open_store",
     "parse",
     "parse_many",
     "parse_period",
+    "parse_rules",
 ]
 
 __version__ = "0.1.0"
