@@ -8,10 +8,11 @@ known values, which a process falls back on while the configuration store is dow
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
+
+from ratekeeper.engine.ticker import Ticker
 
 V = TypeVar("V")
 
@@ -36,8 +37,7 @@ class TTLCache(Generic[V]):
         self._stale: dict[Hashable, V] = {}
         self.lookup = self._entries.get
         self.touch = self._entries.move_to_end
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker(ttl, self.expire, "ratekeeper-cache")
 
     def get(self, key: Hashable) -> V | None:
         value = self.lookup(key)
@@ -75,18 +75,10 @@ class TTLCache(Generic[V]):
 
     def start(self) -> None:
         """Call ``expire`` every ``ttl`` seconds on a daemon thread, until ``stop``."""
-        self._thread = threading.Thread(target=self._run, name="ratekeeper-cache", daemon=True)
-        self._thread.start()
+        self._ticker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.ttl):
-            self.expire()
+        self._ticker.stop()
 
     def __len__(self) -> int:
         return len(self._entries)

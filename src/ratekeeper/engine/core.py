@@ -57,7 +57,59 @@ def _default(default: Limit | str | None) -> Limit | None:
     return limits[0]
 
 
-class Engine:
+class _Core:
+    """What the twins share: the rules, the configuration store, the plan cache, the watcher."""
+
+    _memory: Callable[[], Any]
+    _open: Callable[[str], Any]
+
+    def __init__(
+        self,
+        store: Store | AsyncStore | str | None = None,
+        *,
+        rules: RuleSet | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
+        config: ConfigStore | str | None = None,
+        default: Limit | str | None = None,
+        domain: str = "",
+        cache_size: int = 100_000,
+        cache_ttl: float = 60.0,
+        reload_interval: float | None = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        ruleset, paths = _rules(rules)
+        if store is None or isinstance(store, str):
+            store = type(self)._memory() if store is None else type(self)._open(store)
+        self.config = _config(config)
+        self.planner = Planner(
+            ruleset,
+            config=self.config,
+            default=_default(default),
+            domain=domain,
+            cache_size=cache_size,
+            cache_ttl=cache_ttl,
+            clock=clock,
+        )
+        self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
+        if paths and reload_interval is not None:
+            self.watcher.start()
+        self._setup(store)
+        cache = self.planner.cache
+        self._lookup, self._touch = cache.lookup, cache.touch
+
+    def _setup(self, store: Any) -> None:
+        raise NotImplementedError
+
+    @property
+    def rules(self) -> RuleSet:
+        """The rules in force."""
+        return self.planner.rules
+
+    def reload(self) -> bool:
+        """Reload the rule files now if they changed; False when unchanged or invalid."""
+        return self.watcher.check()
+
+
+class Engine(_Core):
     """Decide requests by the limits that rules and the configuration store give them.
 
     ``store``: the request store (object or URL; default in memory). ``rules``: a ``RuleSet``,
@@ -74,50 +126,12 @@ class Engine:
         engine.check("api", [[("remote_address", "10.0.0.1")]]).allowed
     """
 
-    def __init__(
-        self,
-        store: Store | str | None = None,
-        *,
-        rules: RuleSet | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
-        config: ConfigStore | str | None = None,
-        default: Limit | str | None = None,
-        domain: str = "",
-        cache_size: int = 100_000,
-        cache_ttl: float = 60.0,
-        reload_interval: float | None = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        ruleset, paths = _rules(rules)
-        self.store = (
-            store
-            if store is not None and not isinstance(store, str)
-            else (MemoryStore() if store is None else open_store(store))
-        )
-        self.config = _config(config)
-        self.planner = Planner(
-            ruleset,
-            config=self.config,
-            default=_default(default),
-            domain=domain,
-            cache_size=cache_size,
-            cache_ttl=cache_ttl,
-            clock=clock,
-        )
-        self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
-        if paths and reload_interval is not None:
-            self.watcher.start()
-        self._apply = self.store.apply
-        cache = self.planner.cache
-        self._lookup, self._touch = cache.lookup, cache.touch
+    _memory = MemoryStore
+    _open = staticmethod(open_store)
 
-    @property
-    def rules(self) -> RuleSet:
-        """The rules in force."""
-        return self.planner.rules
-
-    def reload(self) -> bool:
-        """Reload the rule files now if they changed; False when unchanged or invalid."""
-        return self.watcher.check()
+    def _setup(self, store: Store) -> None:
+        self.store = store
+        self._apply = store.apply
 
     def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
@@ -203,53 +217,15 @@ class Engine:
         self.store.close()
 
 
-class AsyncEngine:
+class AsyncEngine(_Core):
     """The asyncio twin of ``Engine``: the same arguments, and awaitable decisions."""
 
-    def __init__(
-        self,
-        store: AsyncStore | str | None = None,
-        *,
-        rules: RuleSet | str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
-        config: ConfigStore | str | None = None,
-        default: Limit | str | None = None,
-        domain: str = "",
-        cache_size: int = 100_000,
-        cache_ttl: float = 60.0,
-        reload_interval: float | None = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        ruleset, paths = _rules(rules)
-        self.store = (
-            store
-            if store is not None and not isinstance(store, str)
-            else (AsyncMemoryStore() if store is None else open_async_store(store))
-        )
-        self.config = _config(config)
-        self.planner = Planner(
-            ruleset,
-            config=self.config,
-            default=_default(default),
-            domain=domain,
-            cache_size=cache_size,
-            cache_ttl=cache_ttl,
-            clock=clock,
-        )
-        self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
-        if paths and reload_interval is not None:
-            self.watcher.start()
-        self._apply = self.store.apply
-        cache = self.planner.cache
-        self._lookup, self._touch = cache.lookup, cache.touch
+    _memory = AsyncMemoryStore
+    _open = staticmethod(open_async_store)
 
-    @property
-    def rules(self) -> RuleSet:
-        """The rules in force."""
-        return self.planner.rules
-
-    def reload(self) -> bool:
-        """Reload the rule files now if they changed; False when unchanged or invalid."""
-        return self.watcher.check()
+    def _setup(self, store: AsyncStore) -> None:
+        self.store = store
+        self._apply = store.apply
 
     async def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""

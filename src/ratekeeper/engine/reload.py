@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ratekeeper.engine.ticker import Ticker
 from ratekeeper.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -64,8 +64,7 @@ class RuleWatcher:
         self.errors = 0
         self.last_error: str | None = None
         self._seen = signature(self.paths)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker(interval, self.check, "ratekeeper-rules")
 
     def check(self) -> bool:
         """Reload if a file changed; True when new rules were applied."""
@@ -89,18 +88,7 @@ class RuleWatcher:
         return True
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="ratekeeper-rules", daemon=True)
-        self._thread.start()
+        self._ticker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.check()
-            except Exception:  # the watcher must outlive any surprise
-                log.exception("rule watcher failed; retrying")
+        self._ticker.stop()
