@@ -35,6 +35,31 @@ def test_time_comes_from_the_server(redis_server: RedisServer) -> None:
     assert decision.reset_after == pytest.approx(window_end - time.time(), abs=2)
 
 
+def test_scripts_are_reloaded_after_a_script_flush(redis_server: RedisServer) -> None:
+    """A restarted or failed-over server has no scripts: each call loads what it needs, once."""
+    client = redis.Redis.from_url(redis_server.url)
+    store = open_store(redis_server.url, prefix=prefix(), on_store_error=None)
+    limit = Limit(10, 3600, "gcra")
+    assert store.apply("k", limit).remaining == 9
+    client.script_flush()
+    assert store.apply("k", limit).remaining == 8
+    client.script_flush()
+    assert [d.remaining for d in store.apply_many([("k", limit, 1), ("j", limit, 1)])] == [7, 9]
+
+    async def main() -> list[int]:
+        astore = open_async_store(redis_server.url, prefix=prefix(), on_store_error=None)
+        client.script_flush()
+        first = await astore.apply("k", limit, now=time.time())  # the single-hit script
+        client.script_flush()
+        second = await astore.apply("k", limit)  # the batch script
+        await astore.close()
+        return [first.remaining, second.remaining]
+
+    assert asyncio.run(main()) == [9, 8]
+    store.close()
+    client.close()
+
+
 def test_async_calls_of_one_tick_share_one_round_trip(redis_server: RedisServer) -> None:
     sync = redis.Redis.from_url(redis_server.url)
     limit = Limit(100, 3600, "gcra")

@@ -1,7 +1,8 @@
 """Request stores on Redis, Redis Sentinel and Redis Cluster (``ratekeeper[redis]``).
 
-Consistency: exact across processes and machines. Every decision is one run of one Lua script
-(``stores/lua.py``), which Redis executes atomically on the server that owns the key's slot,
+Consistency: exact across processes and machines. Every decision is one run of a Lua script
+(``stores/lua.py``: a single-hit script per algorithm for ``apply``, the batch script for
+``apply_many``), which Redis executes atomically on the server that owns the key's slot,
 with the time taken from that server's ``TIME`` so that every client agrees on it. A batch is
 one script run per slot (one round trip on a single server; one per slot, concurrently in
 asyncio, in a cluster): atomic within a slot. With ``all_or_nothing`` it must fit in one slot
@@ -17,18 +18,27 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.errors import MissingExtraError, StoreError
 from ratekeeper.keys import state_key
 from ratekeeper.limit import Limit
-from ratekeeper.stores.lua import SOURCE, arguments, decisions
+from ratekeeper.stores.lua import (
+    SINGLE,
+    SOURCE,
+    arguments,
+    decision,
+    decisions,
+    limit_args,
+    now_arg,
+)
 from ratekeeper.stores.memory import Hit
 
 try:
     import redis
     import redis.asyncio
     from redis.crc import key_slot
-    from redis.exceptions import RedisClusterException
+    from redis.exceptions import NoScriptError, RedisClusterException
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
 
@@ -68,9 +78,14 @@ def _gather(
 ) -> list[Decision]:
     results: list[Any] = [None] * size
     for (indexes, _, _), reply in zip(batches, replies, strict=True):
-        for index, decision in zip(indexes, decisions(reply)[1], strict=True):
-            results[index] = decision
+        for index, one in zip(indexes, decisions(reply), strict=True):
+            results[index] = one
     return results
+
+
+def _singles(client: Any) -> dict[Algorithm, Any]:
+    """Each algorithm's single-hit script, registered on ``client`` (for its hash and source)."""
+    return {algorithm: client.register_script(source) for algorithm, source in SINGLE.items()}
 
 
 class RedisStore:
@@ -89,15 +104,27 @@ class RedisStore:
         self.tag = tag
         self.clustered = isinstance(client, redis.cluster.RedisCluster)
         self._script = client.register_script(SOURCE)
+        self._singles = _singles(client)
+        self._execute = client.execute_command
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply one hit atomically; see ``ratekeeper.stores.Store``."""
-        keys = [state_key(limit, key, self.prefix, self.tag)]
+        script = self._singles[limit.algorithm]
+        args = (
+            state_key(limit, key, self.prefix, self.tag),
+            now_arg(now),
+            str(cost),
+            *limit_args(limit),
+        )
         try:
-            reply = self._script(keys, arguments([(limit, cost)], now, False))
+            try:
+                reply = self._execute("EVALSHA", script.sha, 1, *args)
+            except NoScriptError:  # a restarted or failed-over server: load it, once
+                self.client.script_load(script.script)
+                reply = self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
-        return decisions(reply)[1][0]
+        return decision(reply)
 
     def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
@@ -149,6 +176,8 @@ class AsyncRedisStore:
         self.batch = batch
         self.clustered = isinstance(client, redis.asyncio.RedisCluster)
         self._script = client.register_script(SOURCE)
+        self._singles = _singles(client)
+        self._execute = client.execute_command
         self._pending: list[tuple[Hit, asyncio.Future[Decision]]] = []
         self._sending: set[asyncio.Future[None]] = set()
 
@@ -162,12 +191,22 @@ class AsyncRedisStore:
                 loop.call_soon(self._flush)
             self._pending.append(((key, limit, cost), future))
             return await future
-        keys = [state_key(limit, key, self.prefix, self.tag)]
+        script = self._singles[limit.algorithm]
+        args = (
+            state_key(limit, key, self.prefix, self.tag),
+            now_arg(now),
+            str(cost),
+            *limit_args(limit),
+        )
         try:
-            reply = await self._script(keys, arguments([(limit, cost)], now, False))
+            try:
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+            except NoScriptError:
+                await self.client.script_load(script.script)
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
-        return decisions(reply)[1][0]
+        return decision(reply)
 
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
