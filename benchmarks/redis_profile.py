@@ -4,15 +4,17 @@ On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on 
 (sequential) and on 64 keys (64 asyncio callers, batching on):
 
 1. wall time, client CPU time (``time.process_time``) and server time (``INFO
-   commandstats``) per decision, beside the same for a raw ``EVALSHA`` of ``return 1`` and
-   for ratekeeper with its script swapped for a stub that only returns a reply of the same
-   shape (what is left is the client's cost; the store's ``_script`` is replaced on that one
-   store object, nothing in ``src`` is touched);
+   commandstats``) per decision, beside the same for a raw ``EVALSHA`` of ``return 1`` (on a
+   default client through redis-py's ``Script``, and sent as ratekeeper sends its scripts on
+   ratekeeper's own client) and for ratekeeper with its scripts swapped for a stub that only
+   returns a reply of the same shape (what is left is the client's cost; the store's
+   ``_script`` and ``_singles`` are replaced on that one store object, nothing in ``src`` is
+   touched);
 2. the client's top functions under ``cProfile``, and its own time summed by area;
-3. the server's time per script run for pieces of ratekeeper's one Lua script: ``return 1``
-   (bare, and given ratekeeper's key and arguments); the whole script's definitions (prelude
-   and every algorithm) followed by ``return 1``; and the whole script with no hit, one hit
-   (also with ``now`` given, and as a peek), two hits and a batch of 64.
+3. the server's time per script run for pieces of ratekeeper's scripts: ``return 1`` (bare,
+   and given ratekeeper's key and arguments); the batch script's definitions (prelude and every
+   algorithm) followed by ``return 1``; the whole batch script with no hit, one hit (also with
+   ``now`` given, and as a peek), two hits and a batch of 64; and the single-hit script.
 
 It prints plain text. Nothing here is a target; it explains the numbers of the benchmark.
 """

@@ -100,23 +100,30 @@ def arguments(
     return [now_arg(now), "1" if all_or_nothing else "0", str(len(index)), *blocks, *tail]
 
 
-def decision(reply: Sequence[Any], at: int = 0) -> Decision:
-    """The decision whose seven fields start at ``reply[at]``."""
+def decision(reply: Sequence[Any]) -> Decision:
+    """Decode a single-hit script's reply: ``allowed, limit, remaining, reset_after,
+    retry_after, delay, granted`` (integers come back as ``int``; the floats as ``int`` or as
+    ``%.17g`` bytes)."""
+    allowed, limit, remaining, reset_after, retry_after, delay, granted = reply
     return _new(
         Decision,
         (
-            reply[at] == 1,
-            int(reply[at + 1]),
-            int(reply[at + 2]),
-            float(reply[at + 3]),
-            float(reply[at + 4]),
-            float(reply[at + 5]),
-            int(reply[at + 6]),
+            allowed == 1,
+            limit,
+            remaining,
+            float(reset_after),
+            float(retry_after),
+            float(delay),
+            granted,
             False,
         ),
     )
 
 
 def decisions(reply: Sequence[Any]) -> list[Decision]:
-    """Decode a batch script's reply into one decision per hit."""
-    return [decision(reply, at) for at in range(0, len(reply), FIELDS)]
+    """Decode a batch script's reply, seven fields per hit, into one decision per hit."""
+    fields = iter(reply)
+    return [
+        _new(Decision, (a == 1, n, r, float(ra), float(rt), float(d), g, False))
+        for a, n, r, ra, rt, d, g in zip(*(fields,) * FIELDS, strict=True)
+    ]

@@ -53,11 +53,14 @@ def _batches(
     all_or_nothing: bool,
 ) -> list[tuple[list[int], list[str], list[str]]]:
     """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
-    keys = [state_key(limit, key, store.prefix, store.tag) for key, limit, _ in hits]
+    prefix, tag = store.prefix, store.tag
+    keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
+    if not store.clustered:  # one server: one run
+        argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
+        return [(list(range(len(hits))), keys, argv)]
     groups: dict[int, list[int]] = {}
     for index, key in enumerate(keys):
-        slot = key_slot(key.encode()) if store.clustered else 0
-        groups.setdefault(slot, []).append(index)
+        groups.setdefault(key_slot(key.encode()), []).append(index)
     if all_or_nothing and len(groups) > 1:
         raise StoreError(
             "all_or_nothing in a Redis Cluster needs every key in one slot; build the store "
@@ -76,6 +79,8 @@ def _batches(
 def _gather(
     size: int, batches: list[tuple[list[int], Any, Any]], replies: list[Any]
 ) -> list[Decision]:
+    if len(batches) == 1:  # its hits in order
+        return decisions(replies[0])
     results: list[Any] = [None] * size
     for (indexes, _, _), reply in zip(batches, replies, strict=True):
         for index, one in zip(indexes, decisions(reply), strict=True):
@@ -178,7 +183,8 @@ class AsyncRedisStore:
         self._script = client.register_script(SOURCE)
         self._singles = _singles(client)
         self._execute = client.execute_command
-        self._pending: list[tuple[Hit, asyncio.Future[Decision]]] = []
+        self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
+        self._futures: list[asyncio.Future[Decision]] = []
         self._sending: set[asyncio.Future[None]] = set()
 
     async def apply(
@@ -187,9 +193,10 @@ class AsyncRedisStore:
         if self.batch and now is None:
             loop = asyncio.get_running_loop()
             future: asyncio.Future[Decision] = loop.create_future()
-            if not self._pending:
+            if not self._hits:
                 loop.call_soon(self._flush)
-            self._pending.append(((key, limit, cost), future))
+            self._hits.append((key, limit, cost))
+            self._futures.append(future)
             return await future
         script = self._singles[limit.algorithm]
         args = (
@@ -238,21 +245,22 @@ class AsyncRedisStore:
             raise StoreError(f"redis: {error}") from error
 
     def _flush(self) -> None:
-        pending, self._pending = self._pending, []
-        task = asyncio.ensure_future(self._send(pending))
+        hits, futures = self._hits, self._futures
+        self._hits, self._futures = [], []
+        task = asyncio.ensure_future(self._send(hits, futures))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, pending: list[tuple[Hit, asyncio.Future[Decision]]]) -> None:
+    async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
         try:
-            decided = await self.apply_many([hit for hit, _ in pending])
+            decided = await self.apply_many(hits)
         except BaseException as error:  # every waiter must hear of it
-            for _, future in pending:
+            for future in futures:
                 if not future.done():
                     future.set_exception(error)
             if not isinstance(error, Exception):
                 raise
         else:
-            for (_, future), decision in zip(pending, decided, strict=True):
+            for future, decision in zip(futures, decided, strict=True):
                 if not future.done():
                     future.set_result(decision)
