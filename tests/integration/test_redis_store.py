@@ -140,3 +140,28 @@ def test_a_bad_url_is_refused() -> None:
         open_store("redis+cluster://nohost")
     with pytest.raises(ValueError, match="a sentinel URL names its service"):
         open_store("redis+sentinel://127.0.0.1:26379")
+
+
+def test_the_hiredis_packer_packs_as_redis_py_does(redis_server: RedisServer) -> None:
+    """Same bytes as redis-py's own packer, the same error for what Redis cannot take, and a
+    command of several words split; the sync client opened by URL uses it."""
+    from redis.connection import HiredisRespSerializer
+
+    from ratekeeper.stores.urls import _hiredis_packer
+
+    ours, theirs = _hiredis_packer(), HiredisRespSerializer()
+    for args in [
+        ("EVALSHA", "a" * 40, 1, "rk:1:{k}", "", "1", 2.5, 1e-9, -0.0, 10**20, "é", b"\x00"),
+        ("SCRIPT LOAD", "return 1"),
+        ("SET", "k", bytearray(b"x")),
+        ("SET", "k", memoryview(b"xy")),
+    ]:
+        assert ours.pack(*args) == theirs.pack(*args), args
+    for bad in (True, None):
+        with pytest.raises(redis.DataError):
+            ours.pack("SET", "k", bad)
+    store = open_store(redis_server.url, on_store_error=None)
+    client = store.client  # type: ignore[attr-defined]
+    assert client.connection_pool.connection_kwargs["command_packer"] is ours
+    assert client.ping()
+    store.close()

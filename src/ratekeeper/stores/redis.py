@@ -134,18 +134,13 @@ class RedisStore:
     def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
-        """Apply a batch: one script run per slot, all in one round trip."""
+        """Apply a batch: one script run (one round trip) per slot."""
         batches = _batches(self, hits, now, all_or_nothing)
         try:
             if len(batches) == 1:
                 replies = [self._script(batches[0][1], batches[0][2])]
-            elif self.clustered:  # a cluster pipeline refuses scripts: one run per slot
+            else:  # only a cluster splits a batch; its pipeline refuses scripts: one run a slot
                 replies = [self._script(keys, argv) for _, keys, argv in batches]
-            else:
-                pipe = self.client.pipeline(transaction=False)
-                for _, keys, argv in batches:
-                    self._script(keys, argv, pipe)
-                replies = pipe.execute()
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return _gather(len(hits), batches, replies)
@@ -222,15 +217,10 @@ class AsyncRedisStore:
         try:
             if len(batches) == 1:
                 replies = [await self._script(batches[0][1], batches[0][2])]
-            elif self.clustered:  # a cluster pipeline refuses scripts: the slots concurrently
+            else:  # only a cluster splits a batch: the slots concurrently
                 replies = await asyncio.gather(
                     *(self._script(keys, argv) for _, keys, argv in batches)
                 )
-            else:
-                pipe = self.client.pipeline(transaction=False)
-                for _, keys, argv in batches:
-                    await self._script(keys, argv, pipe)
-                replies = await pipe.execute()
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return _gather(len(hits), batches, replies)
