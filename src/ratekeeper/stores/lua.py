@@ -25,7 +25,7 @@ from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
 
 #: The batch script's header: NEEDS from the algorithms of ARGV's limit blocks (9 fields each).
-_BATCH_NEEDS = (
+BATCH_HEADER = (
     "local NEEDS = {}\nfor j = 1, tonumber(ARGV[3]) do NEEDS[ARGV[3 + (j - 1) * 9 + 1]] = true end"
 )
 FIELDS = 7  # per decision in a reply
@@ -38,7 +38,7 @@ def _read(name: str) -> str:
 
 
 def _batch_source() -> str:
-    parts = [_BATCH_NEEDS, _read("lua/prelude.lua")]
+    parts = [BATCH_HEADER, _read("lua/prelude.lua")]
     parts += [_read(f"algorithms/{algorithm.value}.lua") for algorithm in Algorithm]
     parts.append(_read("lua/dispatch.lua"))
     return "\n".join(parts)
