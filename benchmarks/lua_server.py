@@ -27,7 +27,7 @@ import redis
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.limit import Limit
-from ratekeeper.stores.lua import SOURCE, arguments
+from ratekeeper.stores.lua import BATCH_HEADER, SOURCE, arguments
 
 START = 1_700_000_000.0
 WARM = 2_000  # hits before measuring: 2 simulated seconds, past the limits' first period
@@ -55,7 +55,8 @@ class Cell:
 
 
 def assemble(directory: Path) -> str:
-    parts = [(directory / "prelude.lua").read_text()]
+    """A batch script built as ``ratekeeper.stores.lua.SOURCE`` is, from ``directory``."""
+    parts = [BATCH_HEADER, (directory / "prelude.lua").read_text()]
     parts += [(directory / f"{algorithm.value}.lua").read_text() for algorithm in Algorithm]
     parts.append((directory / "dispatch.lua").read_text())
     return "\n".join(parts)

@@ -41,6 +41,7 @@ from benchmarks.peers import (
     ratekeeper_limit,
 )
 from ratekeeper.stores import open_async_store, open_store
+from ratekeeper.stores.urls import open_client
 
 #: Concurrent callers in the asyncio benchmark.
 CALLERS = 64
@@ -77,20 +78,23 @@ def ratekeeper_cached(url: str, algorithm: str, amount: int, namespace: str) -> 
 
 
 def baseline(url: str, algorithm: str, amount: int, namespace: str) -> Contender:
-    """The floor of a script round trip: redis-py's ``register_script("return 1")``, called.
+    """The floor of a script round trip: ``EVALSHA`` of ``return 1``, no key, no argument.
 
-    A default ``redis.Redis`` client; the script takes no key and no argument. It decides
-    nothing, so its ``hit`` always allows: it belongs in allow-path rows only.
+    Sent the way ratekeeper sends its scripts, on a client opened as ratekeeper opens its own
+    (``ratekeeper.stores.urls.open_client``: the same connection class, command packer, reply
+    parser, socket timeout and retry settings): ``client.execute_command("EVALSHA", sha, 0)``.
+    It decides nothing, so its ``hit`` always allows: it belongs in allow-path rows only.
     """
-    client = redis.Redis.from_url(url)
-    script = client.register_script("return 1")
+    client = open_client(url, asyncio=False)
+    sha = client.script_load("return 1")
+    execute = client.execute_command
 
     def run(keys: Sequence[str]) -> None:
         for _ in keys:
-            script()
+            execute("EVALSHA", sha, 0)
 
     def check(key: str, cost: int) -> bool:
-        return script() == 1
+        return bool(execute("EVALSHA", sha, 0) == 1)
 
     return Contender(BASELINE, run, check, close=client.close)
 

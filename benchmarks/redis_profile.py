@@ -4,15 +4,17 @@ On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on 
 (sequential) and on 64 keys (64 asyncio callers, batching on):
 
 1. wall time, client CPU time (``time.process_time``) and server time (``INFO
-   commandstats``) per decision, beside the same for a raw ``EVALSHA`` of ``return 1`` and
-   for ratekeeper with its script swapped for a stub that only returns a reply of the same
-   shape (what is left is the client's cost; the store's ``_script`` is replaced on that one
-   store object, nothing in ``src`` is touched);
+   commandstats``) per decision, beside the same for a raw ``EVALSHA`` of ``return 1`` (on a
+   default client through redis-py's ``Script``, and sent as ratekeeper sends its scripts on
+   ratekeeper's own client) and for ratekeeper with its scripts swapped for a stub that only
+   returns a reply of the same shape (what is left is the client's cost; the store's
+   ``_script`` and ``_singles`` are replaced on that one store object, nothing in ``src`` is
+   touched);
 2. the client's top functions under ``cProfile``, and its own time summed by area;
-3. the server's time per script run for pieces of ratekeeper's one Lua script: ``return 1``
-   (bare, and given ratekeeper's key and arguments); the whole script's definitions (prelude
-   and every algorithm) followed by ``return 1``; and the whole script with no hit, one hit
-   (also with ``now`` given, and as a peek), two hits and a batch of 64.
+3. the server's time per script run for pieces of ratekeeper's scripts: ``return 1`` (bare,
+   and given ratekeeper's key and arguments); the batch script's definitions (prelude and every
+   algorithm) followed by ``return 1``; the whole batch script with no hit, one hit (also with
+   ``now`` given, and as a peek), two hits and a batch of 64; and the single-hit script.
 
 It prints plain text. Nothing here is a target; it explains the numbers of the benchmark.
 """
@@ -36,9 +38,8 @@ import ratekeeper as rk
 from benchmarks.peers import ratekeeper_limit
 from benchmarks.redis_peers import CALLERS
 from benchmarks.redis_server import RedisServer, server_usec
-from ratekeeper.algorithms import Algorithm
 from ratekeeper.stores import open_async_store, open_store
-from ratekeeper.stores.lua import SOURCE, arguments
+from ratekeeper.stores.lua import SINGLE, SOURCE, arguments, limit_args, now_arg
 
 ALGORITHM = "gcra"
 AMOUNT = 1_000_000_000
@@ -47,31 +48,34 @@ TIMEOUT = 2.0
 
 
 def _lua_parts() -> tuple[str, str]:
-    """ratekeeper's script cut in two: every definition, and the dispatch."""
-    package = files("ratekeeper")
-    parts = [package.joinpath("lua/prelude.lua").read_text()]
-    parts += [package.joinpath(f"algorithms/{a.value}.lua").read_text() for a in Algorithm]
-    definitions = "\n".join(parts)
-    dispatch = package.joinpath("lua/dispatch.lua").read_text()
-    if definitions + "\n" + dispatch != SOURCE:
-        raise RuntimeError("ratekeeper's script is no longer prelude + algorithms + dispatch")
-    return definitions, dispatch
+    """ratekeeper's batch script cut in two: every definition, and the dispatch."""
+    dispatch = files("ratekeeper").joinpath("lua/dispatch.lua").read_text()
+    if not SOURCE.endswith("\n" + dispatch):
+        raise RuntimeError("ratekeeper's batch script no longer ends with dispatch.lua")
+    return SOURCE[: -len(dispatch) - 1], dispatch
 
 
-#: A stand-in for ratekeeper's script: the same reply shape (one allowing decision per key),
-#: next to no server work. With it, what remains of a decision's cost is the client's.
+#: A stand-in for ratekeeper's scripts: the same reply shape (one allowing decision per key,
+#: seven fields each, flat), next to no server work. With it, what remains of a decision's cost
+#: is the client's.
 STUB = """
-local reply = {'1763850000.5'}
-for i = 1, #KEYS do reply[i + 1] = {1, 1000000000, 999999999, '3.6e-06', 0, 0, 1} end
+local reply = {}
+for i = 0, #KEYS - 1 do
+  local r = i * 7
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = 1, 1000000000, 999999999, '3.6e-06'
+  reply[r + 5], reply[r + 6], reply[r + 7] = 0, 0, 1
+end
 return reply
 """
 
 
 def _stubbed(store: Any, client: Any) -> Any:
-    """``store`` with its script swapped for ``STUB`` (on the store's own client)."""
-    if not hasattr(store, "_script"):
-        raise RuntimeError("RedisStore no longer keeps its script in _script; update the stub")
-    store._script = client.register_script(STUB)
+    """``store`` with its scripts (batch and single-hit) swapped for ``STUB``, on its client."""
+    if not hasattr(store, "_script") or not hasattr(store, "_singles"):
+        raise RuntimeError("RedisStore no longer keeps its scripts in _script and _singles")
+    stub = client.register_script(STUB)
+    store._script = stub
+    store._singles = dict.fromkeys(store._singles, stub)
     return store
 
 
@@ -128,8 +132,14 @@ def sequential(server: RedisServer, calls: int, top: int, rounds: int) -> None:
     _stubbed(stub, stub.client)  # type: ignore[attr-defined]
     floor_client = redis.Redis.from_url(server.url)
     floor = floor_client.register_script("return 1")
-    # The same script on ratekeeper's own client (its socket timeout, no retries).
-    own_floor = store.client.register_script("return 1")  # type: ignore[attr-defined]
+    # The same script sent as ratekeeper sends its own (``execute_command``), on ratekeeper's
+    # client (its connection class, packer, socket timeout, no retries).
+    own_client: Any = store.client  # type: ignore[attr-defined]
+    own_sha = own_client.script_load("return 1")
+
+    def own_floor() -> None:
+        own_client.execute_command("EVALSHA", own_sha, 0)
+
     runs: dict[str, Callable[[], None]] = {}
     for name, hit in (
         ("ratekeeper", rk.Limiter(store).hit),
@@ -247,16 +257,21 @@ def server_side(server: RedisServer, calls: int, rounds: int) -> None:
         keys = [f"prof:1:{{x{i}}}" for i in range(count)]
         return keys, arguments([(limit, cost)] * count, now, False)
 
+    def single(now: float | None = None) -> tuple[list[str], list[str]]:
+        return ["prof:1:{single}"], [now_arg(now), "1", *limit_args(limit)]
+
     cases: list[tuple[str, str, tuple[list[str], list[str]]]] = [
         ("return 1", "return 1", ([], [])),
         ("return 1, given 1 key and 12 arguments", "return 1", hits(1)),
-        ("definitions + return 1", definitions + "\nreturn 1", ([], [])),
-        ("whole script, no hit", SOURCE, ([], ["", "0"])),
+        ("definitions + return 1", definitions + "\nreturn 1", ([], ["", "0", "0"])),
+        ("whole script, no hit", SOURCE, ([], ["", "0", "0"])),
         ("whole script, 1 hit", SOURCE, hits(1)),
         ("whole script, 1 hit, now given", SOURCE, hits(1, now=time.time() + 60)),
         ("whole script, 1 peek (cost 0)", SOURCE, hits(1, cost=0)),
         ("whole script, 2 hits", SOURCE, hits(2)),
         (f"whole script, {CALLERS} hits", SOURCE, hits(CALLERS)),
+        ("single-hit script, 1 hit", SINGLE[limit.algorithm], single()),
+        ("single-hit script, 1 hit, now given", SINGLE[limit.algorithm], single(time.time() + 60)),
     ]
     scripts = [(name, client.register_script(source), call) for name, source, call in cases]
     measured: dict[str, list[float]] = {name: [] for name, _, _ in scripts}

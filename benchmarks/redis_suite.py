@@ -312,8 +312,10 @@ def sequential(out: Output, server: RedisServer, sizes: RedisSizes) -> dict[str,
     out.emit("", "## Redis 1. Sequential: one hot key, allow path, one call at a time", "")
     out.emit(
         "Decisions per second, each call one round trip to Redis. `EVALSHA return 1` is "
-        'redis-py\'s `register_script("return 1")` called in the same loop on a default '
-        "`redis.Redis` client: the floor of any script round trip. ratekeeper is "
+        '`client.execute_command("EVALSHA", sha, 0)` of `return 1`, called in the same loop on '
+        "a client opened as ratekeeper opens its own (`ratekeeper.stores.urls.open_client`: the "
+        "same connection class, command packer and parser), which is how ratekeeper sends its "
+        "scripts: the floor of any script round trip. ratekeeper is "
         "`Limiter(open_store(url, on_store_error=None)).hit(key, limit)`. The peers' Redis "
         "backends for each algorithm:",
         "",

@@ -35,6 +35,31 @@ def test_time_comes_from_the_server(redis_server: RedisServer) -> None:
     assert decision.reset_after == pytest.approx(window_end - time.time(), abs=2)
 
 
+def test_scripts_are_reloaded_after_a_script_flush(redis_server: RedisServer) -> None:
+    """A restarted or failed-over server has no scripts: each call loads what it needs, once."""
+    client = redis.Redis.from_url(redis_server.url)
+    store = open_store(redis_server.url, prefix=prefix(), on_store_error=None)
+    limit = Limit(10, 3600, "gcra")
+    assert store.apply("k", limit).remaining == 9
+    client.script_flush()
+    assert store.apply("k", limit).remaining == 8
+    client.script_flush()
+    assert [d.remaining for d in store.apply_many([("k", limit, 1), ("j", limit, 1)])] == [7, 9]
+
+    async def main() -> list[int]:
+        astore = open_async_store(redis_server.url, prefix=prefix(), on_store_error=None)
+        client.script_flush()
+        first = await astore.apply("k", limit, now=time.time())  # the single-hit script
+        client.script_flush()
+        second = await astore.apply("k", limit)  # the batch script
+        await astore.close()
+        return [first.remaining, second.remaining]
+
+    assert asyncio.run(main()) == [9, 8]
+    store.close()
+    client.close()
+
+
 def test_async_calls_of_one_tick_share_one_round_trip(redis_server: RedisServer) -> None:
     sync = redis.Redis.from_url(redis_server.url)
     limit = Limit(100, 3600, "gcra")
@@ -115,3 +140,28 @@ def test_a_bad_url_is_refused() -> None:
         open_store("redis+cluster://nohost")
     with pytest.raises(ValueError, match="a sentinel URL names its service"):
         open_store("redis+sentinel://127.0.0.1:26379")
+
+
+def test_the_hiredis_packer_packs_as_redis_py_does(redis_server: RedisServer) -> None:
+    """Same bytes as redis-py's own packer, the same error for what Redis cannot take, and a
+    command of several words split; the sync client opened by URL uses it."""
+    from redis.connection import HiredisRespSerializer
+
+    from ratekeeper.stores.urls import _hiredis_packer
+
+    ours, theirs = _hiredis_packer(), HiredisRespSerializer()
+    for args in [
+        ("EVALSHA", "a" * 40, 1, "rk:1:{k}", "", "1", 2.5, 1e-9, -0.0, 10**20, "é", b"\x00"),
+        ("SCRIPT LOAD", "return 1"),
+        ("SET", "k", bytearray(b"x")),
+        ("SET", "k", memoryview(b"xy")),
+    ]:
+        assert ours.pack(*args) == theirs.pack(*args), args
+    for bad in (True, None):
+        with pytest.raises(redis.DataError):
+            ours.pack("SET", "k", bad)
+    store = open_store(redis_server.url, on_store_error=None)
+    client = store.client  # type: ignore[attr-defined]
+    assert client.connection_pool.connection_kwargs["command_packer"] is ours
+    assert client.ping()
+    store.close()

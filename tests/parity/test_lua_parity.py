@@ -1,7 +1,9 @@
 """Every algorithm's Lua twin decides exactly as its Python ``step``, bit for bit.
 
-Each example runs one sequence of hits through the Python ``step`` and through the Redis script
-(``RedisStore.apply`` with the same explicit ``now``) on a fresh key, and compares every field
+Each example runs one sequence of hits through the Python ``step`` and through the Redis scripts
+with the same explicit ``now`` on a fresh key, once through each script a single hit can take
+(``RedisStore.apply``: the algorithm's single-hit script; ``apply_many`` of one hit: the batch
+script's dispatch), and compares every field
 of every decision, the floats by their exact bits (no tolerance: the twins perform the same IEEE
 operations in the same order), and the state stored after every hit with the Python state.
 
@@ -189,18 +191,30 @@ def stored(client: redis.Redis, name: str, algorithm: Algorithm) -> list[float] 
     return None if raw is None else [float(word) for word in raw.split()]
 
 
+def single(store: RedisStore, key: str, limit: Limit, cost: int, now: float) -> Decision:
+    """A hit through the algorithm's single-hit script."""
+    return store.apply(key, limit, cost, now)
+
+
+def batched(store: RedisStore, key: str, limit: Limit, cost: int, now: float) -> Decision:
+    """A hit through the batch script, as a batch of one."""
+    return store.apply_many([(key, limit, cost)], now=now)[0]
+
+
 def assert_parity(client: redis.Redis, store: RedisStore, limit: Limit, hits: list[Hit]) -> None:
-    """Same decisions, bit for bit, and the same state stored after every hit."""
-    key = fresh_key()
-    name = state_key(limit, key, PREFIX)
-    algorithm = limit.algorithm
-    for i, ((now, cost), (want, state)) in enumerate(
-        zip(hits, python_run(limit, hits), strict=True)
-    ):
-        got = store.apply(key, limit, cost, now)
-        where = f"{limit!r}, hit {i} of {hits[: i + 1]}"
-        assert bits(got) == bits(want), where
-        assert stored(client, name, algorithm) == flat(state, algorithm), where
+    """Same decisions, bit for bit, and the same state stored after every hit, through either
+    script."""
+    for path in (single, batched):
+        key = fresh_key()
+        name = state_key(limit, key, PREFIX)
+        algorithm = limit.algorithm
+        for i, ((now, cost), (want, state)) in enumerate(
+            zip(hits, python_run(limit, hits), strict=True)
+        ):
+            got = path(store, key, limit, cost, now)
+            where = f"{path.__name__}: {limit!r}, hit {i} of {hits[: i + 1]}"
+            assert bits(got) == bits(want), where
+            assert stored(client, name, algorithm) == flat(state, algorithm), where
 
 
 @pytest.mark.parametrize("algorithm", list(Algorithm), ids=str)

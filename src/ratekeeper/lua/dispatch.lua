@@ -1,4 +1,5 @@
--- ratekeeper: the entry point. KEYS holds one state key per hit; ARGV is
+-- ratekeeper: the batch script's entry point (apply_many). KEYS holds one state key per hit;
+-- ARGV is
 --   [1] now in seconds ('' takes the server's TIME), [2] all_or_nothing ('1' or '0'),
 --   [3] L, the number of distinct limits in the batch, then L blocks of 9 fields:
 --   algorithm, amount, period, capacity, rate, interval, bucket, unit (calendar unit or ''),
@@ -6,26 +7,14 @@
 -- Hits run in order, each seeing the state the earlier ones left. With all_or_nothing nothing
 -- is kept unless every hit is allowed: the keys are snapshotted (DUMP) first and restored if
 -- one hit is refused; the allowed hits then report the state they would have left, with
--- granted 0 (as the memory store does). Reply: {now, decision, decision, ...}, each decision
--- {allowed, limit, remaining, reset_after, retry_after, delay, granted}; the floats (now,
--- reset_after, retry_after, delay) are %.17g strings, or integers when whole.
+-- granted 0 (as the memory store does). Reply: one flat array, the 7 fields of each decision
+-- in turn (allowed, limit, remaining, reset_after, retry_after, delay, granted; see num()
+-- for the floats), no table per hit.
 
--- A float for the reply: an integer when whole (Redis replies it exactly), else %.17g, which
--- round-trips every double. -0 keeps its sign as a string.
-local function num(x)
-  if x == floor(x) and x < 9007199254740992 and x > -9007199254740992
-      and (x ~= 0 or 1 / x > 0) then
-    return x
-  end
-  return format('%.17g', x)
-end
-
-local stamp = ARGV[1]
-local now = tonumber(stamp)
+local now = tonumber(ARGV[1])
 if not now then
   local time = redis.call('TIME')
   now = tonumber(time[1]) + tonumber(time[2]) / 1000000
-  stamp = format('%.17g', now)
 end
 
 local count = #KEYS
@@ -42,7 +31,7 @@ if ARGV[2] == '1' and count > 1 then
   end
 end
 
-local reply = {stamp}
+local reply = {}
 local refused = false
 local hits = 3 + tonumber(ARGV[3]) * LIMIT_FIELDS
 for i = 1, count do
@@ -63,9 +52,14 @@ for i = 1, count do
   local allowed, limit, remaining, reset_after, retry_after, delay, granted =
     step(KEYS[i], now, tonumber(ARGV[h + 2]), a)
   if allowed == 0 then refused = true end
-  reply[i + 1] = {
-    allowed, limit, remaining, num(reset_after), num(retry_after), num(delay), granted,
-  }
+  local r = (i - 1) * 7
+  reply[r + 1] = allowed
+  reply[r + 2] = limit
+  reply[r + 3] = remaining
+  reply[r + 4] = num(reset_after)
+  reply[r + 5] = num(retry_after)
+  reply[r + 6] = num(delay)
+  reply[r + 7] = granted
 end
 
 if saved and refused then
@@ -77,8 +71,8 @@ if saved and refused then
       redis.call('DEL', key)
     end
   end
-  for i = 2, count + 1 do
-    if reply[i][1] == 1 then reply[i][7] = 0 end
+  for r = 0, (count - 1) * 7, 7 do
+    if reply[r + 1] == 1 then reply[r + 7] = 0 end
   end
 end
 return reply

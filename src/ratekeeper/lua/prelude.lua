@@ -1,5 +1,8 @@
--- ratekeeper: what every algorithm's Lua step shares. The store concatenates this file, each
--- algorithm's .lua (src/ratekeeper/algorithms/), and dispatch.lua into one script.
+-- ratekeeper: what every algorithm's Lua step shares. The store builds two kinds of script
+-- from it (stores/lua.py): the batch script, this file, every algorithm's .lua
+-- (src/ratekeeper/algorithms/) and dispatch.lua; and, for each algorithm, its single-hit
+-- script, this file, that algorithm's .lua and single.lua. A one-line header before this file
+-- defines NEEDS, the set of algorithms the call may run (see "NEEDS" below).
 --
 -- A step is a function NAME(key, now, cost, a). `a` locates the hit's limit in ARGV: its fields
 -- are ARGV[a + AMOUNT], ARGV[a + PERIOD], ... (layout in dispatch.lua). It returns the
@@ -29,9 +32,9 @@ local tonumber = tonumber
 local AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL = 2, 3, 4, 5, 6, 7, 8, 9
 local LIMIT_FIELDS = 9
 
--- The algorithms this call runs: ARGV[3] limits follow, each LIMIT_FIELDS long.
-local NEEDS = {}
-for j = 1, tonumber(ARGV[3]) do NEEDS[ARGV[3 + (j - 1) * LIMIT_FIELDS + 1]] = true end
+-- NEEDS: the algorithms this call runs, defined by the header. The batch script reads them
+-- from its ARGV (ARGV[3] limits follow from ARGV[4], each LIMIT_FIELDS long, the algorithm
+-- first); a single-hit script names its one algorithm.
 
 -- Milliseconds a key must live: until its state is fully available again, plus a second so
 -- that a caller's own `now` running a little ahead of the server never loses state.
@@ -39,6 +42,16 @@ local function ttl_ms(seconds)
   if seconds ~= seconds or seconds == inf then return 86400000 end
   if seconds < 0 then return 1000 end
   return floor(seconds * 1000) + 1000
+end
+
+-- A float for a reply: an integer when whole (Redis replies it exactly), else %.17g, which
+-- round-trips every double. -0 keeps its sign as a string.
+local function num(x)
+  if x == floor(x) and x < 9007199254740992 and x > -9007199254740992
+      and (x ~= 0 or 1 / x > 0) then
+    return x
+  end
+  return format('%.17g', x)
 end
 
 -- States of fixed size are one string of "%.17g" numbers, which keep full float precision:

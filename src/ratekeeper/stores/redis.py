@@ -1,7 +1,8 @@
 """Request stores on Redis, Redis Sentinel and Redis Cluster (``ratekeeper[redis]``).
 
-Consistency: exact across processes and machines. Every decision is one run of one Lua script
-(``stores/lua.py``), which Redis executes atomically on the server that owns the key's slot,
+Consistency: exact across processes and machines. Every decision is one run of a Lua script
+(``stores/lua.py``: a single-hit script per algorithm for ``apply``, the batch script for
+``apply_many``), which Redis executes atomically on the server that owns the key's slot,
 with the time taken from that server's ``TIME`` so that every client agrees on it. A batch is
 one script run per slot (one round trip on a single server; one per slot, concurrently in
 asyncio, in a cluster): atomic within a slot. With ``all_or_nothing`` it must fit in one slot
@@ -17,18 +18,27 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.errors import MissingExtraError, StoreError
 from ratekeeper.keys import state_key
 from ratekeeper.limit import Limit
-from ratekeeper.stores.lua import SOURCE, arguments, decisions
+from ratekeeper.stores.lua import (
+    SINGLE,
+    SOURCE,
+    arguments,
+    decision,
+    decisions,
+    limit_args,
+    now_arg,
+)
 from ratekeeper.stores.memory import Hit
 
 try:
     import redis
     import redis.asyncio
     from redis.crc import key_slot
-    from redis.exceptions import RedisClusterException
+    from redis.exceptions import NoScriptError, RedisClusterException
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
 
@@ -43,11 +53,14 @@ def _batches(
     all_or_nothing: bool,
 ) -> list[tuple[list[int], list[str], list[str]]]:
     """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
-    keys = [state_key(limit, key, store.prefix, store.tag) for key, limit, _ in hits]
+    prefix, tag = store.prefix, store.tag
+    keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
+    if not store.clustered:  # one server: one run
+        argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
+        return [(list(range(len(hits))), keys, argv)]
     groups: dict[int, list[int]] = {}
     for index, key in enumerate(keys):
-        slot = key_slot(key.encode()) if store.clustered else 0
-        groups.setdefault(slot, []).append(index)
+        groups.setdefault(key_slot(key.encode()), []).append(index)
     if all_or_nothing and len(groups) > 1:
         raise StoreError(
             "all_or_nothing in a Redis Cluster needs every key in one slot; build the store "
@@ -66,11 +79,18 @@ def _batches(
 def _gather(
     size: int, batches: list[tuple[list[int], Any, Any]], replies: list[Any]
 ) -> list[Decision]:
+    if len(batches) == 1:  # its hits in order
+        return decisions(replies[0])
     results: list[Any] = [None] * size
     for (indexes, _, _), reply in zip(batches, replies, strict=True):
-        for index, decision in zip(indexes, decisions(reply)[1], strict=True):
-            results[index] = decision
+        for index, one in zip(indexes, decisions(reply), strict=True):
+            results[index] = one
     return results
+
+
+def _singles(client: Any) -> dict[Algorithm, Any]:
+    """Each algorithm's single-hit script, registered on ``client`` (for its hash and source)."""
+    return {algorithm: client.register_script(source) for algorithm, source in SINGLE.items()}
 
 
 class RedisStore:
@@ -89,31 +109,38 @@ class RedisStore:
         self.tag = tag
         self.clustered = isinstance(client, redis.cluster.RedisCluster)
         self._script = client.register_script(SOURCE)
+        self._singles = _singles(client)
+        self._execute = client.execute_command
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply one hit atomically; see ``ratekeeper.stores.Store``."""
-        keys = [state_key(limit, key, self.prefix, self.tag)]
+        script = self._singles[limit.algorithm]
+        args = (
+            state_key(limit, key, self.prefix, self.tag),
+            now_arg(now),
+            str(cost),
+            *limit_args(limit),
+        )
         try:
-            reply = self._script(keys, arguments([(limit, cost)], now, False))
+            try:
+                reply = self._execute("EVALSHA", script.sha, 1, *args)
+            except NoScriptError:  # a restarted or failed-over server: load it, once
+                self.client.script_load(script.script)
+                reply = self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
-        return decisions(reply)[1][0]
+        return decision(reply)
 
     def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
-        """Apply a batch: one script run per slot, all in one round trip."""
+        """Apply a batch: one script run (one round trip) per slot."""
         batches = _batches(self, hits, now, all_or_nothing)
         try:
             if len(batches) == 1:
                 replies = [self._script(batches[0][1], batches[0][2])]
-            elif self.clustered:  # a cluster pipeline refuses scripts: one run per slot
+            else:  # only a cluster splits a batch; its pipeline refuses scripts: one run a slot
                 replies = [self._script(keys, argv) for _, keys, argv in batches]
-            else:
-                pipe = self.client.pipeline(transaction=False)
-                for _, keys, argv in batches:
-                    self._script(keys, argv, pipe)
-                replies = pipe.execute()
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return _gather(len(hits), batches, replies)
@@ -149,7 +176,10 @@ class AsyncRedisStore:
         self.batch = batch
         self.clustered = isinstance(client, redis.asyncio.RedisCluster)
         self._script = client.register_script(SOURCE)
-        self._pending: list[tuple[Hit, asyncio.Future[Decision]]] = []
+        self._singles = _singles(client)
+        self._execute = client.execute_command
+        self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
+        self._futures: list[asyncio.Future[Decision]] = []
         self._sending: set[asyncio.Future[None]] = set()
 
     async def apply(
@@ -158,16 +188,27 @@ class AsyncRedisStore:
         if self.batch and now is None:
             loop = asyncio.get_running_loop()
             future: asyncio.Future[Decision] = loop.create_future()
-            if not self._pending:
+            if not self._hits:
                 loop.call_soon(self._flush)
-            self._pending.append(((key, limit, cost), future))
+            self._hits.append((key, limit, cost))
+            self._futures.append(future)
             return await future
-        keys = [state_key(limit, key, self.prefix, self.tag)]
+        script = self._singles[limit.algorithm]
+        args = (
+            state_key(limit, key, self.prefix, self.tag),
+            now_arg(now),
+            str(cost),
+            *limit_args(limit),
+        )
         try:
-            reply = await self._script(keys, arguments([(limit, cost)], now, False))
+            try:
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+            except NoScriptError:
+                await self.client.script_load(script.script)
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
-        return decisions(reply)[1][0]
+        return decision(reply)
 
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
@@ -176,15 +217,10 @@ class AsyncRedisStore:
         try:
             if len(batches) == 1:
                 replies = [await self._script(batches[0][1], batches[0][2])]
-            elif self.clustered:  # a cluster pipeline refuses scripts: the slots concurrently
+            else:  # only a cluster splits a batch: the slots concurrently
                 replies = await asyncio.gather(
                     *(self._script(keys, argv) for _, keys, argv in batches)
                 )
-            else:
-                pipe = self.client.pipeline(transaction=False)
-                for _, keys, argv in batches:
-                    await self._script(keys, argv, pipe)
-                replies = await pipe.execute()
         except ERRORS as error:
             raise StoreError(f"redis: {error}") from error
         return _gather(len(hits), batches, replies)
@@ -199,21 +235,22 @@ class AsyncRedisStore:
             raise StoreError(f"redis: {error}") from error
 
     def _flush(self) -> None:
-        pending, self._pending = self._pending, []
-        task = asyncio.ensure_future(self._send(pending))
+        hits, futures = self._hits, self._futures
+        self._hits, self._futures = [], []
+        task = asyncio.ensure_future(self._send(hits, futures))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, pending: list[tuple[Hit, asyncio.Future[Decision]]]) -> None:
+    async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
         try:
-            decided = await self.apply_many([hit for hit, _ in pending])
+            decided = await self.apply_many(hits)
         except BaseException as error:  # every waiter must hear of it
-            for _, future in pending:
+            for future in futures:
                 if not future.done():
                     future.set_exception(error)
             if not isinstance(error, Exception):
                 raise
         else:
-            for (_, future), decision in zip(pending, decided, strict=True):
+            for future, decision in zip(futures, decided, strict=True):
                 if not future.done():
                     future.set_result(decision)

@@ -56,10 +56,12 @@ def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **opt
     }
     if parts.scheme in ("redis", "rediss"):
         module = redis.asyncio if asyncio else redis
-        if asyncio and parts.scheme == "redis" and "connection_class" not in common:
-            packed = _hiredis_packed_connection()
-            if packed is not None:
-                common["connection_class"] = packed
+        packer = _hiredis_packer()
+        if packer is not None and parts.scheme == "redis":
+            if asyncio and "connection_class" not in common:
+                common["connection_class"] = _hiredis_packed_connection()
+            elif not asyncio and "command_packer" not in common:
+                common["command_packer"] = packer
         return module.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **common)
     if parts.scheme == "redis+cluster":
         cluster = redis.asyncio.cluster if asyncio else redis.cluster
@@ -84,26 +86,48 @@ def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **opt
 
 
 @lru_cache(maxsize=1)
-def _hiredis_packed_connection() -> Any:
-    """An asyncio connection that packs commands with hiredis, as redis-py's sync client does.
+def _hiredis_packer() -> Any:
+    """A command packer that hands the arguments to hiredis in one call; None without hiredis.
 
-    redis-py's asyncio connection packs every argument in Python, which is most of the client's
-    time on a batch of hits; hiredis packs the same bytes in C. None without hiredis.
+    redis-py's own hiredis packer first walks the arguments in Python (about 0.15 µs each, a
+    third of a decision's client time on a 64-hit batch); hiredis packs ``str``, ``bytes``,
+    ``int`` and ``float`` arguments itself, to the same bytes. Anything else, and a command
+    name of several words (``"SCRIPT LOAD"``), goes through redis-py's packer.
     """
     try:
-        from redis.asyncio.connection import Connection
+        from hiredis import pack_command
         from redis.connection import HiredisRespSerializer
-        from redis.utils import HIREDIS_AVAILABLE
-    except ImportError:  # pragma: no cover - an older redis-py
+    except ImportError:  # pragma: no cover - hiredis comes with ratekeeper[redis]
         return None
-    if not HIREDIS_AVAILABLE:  # pragma: no cover - hiredis comes with ratekeeper[redis]
-        return None
+
+    class HiredisPacker(HiredisRespSerializer):
+        def pack(self, *args: Any) -> list[bytes]:
+            command = args[0]
+            if command.__class__ is str and " " not in command:
+                try:
+                    return [pack_command(args)]
+                except TypeError:  # a bytearray or memoryview argument
+                    pass
+            packed: list[bytes] = super().pack(*args)
+            return packed
+
+    return HiredisPacker()
+
+
+@lru_cache(maxsize=1)
+def _hiredis_packed_connection() -> Any:
+    """An asyncio connection that packs commands with ``_hiredis_packer``.
+
+    redis-py's asyncio connection packs every argument in Python, which is most of the client's
+    time on a batch of hits; hiredis packs the same bytes in C.
+    """
+    from redis.asyncio.connection import Connection
+
+    packer = _hiredis_packer()
 
     class HiredisPackedConnection(Connection):
-        _packer = HiredisRespSerializer()
-
         def pack_command(self, *args: Any) -> list[bytes]:
-            packed: list[bytes] = self._packer.pack(*args)
+            packed: list[bytes] = packer.pack(*args)
             return packed
 
     return HiredisPackedConnection

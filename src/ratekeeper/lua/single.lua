@@ -1,0 +1,16 @@
+-- ratekeeper: a single-hit script's entry point (apply). It is built for one algorithm: the
+-- header names it in NEEDS, and the line before this file binds its step to STEP. No NEEDS
+-- table is read from ARGV, no dispatch, no snapshot. KEYS[1] is the state key; ARGV is
+--   [1] now in seconds ('' takes the server's TIME), [2] the cost, then the limit's 9 fields
+--   in the batch script's order (algorithm, amount, period, capacity, rate, interval, bucket,
+--   unit, partial), so that the step reads them from the same offsets, at base 2.
+-- Reply: the decision's 7 fields as one flat array, as in the batch script.
+
+local now = tonumber(ARGV[1])
+if not now then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+end
+local allowed, limit, remaining, reset_after, retry_after, delay, granted =
+  STEP(KEYS[1], now, tonumber(ARGV[2]), 2)
+return {allowed, limit, remaining, num(reset_after), num(retry_after), num(delay), granted}
