@@ -77,14 +77,14 @@ class RuleWatcher:
         try:
             rules = load_rules(self.paths)
         except (ConfigError, OSError) as error:
-            self.errors += 1
-            self.last_error = str(error)
             log.error("rule files not reloaded, the previous rules stay in force:\n%s", error)
+            self.last_error = str(error)
+            self.errors += 1  # counted last: whoever waits on the count sees the rest done
             return False
         self.apply(rules)
-        self.reloads += 1
-        self.last_error = None
         log.info("rules reloaded from %s: %d rules", ", ".join(map(str, self.paths)), len(rules))
+        self.last_error = None
+        self.reloads += 1
         return True
 
     def start(self) -> None:
