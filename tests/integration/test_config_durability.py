@@ -26,6 +26,7 @@ import pytest
 from ratekeeper.config import open_config_store
 from ratekeeper.overrides import Override
 from tests.config_stores import KINDS, fresh_store
+from tests.servers import PostgresServer
 
 WRITES = 10_000
 DOMAIN = "durability"
@@ -100,3 +101,56 @@ def test_acknowledged_writes_survive_sigkill(
     )
     record_property(f"{kind}-acknowledged", len(acked))
     record_property(f"{kind}-rows-found", len(found))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_acknowledged_writes_survive_a_postgres_crash(record_property: Any) -> None:
+    """The writer and the PostgreSQL server are killed with SIGKILL at once, as a machine
+    failure would end both; after the server restarts (crash recovery from its WAL), every
+    acknowledged override is there."""
+    server = PostgresServer()  # its own server: this test kills it
+    try:
+        options = {"table": "crash", "timeout": 2.0}
+        open_config_store(server.url, **options).close()
+        kill_after = random.randint(1_000, 2_000)
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, server.url, json.dumps(options), str(WRITES), DOMAIN],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # its last write may fail as the server dies: expected
+            text=True,
+        )
+        assert child.stdout is not None
+        try:
+            assert child.stdout.readline() == "ready\n"
+            acked: list[int] = []
+            while len(acked) < kill_after:
+                line = child.stdout.readline()
+                assert line, f"the writer ended after {len(acked)} acknowledgements"
+                acked.append(int(line))
+            server.kill()
+            os.kill(child.pid, signal.SIGKILL)
+            acked += [int(line) for line in child.stdout if line.strip().isdigit()]
+        finally:
+            if child.poll() is None:
+                os.kill(child.pid, signal.SIGKILL)
+            child.wait(30)
+            child.stdout.close()
+
+        server.start()
+        store = open_config_store(server.url, **options)
+        try:
+            found = {key: override for _, key, override in store.items(DOMAIN)}
+        finally:
+            store.close()
+        missing = [i for i in acked if found.get(f"user:{i}") != expected(i)]
+        assert not missing, f"{len(missing)} acknowledged writes lost, first {missing[:5]}"
+        assert len(found) - len(acked) in (0, 1)  # at most the write in flight
+        print(
+            f"\npostgres crash: {len(acked)} acknowledged before the kill,"
+            f" {len(found)} rows after crash recovery"
+        )
+        record_property("postgres-crash-acknowledged", len(acked))
+        record_property("postgres-crash-rows-found", len(found))
+    finally:
+        server.remove()
