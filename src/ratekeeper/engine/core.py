@@ -9,19 +9,17 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.decision import Decision
-from ratekeeper.engine.plans import Planner, prepare, requests, single, verdict
+from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, verdict
 from ratekeeper.engine.reload import RuleWatcher
-from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict, unlimited
+from ratekeeper.engine.verdict import Descriptor, Entry, Verdict, unlimited
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
-
-_new = tuple.__new__
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
@@ -78,7 +76,9 @@ class _Core:
     ) -> None:
         ruleset, paths = _rules(rules)
         if store is None or isinstance(store, str):
-            store = type(self)._memory() if store is None else type(self)._open(store)
+            opened = type(self)._memory() if store is None else type(self)._open(store)
+        else:
+            opened = store
         self.config = _config(config)
         self.planner = Planner(
             ruleset,
@@ -92,12 +92,34 @@ class _Core:
         self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
         if paths and reload_interval is not None:
             self.watcher.start()
-        self._setup(store)
+        self.store = opened
+        self._apply = opened.apply
         cache = self.planner.cache
         self._lookup, self._touch = cache.lookup, cache.touch
 
-    def _setup(self, store: Any) -> None:
-        raise NotImplementedError
+    def _single(self, domain: str, descriptors: Sequence[Any]) -> Plan | None:
+        """The cached plan of a check's only descriptor, or None: the general path decides.
+
+        The plan cache's ``get``, inlined as in ``decide``: this is ``check``'s hot path, for
+        entries given as a list or tuple of ``(key, value)`` tuples. A ``Descriptor``, or
+        entries that are lists, take the general path.
+        """
+        entries = descriptors[0]
+        if entries.__class__ is list:
+            entries = tuple(entries)
+        elif entries.__class__ is not tuple:
+            return None
+        slot = (domain, entries)
+        try:
+            plan = self._lookup(slot)
+        except TypeError:  # unhashable: entries given as lists
+            return None
+        if plan is not None:
+            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
+                self._touch(slot)
+            except KeyError:  # evicted by another thread meanwhile
+                pass
+        return plan
 
     @property
     def rules(self) -> RuleSet:
@@ -128,10 +150,8 @@ class Engine(_Core):
 
     _memory = MemoryStore
     _open = staticmethod(open_store)
-
-    def _setup(self, store: Store) -> None:
-        self.store = store
-        self._apply = store.apply
+    store: Store
+    _apply: Callable[..., Decision]
 
     def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
@@ -139,7 +159,7 @@ class Engine(_Core):
         if plan is not None:
             try:  # noqa: SIM105 - suppress() costs a context manager on every hit
                 self._touch(key)
-            except KeyError:
+            except KeyError:  # evicted by another thread meanwhile
                 pass
         else:
             plan = self.planner.load_key(key)
@@ -149,18 +169,7 @@ class Engine(_Core):
 
     def is_allowed(self, key: str, cost: int = 1) -> bool:
         """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
-        plan = self._lookup(key)
-        if plan is not None:
-            try:  # noqa: SIM105
-                self._touch(key)
-            except KeyError:
-                pass
-        else:
-            plan = self.planner.load_key(key)
-        identity, limit, _, _ = plan
-        if limit is None:
-            return True
-        return self._apply(identity, limit, cost, None).allowed
+        return self.decide(key, cost).allowed
 
     def check(
         self,
@@ -178,29 +187,12 @@ class Engine(_Core):
         Envoy, every limit counts even when another refuses; with ``all_or_nothing`` none
         consumes unless all allow.
         """
-        if len(descriptors) == 1 and not all_or_nothing:  # the hot path, inlined
-            entries = descriptors[0]
-            if entries.__class__ is list:
-                entries = tuple(entries)
-            plan = None
-            if entries.__class__ is tuple:
-                try:  # noqa: SIM105
-                    plan = self._lookup((domain, entries))
-                except TypeError:  # entries given as lists: the general path converts them
-                    pass
+        if len(descriptors) == 1 and not all_or_nothing:
+            plan = self._single(domain, descriptors)
             if plan is not None:
-                try:  # noqa: SIM105
-                    self._touch((domain, entries))
-                except KeyError:
-                    pass
-                identity, limit, rule, overridden = plan
-                if limit is not None:
-                    decision = self._apply(identity, limit, hits, None)
-                    if decision[0]:
-                        status = _new(Status, (True, decision, limit, rule, overridden, False))
-                        return _new(Verdict, (True, (status,)))
-                    return single(plan, decision)
-                return single(plan, None)
+                if plan.limit is None:
+                    return single(plan, None)
+                return single(plan, self._apply(plan.identity, plan.limit, hits, None))
         plans, batch = prepare(self.planner, domain, requests(descriptors, hits))
         if len(batch) == 1 and not all_or_nothing:
             decisions = [self._apply(*batch[0])]
@@ -222,10 +214,8 @@ class AsyncEngine(_Core):
 
     _memory = AsyncMemoryStore
     _open = staticmethod(open_async_store)
-
-    def _setup(self, store: AsyncStore) -> None:
-        self.store = store
-        self._apply = store.apply
+    store: AsyncStore
+    _apply: Callable[..., Awaitable[Decision]]
 
     async def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
@@ -233,7 +223,7 @@ class AsyncEngine(_Core):
         if plan is not None:
             try:  # noqa: SIM105 - suppress() costs a context manager on every hit
                 self._touch(key)
-            except KeyError:
+            except KeyError:  # evicted by another thread meanwhile
                 pass
         else:
             plan = await self._load(self.planner.load_key, key)
@@ -254,29 +244,12 @@ class AsyncEngine(_Core):
         all_or_nothing: bool = False,
     ) -> Verdict:
         """Decide one request of ``domain`` with Envoy's rate-limit semantics; see ``Engine``."""
-        if len(descriptors) == 1 and not all_or_nothing:  # the hot path, inlined
-            entries = descriptors[0]
-            if entries.__class__ is list:
-                entries = tuple(entries)
-            plan = None
-            if entries.__class__ is tuple:
-                try:  # noqa: SIM105
-                    plan = self._lookup((domain, entries))
-                except TypeError:  # entries given as lists: the general path converts them
-                    pass
+        if len(descriptors) == 1 and not all_or_nothing:
+            plan = self._single(domain, descriptors)
             if plan is not None:
-                try:  # noqa: SIM105
-                    self._touch((domain, entries))
-                except KeyError:
-                    pass
-                identity, limit, rule, overridden = plan
-                if limit is not None:
-                    decision = await self._apply(identity, limit, hits, None)
-                    if decision[0]:
-                        status = _new(Status, (True, decision, limit, rule, overridden, False))
-                        return _new(Verdict, (True, (status,)))
-                    return single(plan, decision)
-                return single(plan, None)
+                if plan.limit is None:
+                    return single(plan, None)
+                return single(plan, await self._apply(plan.identity, plan.limit, hits, None))
         batch_requests = requests(descriptors, hits)
         if self.config is not None:
             for entries in self.planner.missing(domain, batch_requests):

@@ -101,20 +101,10 @@ class Planner:
         self.rules = rules
         self.cache.clear()
 
-    def key_plan(self, key: str) -> Plan:
-        """The plan of ``is_allowed(key)``."""
-        plan = self.cache.get(key)
-        return self.load_key(key) if plan is None else plan
-
     def load_key(self, key: str) -> Plan:
         domain = self.domain
         identity = f"{domain}/{key}" if domain else key
         return self._load(key, domain, key, identity, None, self.default)
-
-    def descriptor_plan(self, domain: str, entries: tuple[Entry, ...]) -> Plan:
-        """The plan of one descriptor of ``check(domain, ...)``."""
-        plan = self.cache.get((domain, entries))
-        return self.load_descriptor(domain, entries) if plan is None else plan
 
     def load_descriptor(self, domain: str, entries: tuple[Entry, ...]) -> Plan:
         key = descriptor_key(entries)
@@ -236,9 +226,14 @@ def status(plan: Plan, decision: Decision | None) -> Status:
 
 
 def single(plan: Plan, decision: Decision | None) -> Verdict:
-    """The verdict of a check of one descriptor."""
-    one = status(plan, decision)
-    return _new(Verdict, (one.allowed, (one,)))
+    """The verdict of a check of one descriptor (``check``'s hot path: one call, two tuples)."""
+    if decision is None:
+        one = _new(Status, (True, None, None, plan.rule, plan.overridden, False))
+    elif decision[0]:
+        one = _new(Status, (True, decision, plan.limit, plan.rule, plan.overridden, False))
+    else:
+        one = status(plan, decision)
+    return _new(Verdict, (one[0], (one,)))
 
 
 def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
