@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ratekeeper import __version__
-from ratekeeper.commands import DEFAULT_CONFIG
+from ratekeeper.config import DEFAULT_URL
 from ratekeeper.errors import InvalidLimitError
 
 
@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         "--config",
         metavar="URL",
         help="configuration store, e.g. sqlite:///ratekeeper.db or postgresql://... "
-        f"(default: $RATEKEEPER_CONFIG, else {DEFAULT_CONFIG})",
+        f"(default: $RATEKEEPER_CONFIG, else {DEFAULT_URL})",
     )
     limits.add_argument("--domain", default="", help="namespace of the keys (default: none)")
     actions = limits.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -80,8 +80,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "limits":
         from ratekeeper import commands
 
-        if args.action == "list":
-            args.domain = args.domain or "*"
         return commands.limits(args)
     parser.print_help()
     return 2

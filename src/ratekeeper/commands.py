@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 
     from ratekeeper.config import ConfigStore
 
-#: Where ``limits`` keeps overrides unless ``--config`` or ``RATEKEEPER_CONFIG`` says otherwise.
-DEFAULT_CONFIG = "sqlite:///ratekeeper.db"
-
 
 def config_url(given: str | None) -> str:
-    return given or os.environ.get("RATEKEEPER_CONFIG") or DEFAULT_CONFIG
+    """Where ``limits`` keeps overrides: ``--config``, else ``$RATEKEEPER_CONFIG``, else the
+    default configuration store."""
+    from ratekeeper.config import DEFAULT_URL
+
+    return given or os.environ.get("RATEKEEPER_CONFIG") or DEFAULT_URL
 
 
 def validate(paths: list[str]) -> int:
@@ -94,7 +95,7 @@ def _progress(done: int, total: int, started: float, err: TextIO) -> None:
 
 
 def _rows(store: ConfigStore, args: argparse.Namespace) -> Iterator[str]:
-    domain = args.domain if args.domain != "*" else None
+    domain = None if args.domain in ("", "*") else args.domain  # list shows every domain
     for domain_name, key, override in store.items(domain, args.prefix):
         if args.json:
             yield json.dumps({"domain": domain_name, "key": key, **override.to_dict()})

@@ -86,7 +86,11 @@ _REGISTRY: dict[str, Callable[[str, dict[str, Any]], ConfigStore]] = {
 }
 
 
-def open_config_store(url: str = "sqlite:///ratekeeper.db", **options: Any) -> ConfigStore:
+#: The configuration store used when none is named: a SQLite file in the working directory.
+DEFAULT_URL = "sqlite:///ratekeeper.db"
+
+
+def open_config_store(url: str = DEFAULT_URL, **options: Any) -> ConfigStore:
     """Open the configuration store named by ``url``.
 
     ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or ``sqlite://:memory:`` (one

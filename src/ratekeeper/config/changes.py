@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from ratekeeper.errors import ConfigError
 
@@ -30,6 +31,22 @@ def check_key(key: str, domain: str) -> None:
         raise ConfigError(f"override domain must be a string, not {domain!r}")
     if "\x00" in key or "\x00" in domain:
         raise ConfigError(f"override key {key!r} in domain {domain!r} holds a NUL character")
+
+
+def paged(
+    fetch: Callable[[tuple[str, str]], Sequence[Sequence[Any]]], after: tuple[str, str], size: int
+) -> Iterator[Sequence[Any]]:
+    """Every row of a keyset-paged listing ordered by ``(domain, key)``.
+
+    ``fetch(after)`` returns the next ``size`` rows (domain and key first) past ``after``; the
+    listing ends with a short page. No transaction or lock is held between pages.
+    """
+    while True:
+        rows = fetch(after)
+        yield from rows
+        if len(rows) < size:
+            return
+        after = (rows[-1][0], rows[-1][1])
 
 
 def where(domain: str, key: str) -> str:

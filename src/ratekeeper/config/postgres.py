@@ -22,7 +22,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from ratekeeper.config.changes import PAGE_SIZE, Callback, Subscribers, check_key, logger, where
+from ratekeeper.config.changes import (
+    PAGE_SIZE,
+    Callback,
+    Subscribers,
+    check_key,
+    logger,
+    paged,
+    where,
+)
 from ratekeeper.errors import ConfigError, ConfigStoreError, MissingExtraError
 from ratekeeper.overrides import Override
 
@@ -89,6 +97,20 @@ class PostgresConfigStore:
             f"PostgreSQL configuration store {params.get('host', 'localhost')}:"
             f"{params.get('port', 5432)}/{params.get('dbname', '')}"
         )
+        # Composed once: the table never changes, and get runs on every plan-cache miss.
+        self._select = sql.SQL("SELECT config FROM {} WHERE domain = %s AND key = %s").format(
+            self._table
+        )
+        self._upsert = sql.SQL(
+            "WITH changed AS (INSERT INTO {} (domain, key, config) VALUES (%s, %s, %s::jsonb)"
+            " ON CONFLICT (domain, key) DO UPDATE"
+            " SET config = EXCLUDED.config, updated_at = now() RETURNING 1)"
+            " SELECT pg_notify(%s, %s) FROM changed"
+        ).format(self._table)
+        self._delete = sql.SQL(
+            "WITH changed AS (DELETE FROM {} WHERE domain = %s AND key = %s RETURNING 1)"
+            " SELECT pg_notify(%s, %s) FROM changed"
+        ).format(self._table)
         self._lock = threading.RLock()
         self._db: psycopg.Connection[Any] | None = None
         self._own_pid = 0
@@ -108,7 +130,7 @@ class PostgresConfigStore:
             for attempt in range(2):
                 fresh = self._db is None or self._db.closed
                 try:
-                    if self._db is None or self._db.closed:
+                    if self._db is None or self._db.closed:  # as fresh, narrowed for mypy
                         self._db = self._connect()
                         self._own_pid = self._db.info.backend_pid
                     return operation(self._db)
@@ -143,30 +165,19 @@ class PostgresConfigStore:
 
     def get(self, key: str, domain: str = "") -> Override | None:
         check_key(key, domain)
-        query = sql.SQL("SELECT config FROM {} WHERE domain = %s AND key = %s").format(self._table)
-        rows = self._fetch("cannot read", query, (domain, key))
+        rows = self._fetch("cannot read", self._select, (domain, key))
         return Override.from_dict(rows[0][0], where(domain, key)) if rows else None
 
     def set(self, key: str, override: Override, domain: str = "") -> None:
         check_key(key, domain)
-        query = sql.SQL(
-            "WITH changed AS (INSERT INTO {} (domain, key, config) VALUES (%s, %s, %s::jsonb)"
-            " ON CONFLICT (domain, key) DO UPDATE"
-            " SET config = EXCLUDED.config, updated_at = now() RETURNING 1)"
-            " SELECT pg_notify(%s, %s) FROM changed"
-        ).format(self._table)
         parameters = (domain, key, override.to_json(), self.table, _payload(domain, key))
-        self._fetch("cannot write", query, parameters)
+        self._fetch("cannot write", self._upsert, parameters)
         self._subscribers.notify(domain, key)
 
     def delete(self, key: str, domain: str = "") -> bool:
         check_key(key, domain)
-        query = sql.SQL(
-            "WITH changed AS (DELETE FROM {} WHERE domain = %s AND key = %s RETURNING 1)"
-            " SELECT pg_notify(%s, %s) FROM changed"
-        ).format(self._table)
         parameters = (domain, key, self.table, _payload(domain, key))
-        rows = self._fetch("cannot delete", query, parameters)
+        rows = self._fetch("cannot delete", self._delete, parameters)
         if rows:
             self._subscribers.notify(domain, key)
         return bool(rows)
@@ -185,14 +196,12 @@ class PostgresConfigStore:
         query = sql.SQL(
             "SELECT domain, key, config FROM {} WHERE {} ORDER BY domain, key LIMIT %s"
         ).format(self._table, sql.SQL(" AND ").join(conditions))
-        after: tuple[str, str] = (domain or "", "")
-        while True:
-            rows = self._fetch("cannot list", query, (*after, *filters, self._page_size))
-            for row_domain, key, config in rows:
-                yield row_domain, key, Override.from_dict(config, where(row_domain, key))
-            if len(rows) < self._page_size:
-                return
-            after = (rows[-1][0], rows[-1][1])
+
+        def fetch(after: tuple[str, str]) -> list[Any]:
+            return self._fetch("cannot list", query, (*after, *filters, self._page_size))
+
+        for row_domain, key, config in paged(fetch, (domain or "", ""), self._page_size):
+            yield row_domain, key, Override.from_dict(config, where(row_domain, key))
 
     # -- changes from other instances ------------------------------------------------------
 

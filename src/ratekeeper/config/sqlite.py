@@ -27,6 +27,7 @@ from ratekeeper.config.changes import (
     Subscribers,
     check_key,
     logger,
+    paged,
     where,
 )
 from ratekeeper.errors import ConfigStoreError
@@ -157,14 +158,12 @@ class SQLiteConfigStore:
             + " AND ".join(conditions)
             + " ORDER BY domain, key LIMIT ?"
         )
-        after = (domain or "", "")
-        while True:
-            rows = self._run("cannot list", statement, (*after, *filters, self._page_size))
-            for row_domain, key, config in rows:
-                yield row_domain, key, Override.from_json(config, where(row_domain, key))
-            if len(rows) < self._page_size:
-                return
-            after = (rows[-1][0], rows[-1][1])
+
+        def fetch(after: tuple[str, str]) -> list[Any]:
+            return self._run("cannot list", statement, (*after, *filters, self._page_size))
+
+        for row_domain, key, config in paged(fetch, (domain or "", ""), self._page_size):
+            yield row_domain, key, Override.from_json(config, where(row_domain, key))
 
     def subscribe(self, callback: Callback) -> None:
         if not self._subscribers.add(callback):

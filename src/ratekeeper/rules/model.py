@@ -11,16 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ratekeeper.limit import Limit
+from ratekeeper.rates import parse_period
 
-#: Envoy's units and their lengths in seconds (a month is 30 days, a year 365 days).
+#: Envoy's units and their lengths in seconds, as rate strings count them (a month is 30 days,
+#: a year 365 days), so a rule's ``unit: month`` and an override's ``"1 month"`` agree.
 UNITS: dict[str, float] = {
-    "second": 1.0,
-    "minute": 60.0,
-    "hour": 3_600.0,
-    "day": 86_400.0,
-    "week": 604_800.0,
-    "month": 2_592_000.0,
-    "year": 31_536_000.0,
+    name: parse_period(name)
+    for name in ("second", "minute", "hour", "day", "week", "month", "year")
 }
 
 

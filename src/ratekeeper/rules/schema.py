@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from yaml.constructor import SafeConstructor
 from yaml.nodes import Node, SequenceNode
@@ -167,8 +168,17 @@ class Walker(NodeReader):
             return None
         before = len(self.errors)
         unlimited = self.boolean(fields.get("unlimited"), f"{path}.unlimited")
-        name = self.text(fields["name"], f"{path}.name") if "name" in fields else None
-        replaces = self.replaces(fields.get("replaces"), f"{path}.replaces", name or None)
+        name = (self.text(fields["name"], f"{path}.name") if "name" in fields else None) or None
+        replaces = self.replaces(fields.get("replaces"), f"{path}.replaces", name)
+        rule = partial(
+            Rule,
+            domain=self._domain,
+            path=rule_path,
+            name=name,
+            replaces=replaces,
+            shadow_mode=shadow,
+            detailed_metric=detailed,
+        )
         # Fields set to null (or an empty unit, as Envoy reads it) count as not given.
         given = {k for k, v in fields.items() if not is_null(v) and k != "replaces"}
         unit = None
@@ -188,18 +198,7 @@ class Walker(NodeReader):
                     self.error(path, f"'{other}' cannot be combined with 'unlimited: true'")
             if len(self.errors) > before:
                 return None
-            return Rule(
-                domain=self._domain,
-                path=rule_path,
-                limit=None,
-                unlimited=True,
-                name=name or None,
-                replaces=replaces,
-                shadow_mode=shadow,
-                detailed_metric=detailed,
-                unit=None,
-                requests_per_unit=0,
-            )
+            return rule(limit=None, unlimited=True, unit=None, requests_per_unit=0)
         period = self.period(fields.get("period"), f"{path}.period")
         if "unit" in given and "period" in given:
             self.error(path, "give either 'unit' or 'period', not both")
@@ -207,27 +206,17 @@ class Walker(NodeReader):
             self.error(path, f"missing 'unit' (one of {_UNIT_NAMES}) or 'period'")
         multiplier = 1
         if "unit_multiplier" in given:
-            node_multiplier = fields["unit_multiplier"]
-            multiplier = self.scalar(node_multiplier)
-            if type(multiplier) is not int or multiplier < 1:
-                self.error(
-                    f"{path}.unit_multiplier",
-                    f"expected a positive integer, got {describe(node_multiplier)}",
-                )
-            elif "period" in given:
-                self.error(path, "'unit_multiplier' applies to 'unit', not to 'period'")
+            given_multiplier = self.count(fields["unit_multiplier"], f"{path}.unit_multiplier")
+            if given_multiplier is not None:
+                multiplier = given_multiplier
+                if "period" in given:
+                    self.error(path, "'unit_multiplier' applies to 'unit', not to 'period'")
         amount = 0
         if "requests_per_unit" not in given:
             self.error(path, "missing 'requests_per_unit'")
         else:
-            number = self.scalar(fields["requests_per_unit"])
-            if type(number) is int and 1 <= number <= MAX_REQUESTS:
-                amount = number
-            else:
-                self.error(
-                    f"{path}.requests_per_unit",
-                    f"expected a positive integer, got {describe(fields['requests_per_unit'])}",
-                )
+            path_amount = f"{path}.requests_per_unit"
+            amount = self.count(fields["requests_per_unit"], path_amount, MAX_REQUESTS) or 0
         algorithm = Algorithm.FIXED_WINDOW
         if "algorithm" in given:
             raw = self.text(fields["algorithm"], f"{path}.algorithm")
@@ -251,10 +240,11 @@ class Walker(NodeReader):
         if len(self.errors) > before:
             return None
         seconds = UNITS[unit] * multiplier if unit is not None else period
+        assert seconds is not None  # a missing unit or period was reported above
         try:
             limit = Limit(
                 amount,
-                seconds or 0.0,
+                seconds,
                 algorithm,
                 burst=burst,
                 granularity=granularity,
@@ -263,18 +253,15 @@ class Walker(NodeReader):
         except InvalidLimitError as exc:
             self.error(path, str(exc))
             return None
-        return Rule(
-            domain=self._domain,
-            path=rule_path,
-            limit=limit,
-            unlimited=False,
-            name=name or None,
-            replaces=replaces,
-            shadow_mode=shadow,
-            detailed_metric=detailed,
-            unit=unit,
-            requests_per_unit=amount,
-        )
+        return rule(limit=limit, unlimited=False, unit=unit, requests_per_unit=amount)
+
+    def count(self, node: Node, path: str, maximum: int | None = None) -> int | None:
+        """A positive integer (at most ``maximum``); else an error at ``path``, and None."""
+        number = self.scalar(node)
+        if type(number) is int and number >= 1 and (maximum is None or number <= maximum):
+            return number
+        self.error(path, f"expected a positive integer, got {describe(node)}")
+        return None
 
     def replaces(self, node: Node | None, path: str, own: str | None) -> tuple[str, ...]:
         if node is None or is_null(node):
