@@ -9,13 +9,15 @@ cd "$ROOT"
 # The integration tests start real redis-server processes (standalone and a 6-node cluster,
 # created with redis-cli); Debian's redis-server package brings redis-cli along.
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-  apt_install redis-server
+  apt_install redis-server redis-tools
 fi
 
 # The configuration-store tests start a real PostgreSQL server (initdb, then postgres) of their
-# own; Debian keeps its programs in /usr/lib/postgresql/<version>/bin, off PATH, and its package
-# creates the postgres user that the server runs as when the tests run as root.
-if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+# own. Whether its programs are here is decided by the fixture's own search (Debian keeps them in
+# /usr/lib/postgresql/<version>/bin, off PATH); as root the server runs as the postgres user,
+# which Debian's package creates.
+if ! "$VENV/bin/python" -c 'import sys; from tests.servers import postgres_bin; sys.exit(postgres_bin() is None)' ||
+  { [ "$(id -u)" -eq 0 ] && ! getent passwd postgres >/dev/null; }; then
   apt_install postgresql
 fi
 

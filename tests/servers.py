@@ -473,13 +473,14 @@ def postgres_bin() -> Path | None:
     """The directory of PostgreSQL's server programs: on PATH, or Debian's
     ``/usr/lib/postgresql/<version>/bin`` (newest first), which is not on PATH."""
     found = shutil.which("initdb")
-    if found is not None:
-        directory = Path(found).resolve().parent
-        if (directory / "postgres").exists():
+    candidates = [Path(found).resolve().parent] if found is not None else []
+    candidates += [
+        Path(directory)
+        for directory in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version, reverse=True)
+    ]
+    for directory in candidates:
+        if all((directory / name).exists() for name in ("initdb", "postgres", "pg_isready")):
             return directory
-    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version, reverse=True):
-        if (Path(candidate) / "initdb").exists():
-            return Path(candidate)
     return None
 
 
