@@ -182,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument(
         "--engine", action="store_true", help="run only the decision engine's benchmarks"
     )
-    which.add_argument("--all", action="store_true", help="run the in-memory and Redis ones")
+    which.add_argument(
+        "--all", action="store_true", help="run the in-memory, Redis and engine ones"
+    )
     args = parser.parse_args(argv)
 
     out = Output()

@@ -34,8 +34,3 @@ def state_key(limit: Limit, identity: str, prefix: str = "rk", tag: str = "limit
     if tag == "identity":
         return f"{prefix}:{VERSION}:{{{escape(identity)}}}:{limit.id}"
     return f"{prefix}:{VERSION}:{{{limit.id}:{escape(identity)}}}"
-
-
-def pattern(prefix: str = "rk") -> str:
-    """A SCAN pattern matching every key written under ``prefix``."""
-    return f"{prefix}:{VERSION}:*"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ratekeeper.algorithms import Algorithm, step_function
+from ratekeeper.algorithms import Algorithm, state_copier, step_function
 from ratekeeper.errors import InvalidLimitError
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class Limit:
         "burst",
         "calendar",
         "capacity",
+        "copy_state",
         "granularity",
         "id",
         "interval",
@@ -83,6 +84,7 @@ class Limit:
     unit: str
     id: str
     step: Callable[[Any, float, int, Limit], tuple[Any, Decision]]
+    copy_state: Callable[[Any], Any] | None
 
     def __init__(
         self,
@@ -172,6 +174,7 @@ class Limit:
             "unit": unit,
             "id": f"{algorithm.value}:{amount}/{period:g}{params}",
             "step": step_function(algorithm),
+            "copy_state": state_copier(algorithm),
         }
         for name, value in fields.items():
             object.__setattr__(self, name, value)

@@ -10,7 +10,8 @@ without consuming. ``step`` does no I/O. A denied hit returns the state unchange
 cost exceeds the limit's capacity can never be allowed: it is denied with an infinite
 ``retry_after``. ``step`` never mutates the state it is given, so a store can drop the new state
 to roll back, with one exception: the sliding log updates its log in place (copying it would
-cost O(amount) per hit), so a store that must roll back steps on ``copy.copy(state)``.
+cost O(amount) per hit), so its module also has ``copy_state(state)``, which a store that must
+roll back steps on (``Limit.copy_state``; ``None`` for every other algorithm).
 """
 
 from __future__ import annotations
@@ -40,3 +41,10 @@ def step_function(algorithm: Algorithm) -> Callable[..., Any]:
     module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
     step: Callable[..., Any] = module.step
     return step
+
+
+def state_copier(algorithm: Algorithm) -> Callable[[Any], Any] | None:
+    """Return ``copy_state`` of an algorithm that updates its state in place, else None."""
+    module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
+    copier: Callable[[Any], Any] | None = getattr(module, "copy_state", None)
+    return copier

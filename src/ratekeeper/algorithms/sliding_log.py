@@ -9,7 +9,7 @@ key, and O(1) amortised time per hit (appends on the right, prunes on the left).
 The log is the one state ratekeeper updates in place: copying it on every hit would cost
 O(amount). Only an admitted hit changes it (it drops the entries that left the window and
 appends its own); a look or a refusal leaves it as it was. A store that must be able to roll
-back (``apply_many(all_or_nothing=True)``) steps on a copy.
+back (``apply_many(all_or_nothing=True)``) steps on ``copy_state(state)``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 State = deque[float]
 
 
+def copy_state(state: State) -> State:
+    """A copy to step on when the step may have to be rolled back."""
+    return state.copy()
+
+
 def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
     amount = limit.amount
     period = limit.period
@@ -41,11 +46,11 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         if cost:
             for _ in range(gone):
                 log.popleft()
-            gone = 0
             if log and now < log[-1]:
                 # The clock went backwards: keep the log sorted.
+                index = bisect_right(log, now)
                 for _ in range(cost):
-                    log.insert(bisect_right(log, now), now)
+                    log.insert(index, now)
             elif cost == 1:
                 log.append(now)
             else:

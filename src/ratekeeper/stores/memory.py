@@ -16,7 +16,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from copy import copy
 from typing import Any
 
 from ratekeeper.decision import Decision
@@ -101,8 +100,8 @@ class MemoryStore:
                 else:
                     entry = entries.get(slot)
                     state = None if entry is None else entry[0]
-                    if all_or_nothing and state is not None:
-                        state = copy(state)  # the sliding log is updated in place
+                    if all_or_nothing and state is not None and limit.copy_state is not None:
+                        state = limit.copy_state(state)  # a state its step updates in place
                 result = limit.step(state, now, cost, limit)
                 pending[slot] = result[0] if cost else state
                 results.append(result)

@@ -51,13 +51,13 @@ def _batches(
     hits: Sequence[Hit],
     now: float | None,
     all_or_nothing: bool,
-) -> list[tuple[list[int], list[str], list[str]]]:
+) -> list[tuple[Sequence[int], list[str], list[str]]]:
     """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
     prefix, tag = store.prefix, store.tag
     keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
     if not store.clustered:  # one server: one run
         argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
-        return [(list(range(len(hits))), keys, argv)]
+        return [(range(len(hits)), keys, argv)]  # _gather does not read a lone batch's indexes
     groups: dict[int, list[int]] = {}
     for index, key in enumerate(keys):
         groups.setdefault(key_slot(key.encode()), []).append(index)
@@ -77,7 +77,7 @@ def _batches(
 
 
 def _gather(
-    size: int, batches: list[tuple[list[int], Any, Any]], replies: list[Any]
+    size: int, batches: list[tuple[Sequence[int], Any, Any]], replies: list[Any]
 ) -> list[Decision]:
     if len(batches) == 1:  # its hits in order
         return decisions(replies[0])

@@ -67,6 +67,8 @@ class CircuitBreaker:
         return max(self.cooldown - (self.clock() - self.opened_at), 0.0) or self.cooldown
 
     def succeeded(self) -> None:
+        if self.failures == 0:  # closed, and not probing: nothing to change (the common case)
+            return
         if self.opened_at is not None:
             log.warning("request store is back; circuit closed")
         with self._lock:
