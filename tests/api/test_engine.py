@@ -14,6 +14,7 @@ import pytest
 from ratekeeper import Limit, MemoryStore
 from ratekeeper.config import open_config_store
 from ratekeeper.engine import UNLIMITED, AsyncEngine, Descriptor, Engine, descriptor_key
+from ratekeeper.engine.plans import descriptor_entries
 from ratekeeper.overrides import Override
 from ratekeeper.rules import parse_rules
 from ratekeeper.stores.memory import AsyncMemoryStore
@@ -264,3 +265,29 @@ def test_the_engines_are_twins() -> None:
     assert sync.keys() == asynchronous.keys()
     for name in ("decide", "is_allowed", "check", "close"):
         assert asynchronous[name] and not sync[name]
+
+
+def test_descriptor_keys_turn_back_into_their_entries() -> None:
+    for entries in [
+        (("user", "241531"),),
+        (("generic_key", "default"), ("user", "a|b:c%7C")),
+        (("a:b", "c"),),
+    ]:
+        assert descriptor_entries(descriptor_key(entries)) == entries
+    assert descriptor_entries("no-colon") is None
+
+
+def test_a_named_change_drops_only_the_plans_of_its_key(tmp_path: Path, store: MemoryStore) -> None:
+    config = open_config_store(f"sqlite:///{tmp_path / 'config.db'}")
+    engine = Engine(store, rules=parse_rules(RULES, "rules.yaml"), config=config, domain="api")
+    try:
+        for user in ("alice", "bob"):
+            engine.check("api", [[("user", user)]], hits=0)
+            engine.decide(f"user:{user}", cost=0)
+        assert len(engine.planner.cache) == 4
+        config.set("user:alice", Override(3, 60, "fixed_window"), domain="api")
+        assert len(engine.planner.cache) == 2  # alice's is_allowed and check plans are gone
+        assert engine.check("api", [[("user", "alice")]], hits=0).statuses[0].limit == Limit(3, 60)
+        assert engine.decide("user:alice", cost=0).limit == 3
+    finally:
+        engine.close()

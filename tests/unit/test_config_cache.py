@@ -50,3 +50,14 @@ def test_no_entry_outlives_the_ttl() -> None:
 def test_bad_sizes_are_refused(size: int, ttl: float) -> None:
     with pytest.raises(ValueError, match="cache"):
         TTLCache(size, ttl)
+
+
+def test_discard_forgets_a_key_and_its_stale_value() -> None:
+    cache: TTLCache[str] = TTLCache(10, 60.0)
+    cache.put("user:1", "five per second")
+    cache.put("user:2", "two per second")
+    cache.expire()
+    cache.put("user:1", "five per second")
+    cache.discard("user:1")
+    assert cache.get("user:1") is None and cache.stale("user:1") is None
+    assert cache.stale("user:2") == "two per second"

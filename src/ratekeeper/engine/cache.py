@@ -63,6 +63,11 @@ class TTLCache(Generic[V]):
             except KeyError:  # emptied by another thread meanwhile
                 break
 
+    def discard(self, key: Hashable) -> None:
+        """Forget ``key``, its stale value too: what it said is known to be wrong."""
+        self._entries.pop(key, None)
+        self._stale.pop(key, None)
+
     def clear(self) -> None:
         """Drop every entry, stale ones included: what they said is known to be wrong."""
         self._entries.clear()

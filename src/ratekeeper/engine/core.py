@@ -140,8 +140,8 @@ class Engine(_Core):
     overrides (object or URL such as ``sqlite:///ratekeeper.db``), which win over the rules.
     ``default``: the limit of a key ``is_allowed`` finds no override for (else it is allowed).
     ``domain``: the namespace of ``is_allowed``'s keys. Plans are cached, at most
-    ``cache_size`` of them, none older than ``cache_ttl`` seconds, and the cache is emptied as
-    soon as the configuration store reports a change made by any instance. Example::
+    ``cache_size`` of them, none older than ``cache_ttl`` seconds, and a change the configuration
+    store reports from any instance drops what it makes wrong at once. Example::
 
         engine = Engine(rules="ratelimit.yaml", config="sqlite:///ratekeeper.db")
         engine.is_allowed("user:241531")

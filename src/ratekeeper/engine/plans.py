@@ -3,7 +3,8 @@
 A ``Plan`` says how one key or descriptor is decided: the identity its counters live under, the
 limit (from the configuration store's override, else the matching rule, else the default) and the
 rule that matched. Plans are cached (LRU with a TTL); the cache is emptied when the rules are
-reloaded and whenever the configuration store reports a change from any instance.
+reloaded, and a change the configuration store reports from any instance drops the plans of
+the key it names (all plans when it names none).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import unquote
 
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
 from ratekeeper.errors import ConfigStoreError
+from ratekeeper.rules.matching import replaced_names
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
@@ -49,6 +52,17 @@ def descriptor_key(entries: Sequence[Entry]) -> str:
 
 #: One descriptor of a check, normalised: ``(entries, limit sent with it, cost)``.
 Request = tuple[tuple[Entry, ...], "Limit | None", int]
+
+
+def descriptor_entries(key: str) -> tuple[Entry, ...] | None:
+    """The entries whose ``descriptor_key`` is ``key``; None when no descriptor has it."""
+    entries = []
+    for part in key.split("|"):
+        name, colon, value = part.partition(":")
+        if not colon:
+            return None
+        entries.append((unquote(name), unquote(value)))
+    return tuple(entries)
 
 
 class Plan(NamedTuple):
@@ -162,7 +176,15 @@ class Planner:
         return plan
 
     def _changed(self, domain: str | None, key: str | None) -> None:
-        self.cache.expire()
+        """A change reported by the configuration store: forget what it makes wrong."""
+        if domain is None or key is None:  # anything may have changed
+            self.cache.expire()
+            return
+        if domain == self.domain:
+            self.cache.discard(key)  # is_allowed(key)
+        entries = descriptor_entries(key)
+        if entries is not None:
+            self.cache.discard((domain, entries))  # check(domain, [entries])
 
 
 def requests(descriptors: Sequence[Descriptor | Sequence[Entry]], hits: int) -> list[Request]:
@@ -206,7 +228,7 @@ def prepare(planner: Planner, domain: str, requests: list[Request]) -> tuple[lis
 
 def _replace(plans: list[Plan]) -> list[Plan]:
     """Drop every matched limit that another matched limit ``replaces`` (Envoy's semantics)."""
-    names = {name for plan in plans if plan.rule is not None for name in plan.rule.replaces}
+    names = replaced_names(plan.rule for plan in plans)
     return [
         plan._replace(limit=None)
         if plan.rule is not None and plan.rule.name in names and not plan.overridden

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
 from ratekeeper.rules.model import Level, Rule
@@ -91,7 +91,12 @@ class RuleSet:
         ``descriptors``.
         """
         rules = [self.match(domain, entries) for entries in descriptors]
-        replaced = {name for rule in rules if rule is not None for name in rule.replaces}
+        replaced = replaced_names(rules)
         if replaced:
             rules = [None if rule is not None and rule.name in replaced else rule for rule in rules]
         return rules
+
+
+def replaced_names(rules: Iterable[Rule | None]) -> set[str]:
+    """The names that the matched ``rules`` of one request replace."""
+    return {name for rule in rules if rule is not None for name in rule.replaces}
