@@ -29,6 +29,16 @@ def escape(identity: str) -> str:
     return "%23" + safe[1:] if safe.startswith("#") else safe
 
 
+#: Where the hash tag goes: around the limit and identity, or around the identity alone.
+TAGS = ("limit", "identity")
+
+
+def check_tag(tag: str) -> None:
+    """Raise ``ValueError`` unless ``tag`` is one of ``TAGS``."""
+    if tag not in TAGS:
+        raise ValueError(f"tag must be 'limit' or 'identity', not {tag!r}")
+
+
 def state_key(limit: Limit, identity: str, prefix: str = "rk", tag: str = "limit") -> str:
     """The key holding ``limit``'s state for ``identity``."""
     if tag == "identity":

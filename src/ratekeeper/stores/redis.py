@@ -18,10 +18,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.errors import MissingExtraError, StoreError
-from ratekeeper.keys import state_key
+from ratekeeper.keys import check_tag, state_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.lua import (
     SINGLE,
@@ -46,36 +45,6 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
 
 
-def _batches(
-    store: RedisStore | AsyncRedisStore,
-    hits: Sequence[Hit],
-    now: float | None,
-    all_or_nothing: bool,
-) -> list[tuple[Sequence[int], list[str], list[str]]]:
-    """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
-    prefix, tag = store.prefix, store.tag
-    keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
-    if not store.clustered:  # one server: one run
-        argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
-        return [(range(len(hits)), keys, argv)]  # _gather does not read a lone batch's indexes
-    groups: dict[int, list[int]] = {}
-    for index, key in enumerate(keys):
-        groups.setdefault(key_slot(key.encode()), []).append(index)
-    if all_or_nothing and len(groups) > 1:
-        raise StoreError(
-            "all_or_nothing in a Redis Cluster needs every key in one slot; build the store "
-            "with tag='identity' so that every limit of one identity shares a slot"
-        )
-    return [
-        (
-            indexes,
-            [keys[i] for i in indexes],
-            arguments([(hits[i][1], hits[i][2]) for i in indexes], now, all_or_nothing),
-        )
-        for indexes in groups.values()
-    ]
-
-
 def _gather(
     size: int, batches: list[tuple[Sequence[int], Any, Any]], replies: list[Any]
 ) -> list[Decision]:
@@ -88,12 +57,63 @@ def _gather(
     return results
 
 
-def _singles(client: Any) -> dict[Algorithm, Any]:
-    """Each algorithm's single-hit script, registered on ``client`` (for its hash and source)."""
-    return {algorithm: client.register_script(source) for algorithm, source in SINGLE.items()}
+class _Base:
+    """What the twins share: the client, the key layout and the script arguments (no I/O)."""
+
+    _cluster: type
+
+    def __init__(self, client: Any, *, prefix: str = "rk", tag: str = "limit") -> None:
+        check_tag(tag)
+        self.client = client
+        self.prefix = prefix
+        self.tag = tag
+        self.clustered = isinstance(client, self._cluster)
+        self._script = client.register_script(SOURCE)
+        self._singles = {
+            algorithm: client.register_script(source) for algorithm, source in SINGLE.items()
+        }
+        self._execute = client.execute_command
+
+    def _single(
+        self, key: str, limit: Limit, cost: int, now: float | None
+    ) -> tuple[Any, tuple[Any, ...]]:
+        """The single-hit script of ``limit``'s algorithm, and its arguments."""
+        args = (
+            state_key(limit, key, self.prefix, self.tag),
+            now_arg(now),
+            str(cost),
+            *limit_args(limit),
+        )
+        return self._singles[limit.algorithm], args
+
+    def _batches(
+        self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool
+    ) -> list[tuple[Sequence[int], list[str], list[str]]]:
+        """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
+        prefix, tag = self.prefix, self.tag
+        keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
+        if not self.clustered:  # one server: one run
+            argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
+            return [(range(len(hits)), keys, argv)]  # _gather does not read a lone batch's indexes
+        groups: dict[int, list[int]] = {}
+        for index, key in enumerate(keys):
+            groups.setdefault(key_slot(key.encode()), []).append(index)
+        if all_or_nothing and len(groups) > 1:
+            raise StoreError(
+                "all_or_nothing in a Redis Cluster needs every key in one slot; build the store "
+                "with tag='identity' so that every limit of one identity shares a slot"
+            )
+        return [
+            (
+                indexes,
+                [keys[i] for i in indexes],
+                arguments([(hits[i][1], hits[i][2]) for i in indexes], now, all_or_nothing),
+            )
+            for indexes in groups.values()
+        ]
 
 
-class RedisStore:
+class RedisStore(_Base):
     """Request store on a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client.
 
     ``prefix`` starts every key; ``tag`` is ``"limit"`` (a slot per limit and identity) or
@@ -101,26 +121,11 @@ class RedisStore:
     the store in ``ratekeeper.stores.resilience.Resilient`` for a failure policy.
     """
 
-    def __init__(self, client: Any, *, prefix: str = "rk", tag: str = "limit") -> None:
-        if tag not in ("limit", "identity"):
-            raise ValueError(f"tag must be 'limit' or 'identity', not {tag!r}")
-        self.client = client
-        self.prefix = prefix
-        self.tag = tag
-        self.clustered = isinstance(client, redis.cluster.RedisCluster)
-        self._script = client.register_script(SOURCE)
-        self._singles = _singles(client)
-        self._execute = client.execute_command
+    _cluster = redis.cluster.RedisCluster
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply one hit atomically; see ``ratekeeper.stores.Store``."""
-        script = self._singles[limit.algorithm]
-        args = (
-            state_key(limit, key, self.prefix, self.tag),
-            now_arg(now),
-            str(cost),
-            *limit_args(limit),
-        )
+        script, args = self._single(key, limit, cost, now)
         try:
             try:
                 reply = self._execute("EVALSHA", script.sha, 1, *args)
@@ -135,7 +140,7 @@ class RedisStore:
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
         """Apply a batch: one script run (one round trip) per slot."""
-        batches = _batches(self, hits, now, all_or_nothing)
+        batches = self._batches(hits, now, all_or_nothing)
         try:
             if len(batches) == 1:
                 replies = [self._script(batches[0][1], batches[0][2])]
@@ -157,7 +162,7 @@ class RedisStore:
             raise StoreError(f"redis: {error}") from error
 
 
-class AsyncRedisStore:
+class AsyncRedisStore(_Base):
     """The asyncio twin of ``RedisStore``, on ``redis.asyncio`` clients.
 
     With ``batch=True`` (the default), the ``apply`` calls issued in one event-loop tick go to
@@ -165,19 +170,13 @@ class AsyncRedisStore:
     the decision it would have had alone, in the order the calls were made.
     """
 
+    _cluster = redis.asyncio.RedisCluster
+
     def __init__(
         self, client: Any, *, prefix: str = "rk", tag: str = "limit", batch: bool = True
     ) -> None:
-        if tag not in ("limit", "identity"):
-            raise ValueError(f"tag must be 'limit' or 'identity', not {tag!r}")
-        self.client = client
-        self.prefix = prefix
-        self.tag = tag
+        super().__init__(client, prefix=prefix, tag=tag)
         self.batch = batch
-        self.clustered = isinstance(client, redis.asyncio.RedisCluster)
-        self._script = client.register_script(SOURCE)
-        self._singles = _singles(client)
-        self._execute = client.execute_command
         self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
         self._futures: list[asyncio.Future[Decision]] = []
         self._sending: set[asyncio.Future[None]] = set()
@@ -193,13 +192,7 @@ class AsyncRedisStore:
             self._hits.append((key, limit, cost))
             self._futures.append(future)
             return await future
-        script = self._singles[limit.algorithm]
-        args = (
-            state_key(limit, key, self.prefix, self.tag),
-            now_arg(now),
-            str(cost),
-            *limit_args(limit),
-        )
+        script, args = self._single(key, limit, cost, now)
         try:
             try:
                 reply = await self._execute("EVALSHA", script.sha, 1, *args)
@@ -213,7 +206,7 @@ class AsyncRedisStore:
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
-        batches = _batches(self, hits, now, all_or_nothing)
+        batches = self._batches(hits, now, all_or_nothing)
         try:
             if len(batches) == 1:
                 replies = [await self._script(batches[0][1], batches[0][2])]
