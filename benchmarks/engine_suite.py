@@ -9,15 +9,14 @@ the first request for a key. The target: the lookup adds at most 20% to the bare
 
 from __future__ import annotations
 
-import gc
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import report
 from benchmarks.report import Output
+from benchmarks.scenarios import timed
 from ratekeeper import Limit, Limiter, MemoryStore
 from ratekeeper.config import open_config_store
 from ratekeeper.engine import Engine
@@ -46,16 +45,6 @@ descriptors:
   - key: user
     rate_limit: {{requests_per_unit: {amount}, period: {period}, algorithm: {algorithm}}}
 """
-
-
-def best_rate(run: Callable[[], None], calls: int) -> float:
-    gc.disable()
-    try:
-        started = time.perf_counter()
-        run()
-        return calls / (time.perf_counter() - started)
-    finally:
-        gc.enable()
 
 
 def contenders(
@@ -134,7 +123,7 @@ def run(out: Output, sizes: EngineSizes) -> None:
                 best = dict.fromkeys(runs, 0.0)
                 for _ in range(sizes.repeats):
                     for name, function in runs.items():
-                        best[name] = max(best[name], best_rate(function, sizes.calls))
+                        best[name] = max(best[name], sizes.calls / timed(function))
                 bare = best["Limiter.hit"]
                 rows.append(
                     [

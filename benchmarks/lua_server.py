@@ -27,7 +27,7 @@ import redis
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.limit import Limit
-from ratekeeper.stores.lua import BATCH_HEADER, SOURCE, arguments
+from ratekeeper.stores.lua import SOURCE, arguments, batch_source
 
 START = 1_700_000_000.0
 WARM = 2_000  # hits before measuring: 2 simulated seconds, past the limits' first period
@@ -56,10 +56,7 @@ class Cell:
 
 def assemble(directory: Path) -> str:
     """A batch script built as ``ratekeeper.stores.lua.SOURCE`` is, from ``directory``."""
-    parts = [BATCH_HEADER, (directory / "prelude.lua").read_text()]
-    parts += [(directory / f"{algorithm.value}.lua").read_text() for algorithm in Algorithm]
-    parts.append((directory / "dispatch.lua").read_text())
-    return "\n".join(parts)
+    return batch_source(lambda name: (directory / Path(name).name).read_text())
 
 
 def main() -> None:

@@ -53,7 +53,6 @@ from benchmarks.redis_peers import (
 from benchmarks.redis_server import RedisServer, server_usec
 from benchmarks.report import Output
 from benchmarks.scenarios import (
-    ATTEMPTS,
     DENY_AMOUNT,
     LOG_ALGORITHMS,
     LOG_AMOUNT,
@@ -111,35 +110,27 @@ class RedisTrial(Trial):
     failures: list[str] = field(default_factory=list)  # measurements redone
     _sized: bool = False
 
+    _usec: float = 0.0
+    _server_calls: int = 0
+
     def measure(self) -> None:
         if not self._sized:
             self._size()
+        super().measure()
+
+    def _before_timing(self) -> None:
         assert self.server is not None
-        contender = self.contender
-        for _ in range(ATTEMPTS):
-            if not self._ready or not self._sample_holds():
-                self._setup()
-            calls = self._calls
-            self.server.reset_stats()
-            gc.disable()
-            try:
-                start = time.perf_counter()
-                contender.run(calls)
-                elapsed = time.perf_counter() - start
-            finally:
-                gc.enable()
-            usec, server_calls = server_usec(self.server.commandstats())
-            contender.settle()
-            if self._sample_holds():
-                decisions = len(calls) * contender.decisions_per_key
-                self.rates.append(decisions / elapsed)
-                self.server_us.append(usec / decisions)
-                if server_calls:
-                    self.batches.append(decisions / server_calls)
-                return
-            self._ready = False
-        path = "allow" if self.plan.allow else "deny"
-        raise BenchmarkError(f"{self.label}: {ATTEMPTS} measurements in a row left the {path} path")
+        self.server.reset_stats()
+
+    def _after_timing(self) -> None:
+        assert self.server is not None
+        self._usec, self._server_calls = server_usec(self.server.commandstats())
+
+    def _record(self, elapsed: float, decisions: int) -> None:
+        self.rates.append(decisions / elapsed)
+        self.server_us.append(self._usec / decisions)
+        if self._server_calls:
+            self.batches.append(decisions / self._server_calls)
 
     def _size(self) -> None:
         """Time ``plan.calls`` warm-up calls, then size the measurements to ``seconds``."""

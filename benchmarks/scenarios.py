@@ -19,6 +19,7 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from benchmarks.peers import Contender
 
@@ -39,6 +40,17 @@ DENY_AMOUNT = 10
 
 #: Algorithms whose state holds one entry per admitted unit.
 LOG_ALGORITHMS = frozenset({"sliding_log"})
+
+
+def timed(run: Callable[[], object]) -> float:
+    """Seconds ``run()`` takes, the garbage collector off as ``timeit`` does."""
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        run()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
 
 
 class BenchmarkError(RuntimeError):
@@ -138,16 +150,12 @@ class Trial:
             if self.plan.fresh or not self._ready or not self._sample_holds():
                 self._setup()
             calls = self._calls
-            gc.disable()
-            try:
-                start = time.perf_counter()
-                contender.run(calls)
-                elapsed = time.perf_counter() - start
-            finally:
-                gc.enable()
+            self._before_timing()
+            elapsed = timed(partial(contender.run, calls))
+            self._after_timing()
             contender.settle()
             if self._sample_holds():
-                self.rates.append(len(calls) * contender.decisions_per_key / elapsed)
+                self._record(elapsed, len(calls) * contender.decisions_per_key)
                 return
             self._ready = False
         path = "allow" if self.plan.allow else "deny"
@@ -155,6 +163,16 @@ class Trial:
             f"{self.label}: {ATTEMPTS} measurements in a row left the {path} path "
             "(a limit the run exhausts, or a store that drops keys)"
         )
+
+    def _before_timing(self) -> None:
+        """Called just before the timed calls (a subclass resets server statistics)."""
+
+    def _after_timing(self) -> None:
+        """Called just after the timed calls (a subclass reads server statistics)."""
+
+    def _record(self, elapsed: float, decisions: int) -> None:
+        """Keep a measurement whose path held: ``decisions`` made in ``elapsed`` seconds."""
+        self.rates.append(decisions / elapsed)
 
     def _setup(self) -> None:
         """Fresh keys, each hit once untimed; then the sample must hold."""

@@ -15,7 +15,7 @@ flat array of seven fields per decision.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
@@ -37,10 +37,11 @@ def _read(name: str) -> str:
     return files("ratekeeper").joinpath(name).read_text()
 
 
-def _batch_source() -> str:
-    parts = [BATCH_HEADER, _read("lua/prelude.lua")]
-    parts += [_read(f"algorithms/{algorithm.value}.lua") for algorithm in Algorithm]
-    parts.append(_read("lua/dispatch.lua"))
+def batch_source(read: Callable[[str], str] = _read) -> str:
+    """The batch script, its parts read by ``read(path inside the package)``."""
+    parts = [BATCH_HEADER, read("lua/prelude.lua")]
+    parts += [read(f"algorithms/{algorithm.value}.lua") for algorithm in Algorithm]
+    parts.append(read("lua/dispatch.lua"))
     return "\n".join(parts)
 
 
@@ -57,7 +58,7 @@ def _single_source(algorithm: Algorithm) -> str:
     )
 
 
-SOURCE = _batch_source()
+SOURCE = batch_source()
 SINGLE = {algorithm: _single_source(algorithm) for algorithm in Algorithm}
 
 
