@@ -24,19 +24,12 @@ from typing import Any, BinaryIO, NamedTuple
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)[0]
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"{what} not ready after {timeout}s")
+    """Wait until ``check()`` is true, polling every 20 ms."""
+    wait_for(lambda: [] if check() else ["not yet"], timeout, what, interval=0.02)
 
 
 #: How many times a server is started on fresh ports when the last ones were taken meanwhile.
@@ -63,14 +56,16 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def wait_for(problems: Callable[[], list[str]], timeout: float, what: str) -> None:
+def wait_for(
+    problems: Callable[[], list[str]], timeout: float, what: str, interval: float = 0.05
+) -> None:
     """Wait until ``problems()`` is empty; on timeout, name what was still not ready."""
     deadline = time.monotonic() + timeout
     left = problems()
     while left:
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{what} not ready after {timeout}s: " + "; ".join(left))
-        time.sleep(0.05)
+        time.sleep(interval)
         left = problems()
 
 
@@ -135,61 +130,63 @@ def _log_tail(path: Path, lines: int = 5) -> str:
         return "(no log)"
 
 
-class RedisServer:
-    """One ``redis-server`` process on 127.0.0.1."""
+class ServerProcess:
+    """One server process of the tests, on 127.0.0.1.
 
-    def __init__(self, directory: Path, port: int | None = None, *extra: str) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed; scripts/test.sh installs it")
-        self.port = port or free_port()
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self.args = [
-            binary,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(directory),
-            "--logfile", str(directory / "redis.log"),
-            *extra,
-        ]  # fmt: skip
-        self.process: subprocess.Popen[bytes] | None = None
-        for attempt in range(ATTEMPTS):
-            try:
-                self.start()
-                return
-            except ServerExited:
-                if port is not None or attempt == ATTEMPTS - 1:
-                    raise
-                self.port = free_port()  # taken since it was chosen: try another
-                self.args[self.args.index("--port") + 1] = str(self.port)
+    ``start`` launches it and waits until it, not another server, answers on its port; a
+    server that exits while starting raises ``ServerExited`` (its port was taken, typically),
+    and ``start_on_free_port`` then tries again on another port. ``stop`` sends
+    ``stop_signal`` by pid and kills it if it lingers; ``kill`` is SIGKILL, as a crash.
+    """
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+    name = "server"
+    stop_signal = signal.SIGTERM
+    stop_timeout = 10.0
+    ready_timeout = 10.0
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        raise NotImplementedError
+
+    def _answers(self, pid: int) -> bool:
+        """Whether the process ``pid`` answers on ``port``."""
+        raise NotImplementedError
+
+    def _log(self) -> Path:
+        raise NotImplementedError
 
     @property
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
 
+    def start_on_free_port(self, fixed: bool = False) -> None:
+        for attempt in range(ATTEMPTS):
+            try:
+                self.start()
+                return
+            except ServerExited:
+                if fixed or attempt == ATTEMPTS - 1:
+                    raise
+                self.port = free_port()  # taken since it was chosen: try another
+
     def start(self) -> None:
         """Start the process and wait until it, not another server, answers on the port."""
-        process = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = self._launch()
         self.process = process
 
         def ready() -> bool:
             if process.poll() is not None:
                 raise ServerExited(
-                    f"redis-server on port {self.port} exited with status {process.returncode}"
-                    f" while starting: {_log_tail(self.directory / 'redis.log')}"
+                    f"{self.name} on port {self.port} exited with status {process.returncode}"
+                    f" while starting: {_log_tail(self._log())}"
                 )
-            return _server_pid(self.port) == process.pid
+            return self._answers(process.pid)
 
+        what = f"{self.name} on port {self.port} (pid {process.pid})"
         try:
-            wait_until(ready, 10, f"redis-server on port {self.port} (pid {process.pid})")
+            wait_until(ready, self.ready_timeout, what)
         except BaseException:
             self.kill()
             raise
@@ -201,14 +198,64 @@ class RedisServer:
             self.process.wait(10)
         self.process = None
 
-    def stop(self) -> None:
+    def signal_stop(self) -> None:
+        """Ask the server to stop, without waiting (so that several stop together)."""
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+            os.kill(self.process.pid, self.stop_signal)
+
+    def stop(self) -> None:
+        self.signal_stop()
+        if self.process is not None:
             try:
-                self.process.wait(10)
+                self.process.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
         self.process = None
+
+
+class RedisServer(ServerProcess):
+    """One ``redis-server`` process on 127.0.0.1; ``config`` is a file read first (a
+    sentinel's), ``extra`` more command-line options."""
+
+    name = "redis-server"
+
+    def __init__(
+        self, directory: Path, port: int | None = None, *extra: str, config: Path | None = None
+    ) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed; scripts/test.sh installs it")
+        self.binary = binary
+        self.port = port or free_port()
+        self.directory = directory
+        self.extra = extra
+        self.config = config
+        directory.mkdir(parents=True, exist_ok=True)
+        self.start_on_free_port(fixed=port is not None)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        args = [
+            self.binary,
+            *([str(self.config)] if self.config is not None else []),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.directory),
+            "--logfile", str(self._log()),
+            *self.extra,
+        ]  # fmt: skip
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _answers(self, pid: int) -> bool:
+        return _server_pid(self.port) == pid
+
+    def _log(self) -> Path:
+        return self.directory / "redis.log"
 
 
 #: Every Redis Cluster has this many hash slots.
@@ -297,7 +344,6 @@ class RedisCluster:
         self.node_ids: dict[int, str] = {}  # port -> cluster node id
         #: node id -> id of the master it replicates (None for a master), when last settled.
         self._topology: dict[str, str | None] = {}
-        started = time.monotonic()
         try:
             for index in range(masters * (1 + replicas)):
                 self.nodes.append(self._start_node(directory / f"node-{index}"))
@@ -309,8 +355,6 @@ class RedisCluster:
             self.stop()
             raise
         self._topology = self._roles()
-        #: Seconds the constructor took, from the first process to a settled cluster.
-        self.startup_seconds = time.monotonic() - started
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -399,8 +443,7 @@ class RedisCluster:
     def stop(self) -> None:
         """Stop every node by pid (SIGTERM, then SIGKILL if it lingers)."""
         for node in self.nodes:
-            if node.process is not None and node.process.poll() is None:
-                node.process.terminate()
+            node.signal_stop()
         for node in self.nodes:
             node.stop()
 
@@ -488,7 +531,7 @@ def _version(path: str) -> tuple[int, ...]:
     return tuple(int(part) for part in path.split("/")[-2].split(".") if part.isdigit())
 
 
-class PostgresServer:
+class PostgresServer(ServerProcess):
     """One PostgreSQL server on 127.0.0.1, in a fresh data directory, with fsync on.
 
     PostgreSQL refuses to run as root, so when the tests run as root the server (and
@@ -497,6 +540,11 @@ class PostgresServer:
     a DSN for the ``postgres`` superuser, trusted on loopback. ``stop`` is a fast shutdown
     (SIGINT) by pid; ``start`` starts it again on the same port with the same data.
     """
+
+    name = "postgres"
+    stop_signal = signal.SIGINT  # fast shutdown: roll back sessions, checkpoint, exit
+    stop_timeout = 30.0
+    ready_timeout = 60.0
 
     def __init__(self) -> None:
         binaries = postgres_bin()
@@ -511,37 +559,17 @@ class PostgresServer:
         self.log = self.directory / "postgres.log"
         if self.as_user:
             shutil.chown(self.directory, "postgres", "postgres")
-        self.process: subprocess.Popen[bytes] | None = None
         self.port = free_port()
         try:
             self._initdb()
-            for attempt in range(ATTEMPTS):
-                try:
-                    self.start()
-                    return
-                except ServerExited:
-                    if attempt == ATTEMPTS - 1:
-                        raise
-                    self.port = free_port()  # taken since it was chosen: try another
+            self.start_on_free_port()
         except BaseException:
-            self.stop()
-            shutil.rmtree(self.directory, ignore_errors=True)
+            self.remove()
             raise
 
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def version(self) -> str:
-        result = subprocess.run(
-            [str(self.bin / "postgres"), "--version"], capture_output=True, text=True, check=True
-        )
-        return result.stdout.strip()
 
     def _initdb(self) -> None:
         args = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
@@ -553,8 +581,7 @@ class PostgresServer:
         if result.returncode != 0:
             raise RuntimeError(f"initdb failed ({result.returncode}): {result.stderr[-2000:]}")
 
-    def start(self) -> None:
-        """Start the server and wait until it accepts connections on its port."""
+    def _launch(self) -> subprocess.Popen[bytes]:
         args = [
             str(self.bin / "postgres"),
             "-D", str(self.data),
@@ -567,43 +594,16 @@ class PostgresServer:
             "-c", "max_connections=100",
         ]  # fmt: skip
         with self.log.open("ab") as log:
-            process = subprocess.Popen(
+            return subprocess.Popen(
                 args, stdout=log, stderr=log, cwd=self.directory, **self.as_user
             )
-        self.process = process
 
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise ServerExited(
-                    f"postgres on port {self.port} exited with status {process.returncode}"
-                    f" while starting: {_log_tail(self.log)}"
-                )
-            check = [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
-            return subprocess.run(check, check=False, timeout=10).returncode == 0
+    def _answers(self, pid: int) -> bool:
+        check = [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
+        return subprocess.run(check, check=False, timeout=10).returncode == 0
 
-        try:
-            wait_until(ready, 60, f"postgres on port {self.port} (pid {process.pid})")
-        except BaseException:
-            self.kill()
-            raise
-
-    def kill(self) -> None:
-        """Kill the server by pid with SIGKILL, as a crash would, and reap it."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-        self.process = None
-
-    def stop(self) -> None:
-        """Fast shutdown by pid (SIGINT: roll back sessions, checkpoint, exit); SIGKILL if it
-        lingers."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.process = None
+    def _log(self) -> Path:
+        return self.log
 
     def remove(self) -> None:
         """Stop the server and delete its data directory."""
