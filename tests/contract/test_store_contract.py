@@ -107,10 +107,9 @@ def test_apply_many_sees_its_own_earlier_hits(store: Store) -> None:
     assert [d.allowed for d in decisions] == [True, True, False]
 
 
+@pytest.mark.across_slots
 def test_apply_many_all_or_nothing_across_keys(store: Store) -> None:
     """Login throttling: an IP limit and a username limit pass or fail together."""
-    if getattr(store, "clustered", False):
-        pytest.skip("a cluster refuses all_or_nothing across slots: see test_redis_store.py")
     per_ip = Limit(3, 60)
     per_user = Limit(2, 60)
     outcomes = []
