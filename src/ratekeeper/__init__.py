@@ -10,10 +10,12 @@ from ratekeeper.engine import AsyncEngine, Descriptor, Engine, Status, Verdict
 from ratekeeper.errors import (
     ConfigError,
     ConfigStoreError,
+    InvalidInputError,
     InvalidLimitError,
     MissingExtraError,
     RatekeeperError,
     RateLimitExceeded,
+    StoreConfigError,
     StoreError,
 )
 from ratekeeper.limit import Limit
@@ -21,7 +23,7 @@ from ratekeeper.limiter import AsyncLimiter, Limiter
 from ratekeeper.overrides import Override
 from ratekeeper.rates import parse, parse_many, parse_period
 from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
-from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
+from ratekeeper.stores import AsyncStore, Health, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "Decision",
     "Descriptor",
     "Engine",
+    "Health",
+    "InvalidInputError",
     "InvalidLimitError",
     "Limit",
     "Limiter",
@@ -48,6 +52,7 @@ __all__ = [
     "RuleSet",
     "Status",
     "Store",
+    "StoreConfigError",
     "StoreError",
     "Verdict",
     "load_rules",

@@ -2,11 +2,19 @@
 
 RatekeeperError
  ├── InvalidLimitError (also ValueError)   a bad rate string or limit parameter
+ ├── InvalidInputError (also ValueError)   a bad key or cost passed to a decision
  ├── RateLimitExceeded                      a decorated call or acquire() was refused
- ├── StoreError                             a request store failed
+ ├── StoreError                             a request store failed (down, timed out, erred)
+ ├── StoreConfigError (also ValueError)     a request store is misconfigured: a bad URL, bad
+ │                                          credentials, an unknown database
  ├── ConfigError (also ValueError)          a rule file or limit override is invalid
  ├── ConfigStoreError                       the configuration store failed
  └── MissingExtraError (also ImportError)   an optional dependency is not installed
+
+Caller errors (``InvalidLimitError``, ``InvalidInputError``) and misconfiguration
+(``StoreConfigError``) are always raised to the caller. Only ``StoreError`` is a store failure:
+it alone counts toward a store's circuit breaker and is answered by the ``on_store_error``
+policy.
 """
 
 from __future__ import annotations
@@ -23,6 +31,13 @@ class RatekeeperError(Exception):
 
 class InvalidLimitError(RatekeeperError, ValueError):
     """A rate string or limit parameter is invalid; the message names the bad part."""
+
+
+class InvalidInputError(RatekeeperError, ValueError):
+    """A key or cost passed to a decision is invalid; the message names the value.
+
+    Nothing is counted and no state changes: see ``ratekeeper.inputs`` for what is valid.
+    """
 
 
 class RateLimitExceeded(RatekeeperError):
@@ -45,6 +60,15 @@ class RateLimitExceeded(RatekeeperError):
 
 class StoreError(RatekeeperError):
     """A request store could not answer."""
+
+
+class StoreConfigError(RatekeeperError, ValueError):
+    """A request store is misconfigured: a bad URL, bad credentials, an unknown database.
+
+    Raised when the store is opened or first used, never answered by the failure policy: a
+    limiter that cannot reach its store because of its own configuration must say so, not
+    quietly admit everything.
+    """
 
 
 class ConfigError(RatekeeperError, ValueError):

@@ -1,4 +1,5 @@
-"""Every key ratekeeper writes to a shared store is built here.
+"""Every key ratekeeper writes to a shared store, and every identity the engine counts under,
+is built here.
 
 Layout: ``<prefix>:<version>:{<limit id>:<identity>}`` by default, so all the state of one
 limit for one identity lives in one Redis Cluster slot. With ``tag="identity"`` the layout is
@@ -13,6 +14,8 @@ replaced by ``#`` and its SHA-256 (a literal leading ``#`` is escaped too).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from urllib.parse import unquote
 
 from ratekeeper.limit import Limit
 
@@ -44,3 +47,44 @@ def state_key(limit: Limit, identity: str, prefix: str = "rk", tag: str = "limit
     if tag == "identity":
         return f"{prefix}:{VERSION}:{{{escape(identity)}}}:{limit.id}"
     return f"{prefix}:{VERSION}:{{{limit.id}:{escape(identity)}}}"
+
+
+# -- the engine's identities ------------------------------------------------------------------
+
+_ESCAPE_DOMAIN = str.maketrans({"%": "%25", "/": "%2F"})
+_ESCAPE_ENTRY_KEY = str.maketrans({"%": "%25", "|": "%7C", ":": "%3A"})
+_ESCAPE_ENTRY_VALUE = str.maketrans({"%": "%25", "|": "%7C"})
+
+
+def identity(domain: str, key: str) -> str:
+    """The identity the engine counts ``key`` of ``domain`` under: ``<domain>/<key>``.
+
+    ``%`` and ``/`` in the domain are percent-escaped, so that the first ``/`` always ends it
+    and no two ``(domain, key)`` pairs share an identity: ``("a/b", "x:1")`` and
+    ``("a", "b/x:1")`` count apart. The empty domain gives ``/<key>``.
+    """
+    return f"{domain.translate(_ESCAPE_DOMAIN)}/{key}"
+
+
+def descriptor_key(entries: Sequence[tuple[str, str]]) -> str:
+    """The override key of a descriptor: ``key:value`` per entry, joined by ``|``.
+
+    ``[("user", "241531")]`` gives ``user:241531``, the form the source design's per-key
+    configuration uses. ``%``, ``|`` (and ``:`` in keys) are percent-escaped, so no two
+    descriptors share a key.
+    """
+    return "|".join(
+        f"{key.translate(_ESCAPE_ENTRY_KEY)}:{value.translate(_ESCAPE_ENTRY_VALUE)}"
+        for key, value in entries
+    )
+
+
+def descriptor_entries(key: str) -> tuple[tuple[str, str], ...] | None:
+    """The entries whose ``descriptor_key`` is ``key``; None when no descriptor has it."""
+    entries = []
+    for part in key.split("|"):
+        name, colon, value = part.partition(":")
+        if not colon:
+            return None
+        entries.append((unquote(name), unquote(value)))
+    return tuple(entries)

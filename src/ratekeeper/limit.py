@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.algorithms import Algorithm, state_copier, step_function
@@ -17,6 +18,13 @@ CALENDAR_PERIODS = {86_400.0: "day", 604_800.0: "week", 2_592_000.0: "month", 31
 
 #: A bucketed sliding window keeps at most this many sub-buckets per key.
 MAX_BUCKETS = 3_600
+
+#: The largest amount or burst: 2**53 - 1, the largest integer every store counts exactly.
+MAX_AMOUNT = 2**53 - 1
+#: The shortest period, one millisecond, and the longest, 100 years of 365 days: every store
+#: can then express a key's time to live, and every rate is a finite number.
+MIN_PERIOD = 0.001
+MAX_PERIOD = 100 * 31_536_000.0
 
 _BURST = frozenset(
     {Algorithm.TOKEN_BUCKET, Algorithm.GCRA, Algorithm.LEAKY_BUCKET, Algorithm.LEAKY_SHAPER}
@@ -104,27 +112,35 @@ class Limit:
             raise InvalidLimitError(
                 f"unknown algorithm {algorithm!r}; expected one of: {names}"
             ) from None
-        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-            raise InvalidLimitError(f"amount must be a positive integer, not {amount!r}")
+        amount = _count("amount", amount)
         if isinstance(period, str):
             from ratekeeper.rates import parse_period
 
             period = parse_period(period)
-        if isinstance(period, bool) or not isinstance(period, int | float) or not period > 0:
-            raise InvalidLimitError(f"period must be positive seconds, not {period!r}")
+        if (
+            isinstance(period, bool)
+            or not isinstance(period, int | float)
+            or not MIN_PERIOD <= period <= MAX_PERIOD
+        ):
+            raise InvalidLimitError(
+                f"period must be finite seconds from {MIN_PERIOD:g} to {MAX_PERIOD:g}, "
+                f"not {period!r}"
+            )
         period = float(period)
         capacity = amount
         if burst is not None:
             if algorithm not in _BURST:
                 raise InvalidLimitError(f"burst does not apply to {algorithm.value}")
-            if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-                raise InvalidLimitError(f"burst must be a positive integer, not {burst!r}")
-            capacity = burst
+            capacity = burst = _count("burst", burst)
         bucket = 0.0
         if algorithm is Algorithm.BUCKETED_WINDOW:
             bucket = period / 60 if granularity is None else granularity
-            if isinstance(bucket, bool) or not isinstance(bucket, int | float):
-                raise InvalidLimitError(f"granularity must be seconds, not {granularity!r}")
+            if (
+                isinstance(bucket, bool)
+                or not isinstance(bucket, int | float)
+                or not isfinite(bucket)
+            ):
+                raise InvalidLimitError(f"granularity must be finite seconds, not {granularity!r}")
             bucket = float(bucket)
             if not 0 < bucket <= period:
                 raise InvalidLimitError(
@@ -182,6 +198,16 @@ class Limit:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Limit is immutable; cannot set {name!r}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.amount, self.period, self.algorithm.value, self._params()))
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, name)
+            for name in ("burst", "granularity", "calendar", "partial")
+            if getattr(self, name) not in (None, False)
+        }
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Limit) and other.id == self.id
 
@@ -189,12 +215,19 @@ class Limit:
         return hash(self.id)
 
     def __repr__(self) -> str:
-        extras = "".join(
-            f", {name}={getattr(self, name)!r}"
-            for name in ("burst", "granularity", "calendar", "partial")
-            if getattr(self, name) not in (None, False)
-        )
+        extras = "".join(f", {name}={value!r}" for name, value in self._params().items())
         return f"Limit({self.amount}, {self.period:g}, {self.algorithm.value!r}{extras})"
 
     def __str__(self) -> str:
         return f"{self.amount}/{self.period:g}s ({self.algorithm.value})"
+
+
+def _count(name: str, value: Any) -> int:
+    """An amount or burst: an ``int`` (not ``bool``) from 1 to ``MAX_AMOUNT``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_AMOUNT:
+        raise InvalidLimitError(f"{name} must be an integer from 1 to {MAX_AMOUNT}, not {value!r}")
+    return int(value)
+
+
+def _rebuild(amount: int, period: float, algorithm: str, params: dict[str, Any]) -> Limit:
+    return Limit(amount, period, algorithm, **params)

@@ -16,7 +16,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
-from ratekeeper.errors import RateLimitExceeded
+from ratekeeper.errors import InvalidInputError, InvalidLimitError, RateLimitExceeded
+from ratekeeper.inputs import check_cost
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Hit, Store, open_async_store, open_store
@@ -33,9 +34,17 @@ HitLike = tuple[str, LimitLike] | tuple[str, LimitLike, int]
 KeyLike = str | Callable[..., str] | None
 
 
+#: How often a concurrency waiter looks for a freed slot: from the first to the last, doubling.
+POLL = (0.005, 0.05)
+
+
 def _limits(limit: LimitLike, algorithm: Algorithm) -> tuple[Limit, ...]:
     if isinstance(limit, Limit):
         return (limit,)
+    if not isinstance(limit, str):
+        raise InvalidLimitError(
+            f"a limit is a Limit or a rate string such as '10/minute', not {limit!r}"
+        )
     if algorithm is Algorithm.FIXED_WINDOW:
         return cached(limit)
     return tuple(Limit(one.amount, one.period, algorithm) for one in cached(limit))
@@ -51,9 +60,46 @@ def _single(limit: LimitLike, algorithm: Algorithm) -> Limit:
 def _expand(hits: Iterable[HitLike], algorithm: Algorithm) -> list[Hit]:
     batch: list[Hit] = []
     for hit in hits:
+        if not isinstance(hit, tuple | list) or len(hit) not in (2, 3):
+            raise InvalidInputError(f"each hit is (key, limit) or (key, limit, cost), not {hit!r}")
         key, limit, cost = hit if len(hit) == 3 else (*hit, 1)
         batch.extend((key, one, cost) for one in _limits(limit, algorithm))
     return batch
+
+
+def _timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+        raise ValueError(f"timeout must be None or seconds >= 0, not {timeout!r}")
+    return float(timeout)
+
+
+def _give_up(
+    decision: Decision, limit: Limit, cost: int, waited: float, timeout: float | None
+) -> bool:
+    """Whether ``acquire`` stops waiting after the refusal ``decision``.
+
+    A concurrency slot may be released at any moment, so its waiter waits out its timeout;
+    every other algorithm says when the hit could pass (``retry_after``).
+    """
+    if cost > limit.capacity:
+        return True
+    if timeout is None:
+        return False
+    if limit.algorithm is Algorithm.CONCURRENCY:
+        return waited >= timeout
+    return waited + decision.retry_after > timeout
+
+
+def _pause(
+    decision: Decision, limit: Limit, poll: float, waited: float, timeout: float | None
+) -> float:
+    """How long ``acquire`` sleeps after the refusal ``decision`` before it tries again."""
+    if limit.algorithm is not Algorithm.CONCURRENCY:
+        return decision.retry_after
+    pause = min(poll, decision.retry_after)
+    return pause if timeout is None else min(pause, timeout - waited)
 
 
 def _refusal(decisions: list[Decision]) -> Decision | None:
@@ -139,24 +185,30 @@ class Limiter:
     ) -> Decision:
         """Wait until a hit is allowed, then return its decision.
 
-        Paces callers: each retry sleeps exactly ``retry_after``, and an admitted shaper hit
-        sleeps its ``delay``. Raises ``RateLimitExceeded`` as soon as it is clear the hit cannot
-        be allowed within ``timeout`` seconds (``None`` waits as long as it takes).
+        A refused hit is retried after its ``retry_after``, and an admitted shaper hit sleeps
+        its ``delay``. How evenly waiting callers then pass depends on the algorithm: ``gcra``,
+        ``leaky_bucket``, ``leaky_shaper`` and ``token_bucket`` space them out; a window
+        (``fixed_window`` and the sliding windows) lets them through in a burst when it frees
+        up. A concurrency slot is looked for every few milliseconds (``POLL``), so a waiter
+        gets it soon after a holder releases it. Raises ``RateLimitExceeded`` as soon as it is
+        clear the hit cannot be allowed within ``timeout`` seconds (``None`` waits as long as
+        it takes; a cost above the limit's capacity never fits).
         """
         limit = _single(limit, self.algorithm)
-        waited = 0.0
+        cost, timeout = check_cost(cost), _timeout(timeout)
+        waited, poll = 0.0, POLL[0]
         while True:
             decision = self.store.apply(key, limit, cost)
             if decision.allowed:
                 if decision.delay > 0.0:
                     self._sleep(decision.delay)
                 return decision
-            if cost > limit.capacity or (
-                timeout is not None and waited + decision.retry_after > timeout
-            ):
+            if _give_up(decision, limit, cost, waited, timeout):
                 raise RateLimitExceeded(decision, key)
-            self._sleep(decision.retry_after)
-            waited += decision.retry_after
+            pause = _pause(decision, limit, poll, waited, timeout)
+            self._sleep(pause)
+            waited += pause
+            poll = min(poll * 2, POLL[1])
 
     def limit(
         self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
@@ -166,9 +218,11 @@ class Limiter:
         ``key`` is a fixed string or a function of the call's arguments; by default all calls
         to the function share one key. A refused call raises ``RateLimitExceeded`` carrying
         ``retry_after``. ``limit`` may hold several limits (``"100/day; 10/minute"``): a call
-        passes only if all allow, and a refused call consumes nothing.
+        passes only if all allow, and a refused call consumes nothing. A bad ``limit`` or
+        ``cost`` raises here, when the function is decorated.
         """
         limits = _limits(limit, self.algorithm)
+        cost = check_cost(cost)
 
         def decorate(function: Callable[P, R]) -> Callable[P, R]:
             key_of = _key_function(key, function)
@@ -206,16 +260,18 @@ class Limiter:
     ) -> Iterator[Decision]:
         """Hold one slot of a concurrency limit for the ``with`` block.
 
-        Waits up to ``timeout`` seconds for a slot (0, the default, does not wait) and raises
-        ``RateLimitExceeded`` if none frees up. The slot is released when the block exits; a
-        holder that dies without releasing loses its slot after the limit's lease TTL.
+        Waits up to ``timeout`` seconds for a slot (0, the default, does not wait; ``None``
+        waits as long as it takes) and raises ``RateLimitExceeded`` if none frees up; a waiter
+        gets a slot within a few milliseconds of its release, from any process sharing the
+        store. The slot is released when the block exits; a holder that dies without releasing
+        loses its slot after the limit's lease TTL.
         """
         limit = _concurrency_limit(limit)
         decision = self.acquire(key, limit, 1, timeout)
         try:
             yield decision
         finally:
-            self.store.apply(key, limit, -1)
+            self.store.release(key, limit, 1)
 
 
 class AsyncLimiter:
@@ -275,25 +331,27 @@ class AsyncLimiter:
     ) -> Decision:
         """Wait until a hit is allowed, then return its decision; see ``Limiter.acquire``."""
         limit = _single(limit, self.algorithm)
-        waited = 0.0
+        cost, timeout = check_cost(cost), _timeout(timeout)
+        waited, poll = 0.0, POLL[0]
         while True:
             decision = await self.store.apply(key, limit, cost)
             if decision.allowed:
                 if decision.delay > 0.0:
                     await self._sleep(decision.delay)
                 return decision
-            if cost > limit.capacity or (
-                timeout is not None and waited + decision.retry_after > timeout
-            ):
+            if _give_up(decision, limit, cost, waited, timeout):
                 raise RateLimitExceeded(decision, key)
-            await self._sleep(decision.retry_after)
-            waited += decision.retry_after
+            pause = _pause(decision, limit, poll, waited, timeout)
+            await self._sleep(pause)
+            waited += pause
+            poll = min(poll * 2, POLL[1])
 
     def limit(
         self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
     ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
         """Decorate an async function so each call counts as a hit; see ``Limiter.limit``."""
         limits = _limits(limit, self.algorithm)
+        cost = check_cost(cost)
 
         def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             if not inspect.iscoroutinefunction(function):
@@ -328,4 +386,4 @@ class AsyncLimiter:
         try:
             yield decision
         finally:
-            await self.store.apply(key, limit, -1)
+            await self.store.release(key, limit, 1)

@@ -14,7 +14,7 @@ import pytest
 from ratekeeper import Limit, MemoryStore
 from ratekeeper.config import open_config_store
 from ratekeeper.engine import UNLIMITED, AsyncEngine, Descriptor, Engine, descriptor_key
-from ratekeeper.engine.plans import descriptor_entries
+from ratekeeper.keys import descriptor_entries
 from ratekeeper.overrides import Override
 from ratekeeper.rules import parse_rules
 from ratekeeper.stores.memory import AsyncMemoryStore
@@ -291,3 +291,25 @@ def test_a_named_change_drops_only_the_plans_of_its_key(tmp_path: Path, store: M
         assert engine.decide("user:alice", cost=0).limit == 3
     finally:
         engine.close()
+
+
+def test_a_domain_and_a_key_never_run_into_each_other(store: MemoryStore) -> None:
+    one = Limit(1, 60)
+    engine = Engine(store)
+    request = [Descriptor((("x", "1"),), one)]
+    assert engine.check("a/b", request).allowed
+    assert engine.check("a", [Descriptor((("b/x", "1"),), one)]).allowed  # counted apart
+    assert not engine.check("a/b", request).allowed
+    plain, scoped = Engine(store, default=one), Engine(store, default=one, domain="a")
+    assert plain.is_allowed("a/b")
+    assert scoped.is_allowed("b")  # not "a/b" of the engine without a domain
+    assert not plain.is_allowed("a/b") and not scoped.is_allowed("b")
+
+
+def test_identities_are_built_in_one_place() -> None:
+    from ratekeeper.keys import identity
+
+    assert identity("a/b", "x:1") != identity("a", "b/x:1")
+    assert identity("", "a/b") != identity("a", "b")
+    assert identity("api", "user:1") == "api/user:1"
+    assert identity("10%/x", "k") == "10%25%2Fx/k"

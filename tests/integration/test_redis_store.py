@@ -10,7 +10,15 @@ import pytest
 import redis
 import redis.asyncio
 
-from ratekeeper import AsyncLimiter, Limit, Limiter, StoreError, open_async_store, open_store
+from ratekeeper import (
+    AsyncLimiter,
+    Limit,
+    Limiter,
+    StoreConfigError,
+    StoreError,
+    open_async_store,
+    open_store,
+)
 from ratekeeper.stores.overlimit import OverLimitCache
 from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
 from ratekeeper.stores.resilience import AsyncResilient, Resilient
@@ -138,8 +146,15 @@ def test_open_store_by_url_wraps_the_policy(redis_server: RedisServer) -> None:
 def test_a_bad_url_is_refused() -> None:
     with pytest.raises(ValueError, match="expected host:port in a store URL, not 'nohost'"):
         open_store("redis+cluster://nohost")
-    with pytest.raises(ValueError, match="a sentinel URL names its service"):
+    with pytest.raises(
+        StoreConfigError, match=r"expected redis\+sentinel://host:port,\.\.\./service"
+    ):
         open_store("redis+sentinel://127.0.0.1:26379")
+    with pytest.raises(StoreConfigError, match=r"unknown store URL 'mysql://u:\*\*\*@db/x'"):
+        open_store("mysql://u:secret@db/x")
+    with pytest.raises(StoreConfigError, match="path is a database number") as info:
+        open_store("redis://:secret@127.0.0.1:6379/zero")
+    assert "secret" not in str(info.value)
 
 
 def test_the_hiredis_packer_packs_as_redis_py_does(redis_server: RedisServer) -> None:

@@ -42,14 +42,36 @@ def test_calendar_units() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"amount": 0, "period": 1}, "amount must be a positive integer, not 0"),
-        ({"amount": 1.5, "period": 1}, "amount must be a positive integer, not 1.5"),
-        ({"amount": True, "period": 1}, "amount must be a positive integer, not True"),
-        ({"amount": 1, "period": 0}, "period must be positive seconds, not 0"),
-        ({"amount": 1, "period": -5}, "period must be positive seconds, not -5"),
+        ({"amount": 0, "period": 1}, "amount must be an integer from 1 to 9007199254740991, not 0"),
+        ({"amount": 1.5, "period": 1}, "amount must be an integer from 1 to .*, not 1.5"),
+        ({"amount": True, "period": 1}, "amount must be an integer from 1 to .*, not True"),
+        (
+            {"amount": 2**53, "period": 1},
+            "amount must be an integer from 1 to .*, not 9007199254740992",
+        ),
+        ({"amount": 1, "period": 0}, r"period must be finite seconds from 0.001 to 3.1536e\+09"),
+        ({"amount": 1, "period": -5}, "period must be finite seconds .*, not -5"),
+        ({"amount": 1, "period": float("inf")}, "period must be finite seconds .*, not inf"),
+        ({"amount": 1, "period": float("nan")}, "period must be finite seconds .*, not nan"),
+        ({"amount": 1, "period": 0.0001}, "period must be finite seconds .*, not 0.0001"),
+        ({"amount": 1, "period": 1e300}, "period must be finite seconds .*, not 1e"),
+        ({"amount": 1, "period": "1.5"}, "invalid period '1.5'"),
         ({"amount": 1, "period": 1, "algorithm": "magic"}, "unknown algorithm 'magic'"),
         ({"amount": 1, "period": 1, "burst": 5}, "burst does not apply to fixed_window"),
-        ({"amount": 1, "period": 1, "algorithm": "gcra", "burst": 0}, "burst must be a positive"),
+        ({"amount": 1, "period": 1, "algorithm": "gcra", "burst": 0}, "burst must be an integer"),
+        (
+            {"amount": 1, "period": 1, "algorithm": "gcra", "burst": float("inf")},
+            "burst must be an integer from 1 to .*, not inf",
+        ),
+        (
+            {
+                "amount": 1,
+                "period": 60,
+                "algorithm": "bucketed_window",
+                "granularity": float("nan"),
+            },
+            "granularity must be finite seconds, not nan",
+        ),
         ({"amount": 1, "period": 1, "granularity": 1}, "granularity does not apply"),
         (
             {"amount": 1, "period": 60, "algorithm": "bucketed_window", "granularity": 120},

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import pytest
 
-from ratekeeper import Decision, Limit, MemoryStore, StoreError
+from ratekeeper import (
+    Decision,
+    Health,
+    InvalidInputError,
+    Limit,
+    MemoryStore,
+    StoreConfigError,
+    StoreError,
+)
 from ratekeeper.stores.memory import Hit
 from ratekeeper.stores.resilience import CircuitBreaker, Resilient
 from ratekeeper.testing import FakeClock
@@ -15,17 +24,18 @@ LIMIT = Limit(2, 60, "gcra")
 
 
 class Flaky:
-    """A real MemoryStore that raises StoreError while ``down``; counts the calls it gets."""
+    """A real MemoryStore that raises ``failure`` while ``down``; counts the calls it gets."""
 
     def __init__(self) -> None:
         self.inner = MemoryStore()
         self.down = False
+        self.failure: Exception = StoreError("down")
         self.calls = 0
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         self.calls += 1
         if self.down:
-            raise StoreError("down")
+            raise self.failure
         return self.inner.apply(key, limit, cost, now)
 
     def apply_many(
@@ -33,11 +43,20 @@ class Flaky:
     ) -> list[Decision]:
         self.calls += 1
         if self.down:
-            raise StoreError("down")
+            raise self.failure
         return self.inner.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
+
+    def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
+        self.calls += 1
+        if self.down:
+            raise self.failure
+        return self.inner.release(key, limit, slots, now)
 
     def reset(self, key: str, limit: Limit) -> None:
         self.inner.reset(key, limit)
+
+    def ping(self) -> Health:
+        return Health(False, error="down") if self.down else Health(True)
 
 
 def resilient(policy: str, clock: FakeClock) -> tuple[Resilient, Flaky]:
@@ -115,3 +134,101 @@ def test_breaker_alone(clock: FakeClock) -> None:
     assert not breaker.allows_call()  # only one at a time
     breaker.succeeded()
     assert breaker.allows_call()
+
+
+@pytest.mark.parametrize("policy", ["allow", "deny", "local"])
+def test_a_callers_mistakes_never_open_the_breaker(clock: FakeClock, policy: str) -> None:
+    store, _ = resilient(policy, clock)
+    full = Limit(1, 3600)
+    assert store.apply("over", full).allowed
+    for _ in range(10):
+        with pytest.raises(InvalidInputError):
+            store.apply("k", LIMIT, -1000)
+        with pytest.raises(InvalidInputError):
+            store.apply_many([("k", LIMIT, 1), ("", LIMIT, 1)])
+    assert store.breaker.state == "closed" and store.breaker.failures_total == 0
+    decision = store.apply("over", full)  # a key over its limit stays refused, not degraded
+    assert not decision.allowed and not decision.degraded
+
+
+def test_a_bad_hit_is_refused_by_the_policy_too_while_the_store_is_down(clock: FakeClock) -> None:
+    store, flaky = resilient("allow", clock)
+    flaky.down = True
+    for _ in range(3):
+        store.apply("k", LIMIT)
+    assert store.breaker.state == "open"
+    with pytest.raises(InvalidInputError):
+        store.apply("k", LIMIT, -5)  # answered by the policy, never admitted
+    with pytest.raises(InvalidInputError):
+        store.apply_many([("k", LIMIT, float("nan"))])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("policy", ["allow", "deny", "local"])
+def test_a_misconfigured_store_raises_under_every_policy(clock: FakeClock, policy: str) -> None:
+    store, flaky = resilient(policy, clock)
+    flaky.down = True
+    flaky.failure = StoreConfigError("redis is misconfigured: WRONGPASS")
+    for _ in range(5):
+        with pytest.raises(StoreConfigError, match="WRONGPASS"):
+            store.apply("k", LIMIT)
+    assert store.breaker.state == "closed" and store.policy.errors == 0
+
+
+def test_a_caller_error_during_the_probe_does_not_wedge_the_breaker(clock: FakeClock) -> None:
+    store, flaky = resilient("allow", clock)
+    flaky.down = True
+    for _ in range(3):
+        store.apply("k", LIMIT)
+    clock.advance(1.0)
+    flaky.down = False
+    flaky.failure = StoreConfigError("bad")
+    flaky.down = True
+    with pytest.raises(StoreConfigError):
+        store.apply("k", LIMIT)  # took the probe, raised a configuration error
+    flaky.down = False
+    assert not store.apply("k", LIMIT).degraded  # the next call may probe, and closes it
+
+
+def test_every_transition_is_logged_counted_and_seen_by_ping(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, flaky = resilient("allow", clock)
+    assert store.ping() == Health(True, "closed", None, 0, 0, 0)
+    caplog.set_level(logging.INFO, logger="ratekeeper.store")
+    flaky.down = True
+    for _ in range(4):
+        store.apply("k", LIMIT)
+    health = store.ping()
+    assert (health.ok, health.breaker, health.failures, health.opened) == (False, "open", 3, 1)
+    assert health.degraded == 4 and health.error == "down"
+    clock.advance(1.0)
+    assert store.ping().breaker == "half-open"
+    store.apply("k", LIMIT)  # the probe fails
+    flaky.down = False
+    clock.advance(1.0)
+    store.apply("k", LIMIT)  # the probe succeeds
+    health = store.ping()
+    assert (health.ok, health.breaker, health.failures, health.opened) == (True, "closed", 4, 1)
+    messages = [record.getMessage() for record in caplog.records]
+    assert [message.split(";")[0].split(" (")[0] for message in messages] == [
+        "request store failed 3 times in a row",
+        "request store: circuit half-open, probing the store",
+        "request store still failing",
+        "request store: circuit half-open, probing the store",
+        "request store is back",
+    ]
+
+
+def test_a_release_goes_to_the_store_else_to_the_local_policy(clock: FakeClock) -> None:
+    slots = Limit(1, 60, "concurrency")
+    store, flaky = resilient("local", clock)
+    assert store.apply("jobs", slots).allowed
+    assert store.release("jobs", slots).granted == 1
+    flaky.down = True
+    for _ in range(3):
+        store.apply("x", LIMIT)
+    assert store.apply("jobs", slots).degraded  # the local store holds this slot now
+    assert not store.apply("jobs", slots).allowed
+    released = store.release("jobs", slots)
+    assert released.degraded and released.granted == 1
+    assert store.apply("jobs", slots).allowed

@@ -356,7 +356,7 @@ def test_empty_rule_set() -> None:
         ),
         (
             "{unit: second, requests_per_unit: 3, algorithm: token_bucket, burst: 0}",
-            "burst must be a positive integer, not 0",
+            "burst must be an integer from 1 to 9007199254740991, not 0",
         ),
         (
             "{unit: second, requests_per_unit: 3, calendar: 1}",

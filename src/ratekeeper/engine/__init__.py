@@ -7,8 +7,8 @@ these calls.
 """
 
 from ratekeeper.engine.core import AsyncEngine, Engine
-from ratekeeper.engine.plans import descriptor_key
 from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Status, Verdict
+from ratekeeper.keys import descriptor_key
 
 __all__ = [
     "UNLIMITED",

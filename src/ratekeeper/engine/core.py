@@ -16,6 +16,7 @@ from ratekeeper.decision import Decision
 from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, verdict
 from ratekeeper.engine.reload import RuleWatcher
 from ratekeeper.engine.verdict import Descriptor, Entry, Verdict, unlimited
+from ratekeeper.inputs import MAX_COST, check_cost, check_hit
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
@@ -53,6 +54,10 @@ def _default(default: Limit | str | None) -> Limit | None:
     if len(limits) != 1:
         raise ValueError(f"the default limit must be one limit, not {default!r}")
     return limits[0]
+
+
+#: The classes of descriptor lists the one-descriptor fast path of ``check`` takes.
+_SEQUENCES = (list, tuple)
 
 
 class _Core:
@@ -154,7 +159,18 @@ class Engine(_Core):
     _apply: Callable[..., Decision]
 
     def decide(self, key: str, cost: int = 1) -> Decision:
-        """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
+        """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
+
+        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``.
+        """
+        if (
+            key.__class__ is not str
+            or cost.__class__ is not int
+            or not 0 <= cost <= MAX_COST
+            or not key.isascii()
+            or not key
+        ):
+            key, cost = check_hit(key, cost)
         plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
         if plan is not None:
             try:  # noqa: SIM105 - suppress() costs a context manager on every hit
@@ -185,15 +201,18 @@ class Engine(_Core):
         applied in one store call, and the verdict is allowed unless a descriptor is over its
         limit outside shadow mode. ``hits`` is each descriptor's cost (0 only looks). As in
         Envoy, every limit counts even when another refuses; with ``all_or_nothing`` none
-        consumes unless all allow.
+        consumes unless all allow. Everything given is checked before anything is counted
+        (``plans.requests``): a bad value raises ``InvalidInputError``.
         """
-        if len(descriptors) == 1 and not all_or_nothing:
+        if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
+            hits = check_cost(hits)
+        if descriptors.__class__ in _SEQUENCES and len(descriptors) == 1 and not all_or_nothing:
             plan = self._single(domain, descriptors)
             if plan is not None:
                 if plan.limit is None:
                     return single(plan, None)
                 return single(plan, self._apply(plan.identity, plan.limit, hits, None))
-        plans, batch = prepare(self.planner, domain, requests(descriptors, hits))
+        plans, batch = prepare(self.planner, domain, requests(domain, descriptors, hits))
         if len(batch) == 1 and not all_or_nothing:
             decisions = [self._apply(*batch[0])]
         else:
@@ -218,7 +237,18 @@ class AsyncEngine(_Core):
     _apply: Callable[..., Awaitable[Decision]]
 
     async def decide(self, key: str, cost: int = 1) -> Decision:
-        """Count a hit of ``cost`` on ``key`` under its override, else the default limit."""
+        """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
+
+        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``.
+        """
+        if (
+            key.__class__ is not str
+            or cost.__class__ is not int
+            or not 0 <= cost <= MAX_COST
+            or not key.isascii()
+            or not key
+        ):
+            key, cost = check_hit(key, cost)
         plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
         if plan is not None:
             try:  # noqa: SIM105 - suppress() costs a context manager on every hit
@@ -244,13 +274,15 @@ class AsyncEngine(_Core):
         all_or_nothing: bool = False,
     ) -> Verdict:
         """Decide one request of ``domain`` with Envoy's rate-limit semantics; see ``Engine``."""
-        if len(descriptors) == 1 and not all_or_nothing:
+        if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
+            hits = check_cost(hits)
+        if descriptors.__class__ in _SEQUENCES and len(descriptors) == 1 and not all_or_nothing:
             plan = self._single(domain, descriptors)
             if plan is not None:
                 if plan.limit is None:
                     return single(plan, None)
                 return single(plan, await self._apply(plan.identity, plan.limit, hits, None))
-        batch_requests = requests(descriptors, hits)
+        batch_requests = requests(domain, descriptors, hits)
         if self.config is not None:
             for entries in self.planner.missing(domain, batch_requests):
                 await self._load(self.planner.load_descriptor, domain, entries)

@@ -13,17 +13,18 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import unquote
 
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
-from ratekeeper.errors import ConfigStoreError
+from ratekeeper.errors import ConfigStoreError, InvalidInputError
+from ratekeeper.inputs import check_cost, check_key, check_text
+from ratekeeper.keys import descriptor_entries, descriptor_key, identity
+from ratekeeper.limit import Limit
 from ratekeeper.rules.matching import replaced_names
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
     from ratekeeper.decision import Decision
-    from ratekeeper.limit import Limit
     from ratekeeper.rules import Rule, RuleSet
     from ratekeeper.stores import Hit
 
@@ -34,35 +35,8 @@ _new = tuple.__new__
 #: How long the engine leaves a failed configuration store alone before trying it again.
 RETRY_AFTER_ERROR = 1.0
 
-_ESCAPE_KEY = str.maketrans({"%": "%25", "|": "%7C", ":": "%3A"})
-_ESCAPE_VALUE = str.maketrans({"%": "%25", "|": "%7C"})
-
-
-def descriptor_key(entries: Sequence[Entry]) -> str:
-    """The override key of a descriptor: ``key:value`` per entry, joined by ``|``.
-
-    ``[("user", "241531")]`` gives ``user:241531``, the form the source design's per-key
-    configuration uses. ``%``, ``|`` (and ``:`` in keys) are percent-escaped, so no two
-    descriptors share a key.
-    """
-    return "|".join(
-        f"{key.translate(_ESCAPE_KEY)}:{value.translate(_ESCAPE_VALUE)}" for key, value in entries
-    )
-
-
 #: One descriptor of a check, normalised: ``(entries, limit sent with it, cost)``.
 Request = tuple[tuple[Entry, ...], "Limit | None", int]
-
-
-def descriptor_entries(key: str) -> tuple[Entry, ...] | None:
-    """The entries whose ``descriptor_key`` is ``key``; None when no descriptor has it."""
-    entries = []
-    for part in key.split("|"):
-        name, colon, value = part.partition(":")
-        if not colon:
-            return None
-        entries.append((unquote(name), unquote(value)))
-    return tuple(entries)
 
 
 class Plan(NamedTuple):
@@ -117,14 +91,12 @@ class Planner:
 
     def load_key(self, key: str) -> Plan:
         domain = self.domain
-        identity = f"{domain}/{key}" if domain else key
-        return self._load(key, domain, key, identity, None, self.default)
+        return self._load(key, domain, key, identity(domain, key), None, self.default)
 
     def load_descriptor(self, domain: str, entries: tuple[Entry, ...]) -> Plan:
         key = descriptor_key(entries)
-        identity = f"{domain}/{key}" if domain else key
         rule = self.rules.match(domain, entries)
-        return self._load((domain, entries), domain, key, identity, rule, None)
+        return self._load((domain, entries), domain, key, identity(domain, key), rule, None)
 
     def missing(self, domain: str, requests: list[Request]) -> list[tuple[Entry, ...]]:
         """The entries of ``requests`` whose plans are not cached (the async engine loads them
@@ -141,7 +113,7 @@ class Planner:
         slot: Hashable,
         domain: str,
         key: str,
-        identity: str,
+        counted_as: str,
         rule: Rule | None,
         fallback: Limit | None,
     ) -> Plan:
@@ -166,11 +138,11 @@ class Planner:
                     if stale is not None:
                         return stale
         if override is not None:
-            plan = Plan(identity, override.limit, rule, True)
+            plan = Plan(counted_as, override.limit, rule, True)
         elif rule is not None:
-            plan = Plan(identity, rule.limit, rule, False)
+            plan = Plan(counted_as, rule.limit, rule, False)
         else:
-            plan = Plan(identity, fallback, None, False)
+            plan = Plan(counted_as, fallback, None, False)
         if self.clock() >= self._config_down_until:
             self.cache.put(slot, plan)  # a plan made without the store is not kept
         return plan
@@ -187,20 +159,47 @@ class Planner:
             self.cache.discard((domain, entries))  # check(domain, [entries])
 
 
-def requests(descriptors: Sequence[Descriptor | Sequence[Entry]], hits: int) -> list[Request]:
-    """Each descriptor as ``(entries, limit, cost)``, its entries a hashable tuple."""
+def requests(
+    domain: str, descriptors: Sequence[Descriptor | Sequence[Entry]], hits: int
+) -> list[Request]:
+    """Each descriptor as ``(entries, limit, cost)``, its entries a hashable tuple.
+
+    Everything is checked here, once, before anything is counted: the domain is a string; each
+    descriptor is a ``Descriptor`` or a sequence of ``(key, value)`` string pairs (keys
+    non-empty); a limit sent with one is a ``Limit``; costs are valid (``ratekeeper.inputs``).
+    Raises ``InvalidInputError`` naming the bad value.
+    """
+    check_text(domain, "domain")
+    given: Any = descriptors  # typed for callers; checked as anything
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+        raise InvalidInputError(f"descriptors must be a list of descriptors, not {descriptors!r}")
+    if not descriptors:
+        raise InvalidInputError("a check needs at least one descriptor")
+    hits = check_cost(hits)
     result: list[Request] = []
     entries: Any
     for descriptor in descriptors:
         if isinstance(descriptor, Descriptor):
             entries, limit, given = descriptor
-            cost = hits if given is None else given
+            cost = hits if given is None else check_cost(given)
+            if limit is not None and not isinstance(limit, Limit):
+                raise InvalidInputError(f"a descriptor's limit must be a Limit, not {limit!r}")
         else:
             entries, limit, cost = descriptor, None, hits
-        if entries.__class__ is not tuple or (entries and entries[0].__class__ is not tuple):
-            entries = tuple((key, value) for key, value in entries)
-        result.append((entries, limit, cost))
+        result.append((_entries(entries), limit, cost))
     return result
+
+
+def _entries(entries: Any) -> tuple[Entry, ...]:
+    if isinstance(entries, str | bytes) or not isinstance(entries, Sequence):
+        raise InvalidInputError(f"a descriptor is a list of (key, value) entries, not {entries!r}")
+    checked = []
+    for entry in entries:
+        if isinstance(entry, str | bytes) or not isinstance(entry, Sequence) or len(entry) != 2:
+            raise InvalidInputError(f"a descriptor entry is a (key, value) pair, not {entry!r}")
+        key, value = entry
+        checked.append((check_key(key, "descriptor key"), check_text(value, "descriptor value")))
+    return tuple(checked)
 
 
 def prepare(planner: Planner, domain: str, requests: list[Request]) -> tuple[list[Plan], list[Hit]]:
@@ -211,8 +210,7 @@ def prepare(planner: Planner, domain: str, requests: list[Request]) -> tuple[lis
     cached = planner.cache.get
     for entries, limit, _ in requests:
         if limit is not None:
-            key = descriptor_key(entries)
-            plan = Plan(f"{domain}/{key}" if domain else key, limit, None, False)
+            plan = Plan(identity(domain, descriptor_key(entries)), limit, None, False)
         else:
             plan = cached((domain, entries)) or planner.load_descriptor(domain, entries)
             if plan.rule is not None and plan.rule.replaces:

@@ -1,7 +1,8 @@
 """Request stores: where the live state of every limit is kept.
 
-A store exposes one atomic read-modify-write primitive, ``apply``, plus ``apply_many`` and
-``reset``. Stores are chosen by URL through one registry, ``open_store``.
+A store exposes one atomic read-modify-write primitive, ``apply``, plus ``apply_many``,
+``release``, ``reset`` and ``ping``. Stores are chosen by URL through one registry,
+``open_store``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ratekeeper.decision import Decision
+from ratekeeper.errors import StoreConfigError
 from ratekeeper.limit import Limit
+from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import AsyncMemoryStore, Hit, MemoryStore
+from ratekeeper.stores.urls import redacted
 
-__all__ = ["AsyncStore", "Hit", "Store", "open_async_store", "open_store"]
+__all__ = ["AsyncStore", "Health", "Hit", "Store", "open_async_store", "open_store"]
 
 
 class Store(Protocol):
@@ -24,8 +28,14 @@ class Store(Protocol):
     state and returns the ``Decision``; ``now`` (seconds since the epoch) defaults to the store's
     clock. ``apply_many(hits, all_or_nothing=False, now=None)`` applies ``(key, limit, cost)``
     triples atomically as one batch; with ``all_or_nothing`` nothing is consumed unless every
-    hit is allowed. ``reset(key, limit)`` forgets the key's state; ``close()`` releases
-    connections.
+    hit is allowed. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots``
+    leases of a concurrency limit, the earliest-expiring first (its decision's ``granted`` is
+    the number released). ``reset(key, limit)`` forgets the key's state. ``ping()`` says
+    whether the store answers now, as a ``Health``. ``close()`` releases connections.
+
+    Keys and costs are checked before anything is counted (``ratekeeper.inputs``): a bad one
+    raises ``InvalidInputError``. A store that fails raises ``StoreError``; one that is
+    misconfigured raises ``StoreConfigError``, also when opened through a failure policy.
     """
 
     def apply(
@@ -36,7 +46,13 @@ class Store(Protocol):
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]: ...
 
+    def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision: ...
+
     def reset(self, key: str, limit: Limit) -> None: ...
+
+    def ping(self) -> Health: ...
 
     def close(self) -> None: ...
 
@@ -52,7 +68,13 @@ class AsyncStore(Protocol):
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]: ...
 
+    async def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision: ...
+
     async def reset(self, key: str, limit: Limit) -> None: ...
+
+    async def ping(self) -> Health: ...
 
     async def close(self) -> None: ...
 
@@ -71,16 +93,27 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
     def open_redis(url: str, options: dict[str, Any]) -> Any:
         from ratekeeper.stores import overlimit, resilience
         from ratekeeper.stores import redis as stores
-        from ratekeeper.stores.urls import open_client
+        from ratekeeper.stores.deferred import Deferred
+        from ratekeeper.stores.urls import check_url, open_client
 
         policy = options.pop("on_store_error", "allow")
         cache = options.pop("over_limit_cache", False)
         names = ("prefix", "tag", "batch") if asyncio else ("prefix", "tag")
         store_options = {name: options.pop(name) for name in names if name in options}
-        client = open_client(url, asyncio, **options)
-        store: Any = (stores.AsyncRedisStore if asyncio else stores.RedisStore)(
-            client, **store_options
-        )
+        check_url(url)
+        kind = stores.AsyncRedisStore if asyncio else stores.RedisStore
+
+        def connect() -> Any:
+            try:
+                return kind(open_client(url, asyncio, **options), **store_options)
+            except TypeError as error:  # an option the client does not take
+                raise StoreConfigError(f"bad store option for {redacted(url)}: {error}") from None
+            except stores.ERRORS as error:
+                raise stores.failure(error) from error
+
+        # A cluster client connects in its constructor: open it on first use instead.
+        clustered = url.startswith("redis+cluster:") and not asyncio
+        store: Any = Deferred(connect) if clustered else connect()
         if cache:
             store = (overlimit.AsyncOverLimitCache if asyncio else overlimit.OverLimitCache)(store)
         if not policy:
@@ -105,10 +138,12 @@ _ASYNC: dict[str, Callable[[str, dict[str, Any]], AsyncStore]] = {
 def _open(
     registry: dict[str, Callable[[str, dict[str, Any]], Any]], url: str, options: dict[str, Any]
 ) -> Any:
+    if not isinstance(url, str):
+        raise StoreConfigError(f"a store URL must be a string, not {url!r}")
     scheme = urlsplit(url).scheme
     if scheme not in registry:
         known = ", ".join(f"{name}://" for name in sorted(registry))
-        raise ValueError(f"unknown store URL {url!r}; expected one of: {known}")
+        raise StoreConfigError(f"unknown store URL {redacted(url)!r}; expected one of: {known}")
     return registry[scheme](url, options)
 
 
@@ -122,6 +157,11 @@ def open_store(url: str = "memory://", **options: Any) -> Store:
     (``"allow"``, the default, ``"deny"``, ``"local"``, or ``None`` to raise ``StoreError``),
     ``over_limit_cache`` (answer known denials locally), and for asyncio ``batch`` (send the
     calls of one event-loop tick together; default on).
+
+    Opening never touches the network, for every kind of URL: a store that cannot be reached
+    fails on first use, where ``on_store_error`` answers. A malformed URL or an unknown option
+    raises ``StoreConfigError`` here; bad credentials or an unknown database raise it on first
+    use (never answered by the policy).
     """
     store: Store = _open(_SYNC, url, options)
     return store

@@ -18,8 +18,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
+from ratekeeper.errors import InvalidInputError
+from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
 from ratekeeper.limit import Limit
+from ratekeeper.stores.health import Health
 
 Clock = Callable[[], float]
 
@@ -56,6 +60,14 @@ class MemoryStore:
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply a hit of ``cost`` on ``key`` under ``limit`` atomically; return the decision."""
+        if (
+            key.__class__ is not str
+            or cost.__class__ is not int
+            or not 0 <= cost <= MAX_COST
+            or not key.isascii()
+            or not key
+        ):
+            key, cost = check_hit(key, cost)
         if now is None:
             now = self.clock()
         slot = (limit.id, key)
@@ -88,7 +100,7 @@ class MemoryStore:
         """
         if now is None:
             now = self.clock()
-        hits = list(hits)
+        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
         entries = self._entries
         with self._lock:
             results = []
@@ -121,6 +133,26 @@ class MemoryStore:
                         self._insert(slot, state, now + decision[3], now)
         return [decision for _, decision in results]
 
+    def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
+        """Give back up to ``slots`` leases ``key`` holds under the concurrency ``limit``.
+
+        The earliest-expiring leases go first. The decision is allowed; its ``granted`` is the
+        number of slots released and ``remaining`` the slots now free.
+        """
+        key, slots = check_hit(key, slots)
+        check_release(limit, slots)
+        if now is None:
+            now = self.clock()
+        slot = (limit.id, key)
+        with self._lock:
+            entry = self._get(slot)
+            state = None if entry is None else entry[0]
+            state, decision = limit.step(state, now, -slots, limit)
+            if entry is not None:
+                entry[0] = state
+                entry[1] = now + decision[3]
+        return decision._replace(granted=-decision.granted)
+
     def reset(self, key: str, limit: Limit) -> None:
         """Forget everything ``limit`` counted for ``key``."""
         with self._lock:
@@ -133,6 +165,10 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release; here so that every store can be closed alike."""
+
+    def ping(self) -> Health:
+        """Always healthy: the state is in this process."""
+        return Health(True)
 
     def sweep(self, now: float | None = None) -> int:
         """Drop every expired key now; return how many were dropped."""
@@ -160,6 +196,14 @@ class MemoryStore:
         return len(expired)
 
 
+def check_release(limit: Limit, slots: int) -> None:
+    """Raise unless ``slots`` (a checked cost) can be released from ``limit``."""
+    if limit.algorithm is not Algorithm.CONCURRENCY:
+        raise ValueError(f"release() frees concurrency slots, not {limit.algorithm.value} hits")
+    if slots < 1:
+        raise InvalidInputError(f"slots to release must be at least 1, not {slots!r}")
+
+
 class AsyncMemoryStore:
     """The asyncio face of a ``MemoryStore``: same state, awaitable methods.
 
@@ -180,6 +224,11 @@ class AsyncMemoryStore:
     ) -> list[Decision]:
         return self.sync.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
 
+    async def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision:
+        return self.sync.release(key, limit, slots, now)
+
     async def reset(self, key: str, limit: Limit) -> None:
         self.sync.reset(key, limit)
 
@@ -188,6 +237,9 @@ class AsyncMemoryStore:
 
     async def close(self) -> None:
         self.sync.close()
+
+    async def ping(self) -> Health:
+        return self.sync.ping()
 
     def __len__(self) -> int:
         return len(self.sync)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
+from ratekeeper.inputs import check_hit
 from ratekeeper.limit import Limit
 from ratekeeper.stores.memory import Hit
 
@@ -67,6 +68,7 @@ class OverLimitCache:
         self.denials = _Denials(max_keys, clock)
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
+        key, cost = check_hit(key, cost)
         if now is None:
             cached = self.denials.lookup(key, limit, cost)
             if cached is not None:
@@ -85,9 +87,16 @@ class OverLimitCache:
             self.denials.remember(key, limit, cost, decision)
         return decisions
 
+    def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
+        release: Decision = self.store.release(key, limit, slots, now)
+        return release
+
     def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)
         self.store.reset(key, limit)
+
+    def ping(self) -> Any:
+        return self.store.ping()
 
     def close(self) -> None:
         self.store.close()
@@ -105,6 +114,7 @@ class AsyncOverLimitCache:
     async def apply(
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
     ) -> Decision:
+        key, cost = check_hit(key, cost)
         if now is None:
             cached = self.denials.lookup(key, limit, cost)
             if cached is not None:
@@ -123,9 +133,18 @@ class AsyncOverLimitCache:
             self.denials.remember(key, limit, cost, decision)
         return decisions
 
+    async def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision:
+        release: Decision = await self.store.release(key, limit, slots, now)
+        return release
+
     async def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)
         await self.store.reset(key, limit)
+
+    async def ping(self) -> Any:
+        return await self.store.ping()
 
     async def close(self) -> None:
         await self.store.close()

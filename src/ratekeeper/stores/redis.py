@@ -9,6 +9,11 @@ asyncio, in a cluster): atomic within a slot. With ``all_or_nothing`` it must fi
 (keys built with ``tag="identity"`` put every limit of one identity in one slot). Every key
 written carries a TTL.
 
+Errors are sorted at this boundary (``failure``): bad credentials, an unknown database or a
+missing permission raise ``StoreConfigError``; a script's refusal of a caller's value raises
+``InvalidInputError``; anything else redis-py raises (a refused connection, a timeout, a server
+error) raises ``StoreError``, the only one a failure policy answers.
+
 ``RedisStore`` and ``AsyncRedisStore`` are twins: only I/O differs.
 """
 
@@ -19,9 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratekeeper.decision import Decision
-from ratekeeper.errors import MissingExtraError, StoreError
+from ratekeeper.errors import InvalidInputError, MissingExtraError, StoreConfigError, StoreError
+from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
 from ratekeeper.keys import check_tag, state_key
 from ratekeeper.limit import Limit
+from ratekeeper.stores.health import Health
 from ratekeeper.stores.lua import (
     SINGLE,
     SOURCE,
@@ -37,12 +44,36 @@ try:
     import redis
     import redis.asyncio
     from redis.crc import key_slot
-    from redis.exceptions import NoScriptError, RedisClusterException
+    from redis.exceptions import (
+        AuthenticationError,
+        AuthenticationWrongNumberOfArgsError,
+        NoPermissionError,
+        NoScriptError,
+        RedisClusterException,
+        ResponseError,
+    )
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
 
-#: What redis-py raises when a call fails; mapped to ``StoreError`` at this boundary.
+#: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
+
+_MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
+#: Error replies that say the store's own configuration is wrong (an unknown database).
+_MISCONFIGURED_REPLIES = ("DB index is out of range", "invalid DB index")
+
+
+def failure(error: BaseException) -> Exception:
+    """The ratekeeper exception for an error redis-py raised (see the module docstring)."""
+    message = str(error)
+    if isinstance(error, _MISCONFIGURED) or (
+        isinstance(error, ResponseError)
+        and any(reply in message for reply in _MISCONFIGURED_REPLIES)
+    ):
+        return StoreConfigError(f"redis is misconfigured: {message}")
+    if isinstance(error, ResponseError) and message.startswith("ratekeeper: invalid"):
+        return InvalidInputError(message.removeprefix("ratekeeper: "))
+    return StoreError(f"redis: {message}")
 
 
 def _gather(
@@ -78,6 +109,10 @@ class _Base:
         self, key: str, limit: Limit, cost: int, now: float | None
     ) -> tuple[Any, tuple[Any, ...]]:
         """The single-hit script of ``limit``'s algorithm, and its arguments."""
+        if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
+            key, cost = check_hit(key, cost)
+        elif not key.isascii() or not key:
+            key = check_key(key)
         args = (
             state_key(limit, key, self.prefix, self.tag),
             now_arg(now),
@@ -90,6 +125,7 @@ class _Base:
         self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool
     ) -> list[tuple[Sequence[int], list[str], list[str]]]:
         """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
+        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
         prefix, tag = self.prefix, self.tag
         keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
         if not self.clustered:  # one server: one run
@@ -133,7 +169,7 @@ class RedisStore(_Base):
                 self.client.script_load(script.script)
                 reply = self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
-            raise StoreError(f"redis: {error}") from error
+            raise failure(error) from error
         return decision(reply)
 
     def apply_many(
@@ -147,7 +183,7 @@ class RedisStore(_Base):
             else:  # only a cluster splits a batch; its pipeline refuses scripts: one run a slot
                 replies = [self._script(keys, argv) for _, keys, argv in batches]
         except ERRORS as error:
-            raise StoreError(f"redis: {error}") from error
+            raise failure(error) from error
         return _gather(len(hits), batches, replies)
 
     def close(self) -> None:
@@ -159,7 +195,18 @@ class RedisStore(_Base):
         try:
             self.client.delete(state_key(limit, key, self.prefix, self.tag))
         except ERRORS as error:
-            raise StoreError(f"redis: {error}") from error
+            raise failure(error) from error
+
+    def ping(self) -> Health:
+        """Whether Redis answers now; raises ``StoreConfigError`` when it is misconfigured."""
+        try:
+            self.client.ping()
+        except ERRORS as error:
+            mapped = failure(error)
+            if isinstance(mapped, StoreConfigError):
+                raise mapped from error
+            return Health(False, error=str(mapped))
+        return Health(True)
 
 
 class AsyncRedisStore(_Base):
@@ -185,6 +232,10 @@ class AsyncRedisStore(_Base):
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
     ) -> Decision:
         if self.batch and now is None:
+            if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
+                key, cost = check_hit(key, cost)  # a bad hit must not fail its whole batch
+            elif not key.isascii() or not key:
+                key = check_key(key)
             loop = asyncio.get_running_loop()
             future: asyncio.Future[Decision] = loop.create_future()
             if not self._hits:
@@ -200,7 +251,7 @@ class AsyncRedisStore(_Base):
                 await self.client.script_load(script.script)
                 reply = await self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
-            raise StoreError(f"redis: {error}") from error
+            raise failure(error) from error
         return decision(reply)
 
     async def apply_many(
@@ -215,7 +266,7 @@ class AsyncRedisStore(_Base):
                     *(self._script(keys, argv) for _, keys, argv in batches)
                 )
         except ERRORS as error:
-            raise StoreError(f"redis: {error}") from error
+            raise failure(error) from error
         return _gather(len(hits), batches, replies)
 
     async def close(self) -> None:
@@ -225,7 +276,17 @@ class AsyncRedisStore(_Base):
         try:
             await self.client.delete(state_key(limit, key, self.prefix, self.tag))
         except ERRORS as error:
-            raise StoreError(f"redis: {error}") from error
+            raise failure(error) from error
+
+    async def ping(self) -> Health:
+        try:
+            await self.client.ping()
+        except ERRORS as error:
+            mapped = failure(error)
+            if isinstance(mapped, StoreConfigError):
+                raise mapped from error
+            return Health(False, error=str(mapped))
+        return Health(True)
 
     def _flush(self) -> None:
         hits, futures = self._hits, self._futures

@@ -15,6 +15,14 @@ it answers by the policy ``on_store_error``:
 Such decisions have ``degraded=True``. A circuit breaker stops waiting on a store that is down:
 after ``failures`` consecutive errors it stops calling the store for ``cooldown`` seconds, then
 lets one call through to probe it, and closes again (recovers by itself) on the first success.
+Every transition of the breaker is logged (``ratekeeper.store``) and counted, and ``ping()``
+reports it with the counts (``Health``).
+
+Only store failures (``StoreError``: a refused connection, a timeout, a server error) count
+toward the breaker and are answered by the policy. A caller's mistake (``InvalidInputError``,
+``InvalidLimitError``) and a misconfigured store (``StoreConfigError``: bad credentials, an
+unknown database) are raised to the caller and leave the breaker as it was: neither would be
+cured by waiting, and failing open on them would switch limiting off.
 
 ``Resilient`` and ``AsyncResilient`` are twins: only I/O differs.
 """
@@ -29,8 +37,10 @@ from typing import Any
 
 from ratekeeper.decision import Decision
 from ratekeeper.errors import StoreError
+from ratekeeper.inputs import check_cost, check_key
 from ratekeeper.limit import Limit
-from ratekeeper.stores.memory import Hit, MemoryStore
+from ratekeeper.stores.health import Health
+from ratekeeper.stores.memory import Hit, MemoryStore, check_release
 
 log = logging.getLogger("ratekeeper.store")
 
@@ -38,7 +48,11 @@ POLICIES = ("allow", "deny", "local")
 
 
 class CircuitBreaker:
-    """Counts consecutive failures; open means "do not call the store now"."""
+    """Counts consecutive failures; open means "do not call the store now".
+
+    ``failures_total`` counts every failure, ``opened`` every time the circuit opened;
+    ``last_error`` is the latest failure's message.
+    """
 
     def __init__(
         self, failures: int = 3, cooldown: float = 1.0, clock: Callable[[], float] = time.monotonic
@@ -47,9 +61,21 @@ class CircuitBreaker:
         self.cooldown = cooldown
         self.clock = clock
         self.failures = 0
+        self.failures_total = 0
+        self.opened = 0
+        self.last_error: str | None = None
         self.opened_at: float | None = None
         self._probing = False
         self._lock = threading.Lock()
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"open"`` or ``"half-open"`` (a probe may go through, or is)."""
+        if self.opened_at is None:
+            return "closed"
+        if self._probing or self.clock() - self.opened_at >= self.cooldown:
+            return "half-open"
+        return "open"
 
     def allows_call(self) -> bool:
         """Whether the store may be called now; in the half-open state, one probe at a time."""
@@ -59,7 +85,13 @@ class CircuitBreaker:
             if self._probing or self.clock() - self.opened_at < self.cooldown:
                 return False
             self._probing = True
-            return True
+        log.info("request store: circuit half-open, probing the store")
+        return True
+
+    def abandon(self) -> None:
+        """A call let through raised a caller's or a configuration error: it says nothing of
+        the store's health, so a probe it held may go again."""
+        self._probing = False
 
     def retry_after(self) -> float:
         if self.opened_at is None:
@@ -69,27 +101,40 @@ class CircuitBreaker:
     def succeeded(self) -> None:
         if self.failures == 0:  # closed, and not probing: nothing to change (the common case)
             return
-        if self.opened_at is not None:
-            log.warning("request store is back; circuit closed")
         with self._lock:
+            was_open = self.opened_at is not None
             self.failures = 0
             self.opened_at = None
             self._probing = False
+        if was_open:
+            log.warning("request store is back; circuit closed")
 
     def failed(self, error: BaseException) -> None:
         with self._lock:
             self.failures += 1
-            self._probing = False
-            if self.failures >= self.threshold:
-                if self.opened_at is None:
-                    log.error(
-                        "request store failed %d times in a row (%s); circuit open, "
-                        "retrying in %.1fs",
-                        self.failures,
-                        error,
-                        self.cooldown,
-                    )
-                self.opened_at = self.clock()
+            self.failures_total += 1
+            self.last_error = str(error)
+            probing, self._probing = self._probing, False
+            if self.failures < self.threshold:
+                return
+            opening = self.opened_at is None
+            self.opened_at = self.clock()
+            if opening:
+                self.opened += 1
+        if opening:
+            log.error(
+                "request store failed %d times in a row (%s); circuit open, the failure policy "
+                "answers for %.1fs",
+                self.failures,
+                error,
+                self.cooldown,
+            )
+        elif probing:
+            log.warning(
+                "request store still failing (%s); circuit open again for %.1fs",
+                error,
+                self.cooldown,
+            )
 
 
 class _Policy:
@@ -106,6 +151,8 @@ class _Policy:
         self.breaker = CircuitBreaker()
 
     def decide(self, hits: Sequence[Hit], all_or_nothing: bool) -> list[Decision]:
+        """The policy's decisions for ``hits`` (checked here: the store never saw them)."""
+        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
         self.errors += len(hits)
         if self.on_store_error == "local":
             decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
@@ -121,6 +168,26 @@ class _Policy:
         return [
             Decision(False, limit.capacity, 0, wait, wait, 0.0, 0, True) for _, limit, _ in hits
         ]
+
+    def release(self, key: str, limit: Limit, slots: int) -> Decision:
+        """A release the store could not take: the policy's local store takes it, if any;
+        else the leases expire by themselves."""
+        key, slots = check_key(key), check_cost(slots)
+        check_release(limit, slots)
+        if self.on_store_error == "local":
+            return self.local.release(key, limit, slots)._replace(degraded=True)
+        return Decision(True, limit.capacity, 0, 0.0, 0.0, 0.0, 0, True)
+
+    def health(self, answered: Health) -> Health:
+        """``answered`` (the store's own ping) with the breaker's state and counts."""
+        breaker = self.breaker
+        return answered._replace(
+            breaker=breaker.state,
+            error=answered.error or breaker.last_error,
+            failures=breaker.failures_total,
+            opened=breaker.opened,
+            degraded=self.errors,
+        )
 
 
 class Resilient:
@@ -139,6 +206,9 @@ class Resilient:
                 decision: Decision = self.store.apply(key, limit, cost, now)
             except StoreError as error:
                 self.breaker.failed(error)
+            except BaseException:
+                self.breaker.abandon()
+                raise
             else:
                 self.breaker.succeeded()
                 return decision
@@ -154,14 +224,36 @@ class Resilient:
                 )
             except StoreError as error:
                 self.breaker.failed(error)
+            except BaseException:
+                self.breaker.abandon()
+                raise
             else:
                 self.breaker.succeeded()
                 return decisions
         return self.policy.decide(hits, all_or_nothing)
 
+    def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
+        if self.breaker.allows_call():
+            try:
+                decision: Decision = self.store.release(key, limit, slots, now)
+            except StoreError as error:
+                self.breaker.failed(error)
+            except BaseException:
+                self.breaker.abandon()
+                raise
+            else:
+                self.breaker.succeeded()
+                return decision
+        return self.policy.release(key, limit, slots)
+
     def reset(self, key: str, limit: Limit) -> None:
         self.policy.local.reset(key, limit)
         self.store.reset(key, limit)
+
+    def ping(self) -> Health:
+        """The store's own ping (not through the breaker), with the breaker's state and counts."""
+        answered: Health = self.store.ping()
+        return self.policy.health(answered)
 
     def close(self) -> None:
         self.store.close()
@@ -185,6 +277,9 @@ class AsyncResilient:
                 decision: Decision = await self.store.apply(key, limit, cost, now)
             except StoreError as error:
                 self.breaker.failed(error)
+            except BaseException:
+                self.breaker.abandon()
+                raise
             else:
                 self.breaker.succeeded()
                 return decision
@@ -200,14 +295,37 @@ class AsyncResilient:
                 )
             except StoreError as error:
                 self.breaker.failed(error)
+            except BaseException:
+                self.breaker.abandon()
+                raise
             else:
                 self.breaker.succeeded()
                 return decisions
         return self.policy.decide(hits, all_or_nothing)
 
+    async def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision:
+        if self.breaker.allows_call():
+            try:
+                decision: Decision = await self.store.release(key, limit, slots, now)
+            except StoreError as error:
+                self.breaker.failed(error)
+            except BaseException:
+                self.breaker.abandon()
+                raise
+            else:
+                self.breaker.succeeded()
+                return decision
+        return self.policy.release(key, limit, slots)
+
     async def reset(self, key: str, limit: Limit) -> None:
         self.policy.local.reset(key, limit)
         await self.store.reset(key, limit)
+
+    async def ping(self) -> Health:
+        answered: Health = await self.store.ping()
+        return self.policy.health(answered)
 
     async def close(self) -> None:
         await self.store.close()

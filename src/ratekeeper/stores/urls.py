@@ -15,19 +15,55 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ratekeeper.errors import MissingExtraError
+from ratekeeper.errors import MissingExtraError, StoreConfigError
 
 DEFAULT_TIMEOUT = 0.25
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***``: what messages may show."""
+    scheme, colon_slashes, rest = url.partition("://")
+    credentials, at, hosts = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{colon_slashes}{credentials.split(':', 1)[0]}:***@{hosts}"
 
 
 def _hosts(netloc: str) -> list[tuple[str, int]]:
     hosts = []
     for part in netloc.rsplit("@", 1)[-1].split(","):
         host, _, port = part.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"expected host:port in a store URL, not {part!r}")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise StoreConfigError(f"expected host:port in a store URL, not {part!r}")
         hosts.append((host.strip("[]"), int(port)))
     return hosts
+
+
+def check_url(url: str) -> None:
+    """Raise ``StoreConfigError`` unless ``url`` is a well-formed Redis store URL; no I/O."""
+    parts = urlsplit(url)
+    path = [piece for piece in parts.path.split("/") if piece]
+    if parts.scheme in ("redis", "rediss"):
+        try:
+            parts.port  # noqa: B018 - urlsplit checks the port when it is read
+        except ValueError as error:
+            raise StoreConfigError(f"bad store URL {redacted(url)!r}: {error}") from None
+        if not parts.hostname and "unix" not in url:
+            raise StoreConfigError(f"a store URL names its host: {redacted(url)!r}")
+        if path and (len(path) > 1 or not path[0].isdigit()):
+            raise StoreConfigError(f"a Redis URL's path is a database number, not {parts.path!r}")
+    elif parts.scheme == "redis+cluster":
+        _hosts(parts.netloc)
+        if path:
+            raise StoreConfigError(f"a Redis Cluster has no databases: {redacted(url)!r}")
+    elif parts.scheme == "redis+sentinel":
+        _hosts(parts.netloc)
+        if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+            raise StoreConfigError(
+                f"expected redis+sentinel://host:port,.../service[/db], not {redacted(url)!r}"
+            )
+    else:
+        raise StoreConfigError(f"not a Redis URL: {redacted(url)!r}")
 
 
 def _password(netloc: str) -> str | None:
@@ -38,7 +74,13 @@ def _password(netloc: str) -> str | None:
 
 
 def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **options: Any) -> Any:
-    """Return a redis-py client (sync or asyncio) for ``url``."""
+    """Return a redis-py client (sync or asyncio) for ``url``.
+
+    Raises ``StoreConfigError`` for a malformed URL, a bad ``timeout`` or an unknown option.
+    """
+    check_url(url)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < 3600:
+        raise StoreConfigError(f"timeout must be positive seconds, not {timeout!r}")
     try:
         import redis
         import redis.asyncio
@@ -72,17 +114,23 @@ def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **opt
             retry=Retry(NoBackoff(), 1),
             **common,
         )
-    if parts.scheme == "redis+sentinel":
-        sentinel_module = redis.asyncio.sentinel if asyncio else redis.sentinel
-        path = [piece for piece in parts.path.split("/") if piece]
-        if not path:
-            raise ValueError(f"a sentinel URL names its service: {url!r}")
-        sentinel = sentinel_module.Sentinel(_hosts(parts.netloc), **common)
-        db = int(path[1]) if len(path) > 1 else 0
-        return sentinel.master_for(
-            path[0], db=db, password=_password(parts.netloc), retry=Retry(NoBackoff(), 0)
-        )
-    raise ValueError(f"not a Redis URL: {url!r}")
+    sentinel_module = redis.asyncio.sentinel if asyncio else redis.sentinel
+    path = [piece for piece in parts.path.split("/") if piece]
+    # The sentinels themselves get the same timeout and no retries: redis-py's default retry
+    # with backoff would make a call wait seconds while the sentinels are unreachable.
+    sentinel = sentinel_module.Sentinel(
+        _hosts(parts.netloc),
+        sentinel_kwargs={
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(NoBackoff(), 0),
+        },
+        **common,
+    )
+    db = int(path[1]) if len(path) > 1 else 0
+    return sentinel.master_for(
+        path[0], db=db, password=_password(parts.netloc), retry=Retry(NoBackoff(), 0)
+    )
 
 
 @lru_cache(maxsize=1)

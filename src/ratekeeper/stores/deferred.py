@@ -1,0 +1,75 @@
+"""A request store opened on its first use, so that opening one never touches the network.
+
+A Redis Cluster client connects in its constructor to learn the cluster's slots. Opened through
+``Deferred``, an unreachable cluster is a store failure on first use, answered by the failure
+policy like any other, and not an exception out of ``open_store``: every store URL behaves the
+same way. The opening is retried on the next call (the circuit breaker permitting) until it
+succeeds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ratekeeper.decision import Decision
+from ratekeeper.limit import Limit
+from ratekeeper.stores.health import Health
+from ratekeeper.stores.memory import Hit
+
+
+class Deferred:
+    """A store that ``opener()`` makes on first use; ``opener`` raises ratekeeper's errors."""
+
+    def __init__(self, opener: Callable[[], Any]) -> None:
+        self._opener = opener
+        self._store: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> Any:
+        """The store, opened now if it was not yet."""
+        store = self._store
+        if store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store = self._opener()
+                store = self._store
+        return store
+
+    def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
+        decision: Decision = self.store.apply(key, limit, cost, now)
+        return decision
+
+    def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        decisions: list[Decision] = self.store.apply_many(
+            hits, all_or_nothing=all_or_nothing, now=now
+        )
+        return decisions
+
+    def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
+        decision: Decision = self.store.release(key, limit, slots, now)
+        return decision
+
+    def reset(self, key: str, limit: Limit) -> None:
+        self.store.reset(key, limit)
+
+    def ping(self) -> Health:
+        from ratekeeper.errors import StoreError
+
+        try:
+            store = self.store
+        except StoreError as error:
+            return Health(False, error=str(error))
+        health: Health = store.ping()
+        return health
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
