@@ -180,3 +180,47 @@ def test_the_hiredis_packer_packs_as_redis_py_does(redis_server: RedisServer) ->
     assert client.connection_pool.connection_kwargs["command_packer"] is ours
     assert client.ping()
     store.close()
+
+
+def test_a_bad_hit_never_fails_the_batch_it_would_have_joined(redis_server: RedisServer) -> None:
+    async def main() -> list[object]:
+        limiter = AsyncLimiter(
+            open_async_store(redis_server.url, prefix="badbatch", on_store_error=None)
+        )
+        limit = Limit(3, 60, "gcra")
+        calls = [limiter.hit(f"user:{n}", limit) for n in range(5)]
+        calls.insert(2, limiter.hit("user:x", limit, -5))
+        calls.insert(4, limiter.hit(None, limit))  # type: ignore[arg-type]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        await limiter.close()
+        return [type(result).__name__ for result in results]
+
+    assert (
+        asyncio.run(main())
+        == ["Decision"] * 2
+        + ["InvalidInputError", "Decision"]
+        + ["InvalidInputError"]
+        + ["Decision"] * 3
+    )
+
+
+def test_the_async_engine_refuses_bad_input_before_the_store(redis_server: RedisServer) -> None:
+    from ratekeeper import AsyncEngine, InvalidInputError
+
+    async def main() -> None:
+        engine = AsyncEngine(
+            open_async_store(redis_server.url, prefix="badengine"), default=Limit(1, 60)
+        )
+        for call in (
+            lambda: engine.is_allowed("k", -1),
+            lambda: engine.decide("", 1),
+            lambda: engine.check("d", [[("k", 1)]]),  # type: ignore[list-item]
+            lambda: engine.check("d", [[("k", "v")]], 1.5),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(InvalidInputError):
+                await call()
+        assert await engine.is_allowed("k")
+        assert not await engine.is_allowed("k")
+        await engine.close()
+
+    asyncio.run(main())
