@@ -9,6 +9,8 @@ import time
 import pytest
 import redis
 import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ratekeeper import AsyncLimiter, Limit, Limiter, StoreError, open_async_store, open_store
 from ratekeeper.stores.overlimit import OverLimitCache
@@ -142,7 +144,8 @@ def test_release_refuses_what_is_not_a_release(redis_server: RedisServer) -> Non
 
 
 def test_release_maps_a_failing_server_to_a_store_error() -> None:
-    store = RedisStore(redis.Redis(port=free_port(), socket_connect_timeout=1), prefix=prefix())
+    client = redis.Redis(port=free_port(), retry=Retry(NoBackoff(), 0))
+    store = RedisStore(client, prefix=prefix())
     with pytest.raises(StoreError, match=r"^redis: "):
         store.release("job", SLOTS)
     store.close()
