@@ -23,11 +23,15 @@ in two phases:
 So such a batch never admits beyond any of its limits (a hit is counted before it is reported
 allowed), and a refused batch has consumed nothing once ``apply_many`` returns. It is not
 isolated: between the two phases another client can find the refused batch's hits counted
-and be refused for them. A refund takes back exactly what the hit added while the hit's
-window or bucket still holds it (always, within the call). If a part raises, the parts that
-admitted are refunded before ``StoreError`` is raised; if a refund itself fails, the
-decisions still say refused and the failure is logged (``ratekeeper.store``): those hits then
-stay counted until their state frees up.
+and be refused for them. A refund is the exact inverse of its step when no other hit came in
+between (else see ``ratekeeper.algorithms``: the refill-based algorithms may give back up to
+that interval's refill more). If a part raises, the parts that admitted are refunded before
+``StoreError`` is raised; if a refund itself fails, the decisions still say refused and the
+failure is logged (``ratekeeper.store``): those hits then stay counted until their state
+frees up.
+
+``release`` frees concurrency slots with its own script; every script refuses a cost that is
+not a non-negative integer before it writes anything.
 
 ``RedisStore`` and ``AsyncRedisStore`` are twins: only I/O differs.
 """
