@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
@@ -140,6 +141,29 @@ def test_a_part_that_fails_refunds_the_others_and_raises(
     client.close()
 
 
+def test_the_async_twin_refunds_a_part_that_fails(redis_cluster: RedisCluster) -> None:
+    client = cluster_client(redis_cluster)
+    name = prefix()
+    client.hset(state_key(PER_USER, "user:frank", name), "x", "1")
+
+    async def main() -> None:
+        store = AsyncRedisStore(
+            redis.asyncio.RedisCluster(
+                startup_nodes=[
+                    redis.asyncio.cluster.ClusterNode(h, p) for h, p in redis_cluster.startup_nodes
+                ]
+            ),
+            prefix=name,
+        )
+        with pytest.raises(StoreError, match="WRONGTYPE"):
+            await store.apply_many(login("10.0.0.5", "frank"), all_or_nothing=True, now=T0)
+        await store.close()
+
+    asyncio.run(main())
+    assert not client.exists(state_key(PER_IP, "ip:10.0.0.5", name))
+    client.close()
+
+
 def test_a_refund_that_fails_still_refuses_and_is_logged(
     redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -158,6 +182,26 @@ def test_a_refund_that_fails_still_refuses_and_is_logged(
     assert state_key(PER_IP, "ip:10.0.0.4", store.prefix) in record.getMessage()
     store.close()
     gone.close()
+
+
+def test_the_async_twin_logs_a_refund_that_fails(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> list[tuple[bool, int]]:
+        store = AsyncRedisStore(redis.asyncio.Redis.from_url(redis_server.url), prefix=prefix())
+        store.clustered = True
+        gone = redis.asyncio.Redis(port=free_port(), retry=AsyncRetry(NoBackoff(), 0))
+        store._refund_script = gone.register_script(REFUND)
+        await store.apply_many(login("10.0.0.6", "gina") * 2, all_or_nothing=True, now=T0)
+        refused = await store.apply_many(login("10.0.0.6", "gina"), all_or_nothing=True, now=T0)
+        await store.close()
+        await gone.aclose()
+        return [(d.allowed, d.granted) for d in refused]
+
+    with caplog.at_level(logging.ERROR, logger="ratekeeper.store"):
+        assert asyncio.run(main()) == [(True, 0), (False, 0)]
+    [record] = caplog.records
+    assert "could not refund" in record.getMessage()
 
 
 # --- The login example under 8 processes -----------------------------------------------------
