@@ -134,7 +134,9 @@ def test_a_part_that_fails_refunds_the_others_and_raises(
     """The username's key holds a value of another type (a write by some other client): its
     script run fails, the address's hit is refunded, and the call raises StoreError."""
     client = cluster_client(redis_cluster)
-    client.hset(state_key(PER_USER, "user:dave", store.prefix), "x", "1")
+    wrong = state_key(PER_USER, "user:dave", store.prefix)
+    client.hset(wrong, "x", "1")
+    client.expire(wrong, 60)  # every key in the servers has a TTL, even this one
     with pytest.raises(StoreError, match="WRONGTYPE"):
         store.apply_many(login("10.0.0.3", "dave"), all_or_nothing=True, now=T0)
     assert not client.exists(state_key(PER_IP, "ip:10.0.0.3", store.prefix))
@@ -144,7 +146,9 @@ def test_a_part_that_fails_refunds_the_others_and_raises(
 def test_the_async_twin_refunds_a_part_that_fails(redis_cluster: RedisCluster) -> None:
     client = cluster_client(redis_cluster)
     name = prefix()
-    client.hset(state_key(PER_USER, "user:frank", name), "x", "1")
+    wrong = state_key(PER_USER, "user:frank", name)
+    client.hset(wrong, "x", "1")
+    client.expire(wrong, 60)  # every key in the servers has a TTL, even this one
 
     async def main() -> None:
         store = AsyncRedisStore(
