@@ -84,7 +84,7 @@ def test_release_is_its_own_verb_and_takes_only_positive_slots() -> None:
     for bad in (0, -1, 1.5):
         with pytest.raises(InvalidInputError):
             store.release("k", slots, bad)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="frees concurrency slots, not gcra"):
+    with pytest.raises(ValueError, match="release needs a concurrency limit, not gcra"):
         store.release("k", Limit(3, 60, "gcra"))
 
 

@@ -107,7 +107,6 @@ def test_apply_many_sees_its_own_earlier_hits(store: Store) -> None:
     assert [d.allowed for d in decisions] == [True, True, False]
 
 
-@pytest.mark.across_slots
 def test_apply_many_all_or_nothing_across_keys(store: Store) -> None:
     """Login throttling: an IP limit and a username limit pass or fail together."""
     per_ip = Limit(3, 60)
@@ -131,6 +130,22 @@ def test_all_or_nothing_rolls_back_every_algorithm(store: Store, algorithm: Algo
     decisions = store.apply_many([("k", charged, 1), ("k", full, 1)], all_or_nothing=True, now=T0)
     assert [d.allowed for d in decisions] == [True, False]
     assert store.apply("k", charged, 0, T0).remaining == 3
+
+
+@pytest.mark.parametrize("algorithm", ALL)
+def test_all_or_nothing_across_keys_rolls_back_every_algorithm(
+    store: Store, algorithm: Algorithm
+) -> None:
+    """Two identities (two slots in a cluster): the one that admitted is not charged."""
+    charged = Limit(5, 60, algorithm)
+    full = Limit(1, 60, "fixed_window")
+    store.apply("address", charged, 2, T0)
+    store.apply("username", full, 1, T0)
+    batch = [("address", charged, 1), ("username", full, 1)]
+    decisions = store.apply_many(batch, all_or_nothing=True, now=T0)
+    assert [(d.allowed, d.granted) for d in decisions] == [(True, 0), (False, 0)]
+    assert decisions[0].remaining == 2  # the state the hit would have left
+    assert store.apply("address", charged, 0, T0).remaining == 3
 
 
 @pytest.mark.parametrize("algorithm", ALL)

@@ -9,6 +9,8 @@ import time
 import pytest
 import redis
 import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ratekeeper import (
     AsyncLimiter,
@@ -22,7 +24,7 @@ from ratekeeper import (
 from ratekeeper.stores.overlimit import OverLimitCache
 from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
 from ratekeeper.stores.resilience import AsyncResilient, Resilient
-from tests.servers import RedisServer
+from tests.servers import RedisServer, free_port
 
 _prefixes = itertools.count()
 
@@ -121,12 +123,54 @@ def test_over_limit_cache_answers_denials_locally(redis_server: RedisServer) -> 
     assert store.apply("bot", limit).allowed
 
 
-def test_cluster_batch_across_slots_cannot_be_all_or_nothing(redis_server: RedisServer) -> None:
+T0 = 1_700_000_000.0
+SLOTS = Limit(3, 60, "concurrency")
+
+
+def test_release_frees_the_earliest_expiring_leases(redis_server: RedisServer) -> None:
     store = RedisStore(redis.Redis.from_url(redis_server.url), prefix=prefix())
-    store.clustered = True  # the same check a cluster client gets
-    limit = Limit(5, 60, "gcra")
-    with pytest.raises(StoreError, match="needs every key in one slot"):
-        store.apply_many([("a", limit, 1), ("b", limit, 1)], all_or_nothing=True)
+    store.apply("job", SLOTS, 1, T0)  # a lease to T0 + 60
+    store.apply("job", SLOTS, 2, T0 + 10)  # two to T0 + 70
+    released = store.release("job", SLOTS, 2, T0 + 20)
+    assert (released.allowed, released.granted, released.remaining) == (True, 2, 2)
+    assert released.reset_after == 50.0  # one lease to T0 + 70 is left
+    assert store.release("job", SLOTS, 5, T0 + 20)[2:] == (3, 0.0, 0.0, 0.0, 1, False)
+    assert store.release("job", SLOTS, now=T0 + 20).granted == 0  # nothing left to release
+    assert store.apply("job", SLOTS, 1).allowed  # the server's time
+    assert store.release("job", SLOTS).granted == 1
+    store.close()
+
+
+def test_release_refuses_what_is_not_a_release(redis_server: RedisServer) -> None:
+    store = RedisStore(redis.Redis.from_url(redis_server.url), prefix=prefix())
+    with pytest.raises(ValueError, match="release needs a concurrency limit, not gcra"):
+        store.release("job", Limit(3, 60, "gcra"))
+    for slots in (0, -1, 1.0, True):
+        with pytest.raises(ValueError, match="slots must be a positive integer"):
+            store.release("job", SLOTS, slots)  # type: ignore[arg-type]
+    store.close()
+
+
+def test_release_maps_a_failing_server_to_a_store_error() -> None:
+    client = redis.Redis(port=free_port(), retry=Retry(NoBackoff(), 0))
+    store = RedisStore(client, prefix=prefix())
+    with pytest.raises(StoreError, match=r"^redis: "):
+        store.release("job", SLOTS)
+    store.close()
+
+
+def test_async_release_is_the_twin(redis_server: RedisServer) -> None:
+    async def main() -> list[tuple[int, int]]:
+        store = AsyncRedisStore(redis.asyncio.Redis.from_url(redis_server.url), prefix=prefix())
+        await store.apply("job", SLOTS, 3, T0)
+        released = [await store.release("job", SLOTS, 2, T0 + 1)]
+        released.append(await store.release("job", SLOTS, 2, T0 + 1))
+        with pytest.raises(ValueError, match="concurrency"):
+            await store.release("job", Limit(3, 60))
+        await store.close()
+        return [(d.granted, d.remaining) for d in released]
+
+    assert asyncio.run(main()) == [(2, 2), (1, 3)]
 
 
 def test_open_store_by_url_wraps_the_policy(redis_server: RedisServer) -> None:

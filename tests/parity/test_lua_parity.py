@@ -3,14 +3,18 @@
 Each example runs one sequence of hits through the Python ``step`` and through the Redis scripts
 with the same explicit ``now`` on a fresh key, once through each script a single hit can take
 (``RedisStore.apply``: the algorithm's single-hit script; ``apply_many`` of one hit: the batch
-script's dispatch), and compares every field
-of every decision, the floats by their exact bits (no tolerance: the twins perform the same IEEE
-operations in the same order), and the state stored after every hit with the Python state.
+script's dispatch; a concurrency release, a negative cost to the Python step, goes through
+``RedisStore.release`` both times), and compares every field of every decision, the floats by
+their exact bits (no tolerance: the twins perform the same IEEE operations in the same order),
+and the state stored after every hit with the Python state.
 
 The reference threads the Python state the way the Redis script stores it: a hit of cost 0 (a
 look) and a denied hit write nothing, so the state only changes on an allowed hit of non-zero
 cost; and the step runs on a copy, as the sliding log prunes its deque in place even when it
-denies. Batches (``apply_many``, with and without ``all_or_nothing``) are checked the same way.
+denies. Batches (``apply_many``, with and without ``all_or_nothing``) are checked the same way,
+and so are the refund steps: the refund script against each module's ``refund``, inside
+random timelines, and a cluster batch over several slots (each slot's part, then refunds)
+against the same two phases run on the Python steps.
 """
 
 from __future__ import annotations
@@ -26,20 +30,20 @@ import pytest
 import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from redis.crc import key_slot
 
-from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms import Algorithm, refund_function
 from ratekeeper.algorithms.fixed_window import window
 from ratekeeper.decision import Decision
 from ratekeeper.keys import state_key
 from ratekeeper.limit import CALENDAR_PERIODS, Limit
+from ratekeeper.stores.lua import REFUND, arguments
 from ratekeeper.stores.redis import RedisStore
 from tests.servers import RedisServer
+from tests.strategies import limits
 
 T0 = 1_700_000_000.0
 PREFIX = "parity"
-PERIODS = (0.1, 1.0, 7.5, 60.0, 3600.0)
-#: Granularities of the bucketed window, as fractions of its period (None: the default 1/60).
-FRACTIONS = (None, 1.0, 0.5, 0.3, 0.1, 1 / 7, 0.01)
 COSTS = (0, 1, 1, 1, 1, 2, 3, 4, 5)
 RELEASES = (-1, -1, -2, -5)
 #: Kinds of time step, weighted by repetition.
@@ -64,57 +68,25 @@ def store(client: redis.Redis) -> RedisStore:
     return RedisStore(client, prefix=PREFIX)
 
 
+@pytest.fixture(scope="module")
+def split_store(client: redis.Redis) -> RedisStore:
+    """A store that splits every batch by cluster slot, as on a cluster, on one server."""
+    store = RedisStore(client, prefix=PREFIX)
+    store.clustered = True
+    return store
+
+
+@pytest.fixture(scope="module")
+def refunder(client: redis.Redis) -> Any:
+    """The refund script, called as ``refunder(keys, argv)``."""
+    return client.register_script(REFUND)
+
+
 def fresh_key() -> str:
     return f"k{next(_keys)}"
 
 
 # --- Strategies ------------------------------------------------------------------------------
-
-amounts = st.integers(1, 20)
-periods = st.sampled_from(PERIODS)
-bursts = st.none() | st.integers(1, 20)
-
-
-def limits(algorithm: Algorithm) -> st.SearchStrategy[Limit]:
-    """Limits of ``algorithm`` with small amounts and every parameter it takes."""
-    if algorithm is Algorithm.FIXED_WINDOW:
-        plain = st.builds(Limit, amounts, periods, st.just(algorithm))
-        calendar = st.builds(
-            lambda amount, period: Limit(amount, period, algorithm, calendar=True),
-            amounts,
-            st.sampled_from(sorted(CALENDAR_PERIODS)),
-        )
-        return plain | calendar
-    if algorithm is Algorithm.BUCKETED_WINDOW:
-        return st.builds(
-            lambda amount, period, fraction: Limit(
-                amount,
-                period,
-                algorithm,
-                granularity=None if fraction is None else period * fraction,
-            ),
-            amounts,
-            periods,
-            st.sampled_from(FRACTIONS),
-        )
-    if algorithm is Algorithm.TOKEN_BUCKET:
-        return st.builds(
-            lambda amount, period, burst, partial: Limit(
-                amount, period, algorithm, burst=burst, partial=partial
-            ),
-            amounts,
-            periods,
-            bursts,
-            st.booleans(),
-        )
-    if algorithm in (Algorithm.GCRA, Algorithm.LEAKY_BUCKET, Algorithm.LEAKY_SHAPER):
-        return st.builds(
-            lambda amount, period, burst: Limit(amount, period, algorithm, burst=burst),
-            amounts,
-            periods,
-            bursts,
-        )
-    return st.builds(Limit, amounts, periods, st.just(algorithm))
 
 
 @st.composite
@@ -191,13 +163,23 @@ def stored(client: redis.Redis, name: str, algorithm: Algorithm) -> list[float] 
     return None if raw is None else [float(word) for word in raw.split()]
 
 
+def released(store: RedisStore, key: str, limit: Limit, cost: int, now: float) -> Decision:
+    """A release of ``-cost`` slots, its ``granted`` negative as the Python step reports it."""
+    decision = store.release(key, limit, -cost, now)
+    return decision._replace(granted=-decision.granted)
+
+
 def single(store: RedisStore, key: str, limit: Limit, cost: int, now: float) -> Decision:
-    """A hit through the algorithm's single-hit script."""
+    """A hit through the algorithm's single-hit script (a release through ``release``)."""
+    if cost < 0:
+        return released(store, key, limit, cost, now)
     return store.apply(key, limit, cost, now)
 
 
 def batched(store: RedisStore, key: str, limit: Limit, cost: int, now: float) -> Decision:
-    """A hit through the batch script, as a batch of one."""
+    """A hit through the batch script, as a batch of one (a release through ``release``)."""
+    if cost < 0:
+        return released(store, key, limit, cost, now)
     return store.apply_many([(key, limit, cost)], now=now)[0]
 
 
@@ -265,14 +247,129 @@ def test_batches_decide_as_python(store: RedisStore, data: st.DataObject) -> Non
         batch = []
         for _ in range(data.draw(st.integers(1, 5))):
             limit = data.draw(st.sampled_from(chosen))
-            costs = COSTS + RELEASES if limit.algorithm is Algorithm.CONCURRENCY else COSTS
             batch.append(
-                (data.draw(st.sampled_from(keys)), limit, data.draw(st.sampled_from(costs)))
+                (data.draw(st.sampled_from(keys)), limit, data.draw(st.sampled_from(COSTS)))
             )
         whole = data.draw(st.booleans())
         expected = [bits(d) for d in python_batch(states, batch, now, whole)]
         actual = [bits(d) for d in store.apply_many(batch, all_or_nothing=whole, now=now)]
         assert actual == expected, (batch, now, whole)
+
+
+def refund_state(
+    states: dict[tuple[str, str], Any], hit: tuple[str, Limit, int], now: float
+) -> None:
+    """Take back ``hit`` (its cost: what it was granted) with its module's ``refund``."""
+    key, limit, granted = hit
+    slot = (key, limit.id)
+    refund = refund_function(limit.algorithm)
+    states[slot] = refund(copy.copy(states.get(slot)), now, granted, limit)
+
+
+def python_across(
+    states: dict[tuple[str, str], Any], batch: list[tuple[str, Limit, int]], now: float
+) -> list[Decision]:
+    """``apply_many(all_or_nothing=True)`` on a cluster, on the Python steps: each slot's part
+    all or nothing; if one refused, the parts that admitted are refunded, last hit first, and
+    every decision is reported with granted 0."""
+    groups: dict[int, list[int]] = {}
+    for index, (key, limit, _) in enumerate(batch):
+        slot = key_slot(state_key(limit, key, PREFIX).encode())
+        groups.setdefault(slot, []).append(index)
+    results: list[Any] = [None] * len(batch)
+    parts = []
+    for indexes in groups.values():
+        part = [batch[i] for i in indexes]
+        decided = python_batch(states, part, now, True)
+        for index, one in zip(indexes, decided, strict=True):
+            results[index] = one
+        parts.append((part, decided))
+    if len(groups) == 1 or all(one.allowed for one in results):
+        return results
+    for part, decided in parts:
+        if all(one.allowed for one in decided):
+            for (key, limit, _), one in reversed(list(zip(part, decided, strict=True))):
+                if one.granted:
+                    refund_state(states, (key, limit, one.granted), now)
+    return [one._replace(granted=0) if one.granted else one for one in results]
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_batches_across_slots_decide_as_python(
+    client: redis.Redis, split_store: RedisStore, data: st.DataObject
+) -> None:
+    """All-or-nothing batches over keys in several slots (an address and a username): the
+    slots' parts, then the refunds, decide and leave the state exactly as on the Python
+    steps, batch after batch."""
+    algorithms = data.draw(
+        st.lists(st.sampled_from(list(Algorithm)), min_size=1, max_size=2, unique=True)
+    )
+    chosen = [data.draw(limits(algorithm)) for algorithm in algorithms]
+    keys = [fresh_key(), fresh_key()]
+    step = min(limit.period / limit.capacity for limit in chosen)
+    now = T0 + data.draw(st.floats(0, 1e7))
+    states: dict[tuple[str, str], Any] = {}
+    for _ in range(data.draw(st.integers(1, 8))):
+        now += data.draw(st.floats(0, 2)) * step
+        batch = [
+            (
+                data.draw(st.sampled_from(keys)),
+                data.draw(st.sampled_from(chosen)),
+                data.draw(st.sampled_from(COSTS)),
+            )
+            for _ in range(data.draw(st.integers(1, 5)))
+        ]
+        expected = [bits(d) for d in python_across(states, batch, now)]
+        actual = [bits(d) for d in split_store.apply_many(batch, all_or_nothing=True, now=now)]
+        assert actual == expected, (batch, now)
+        for key in keys:
+            for limit in chosen:
+                name = state_key(limit, key, PREFIX)
+                want = flat(states.get((key, limit.id)), limit.algorithm)
+                assert stored(client, name, limit.algorithm) == want, (key, limit, batch, now)
+
+
+@pytest.mark.parametrize("algorithm", list(Algorithm), ids=str)
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_refunds_match_python(
+    client: redis.Redis,
+    store: RedisStore,
+    refunder: Any,
+    algorithm: Algorithm,
+    data: st.DataObject,
+) -> None:
+    """A random timeline with a refund of one admitted hit somewhere after it (right after, or
+    after more hits): the refund script leaves the state the Python ``refund`` leaves, bit for
+    bit, and every later decision is the same."""
+    limit = data.draw(limits(algorithm), label="limit")
+    hits = data.draw(timelines(limit), label="hits")
+    admitted = [
+        (i, (now, decision.granted))
+        for i, ((now, cost), (decision, _)) in enumerate(
+            zip(hits, python_run(limit, hits), strict=True)
+        )
+        if cost > 0 and decision.granted > 0
+    ]
+    if not admitted:
+        return
+    hit, (at, granted) = data.draw(st.sampled_from(admitted), label="refunded hit")
+    after = data.draw(st.integers(hit, len(hits) - 1), label="refunded after hit")
+    key = fresh_key()
+    name = state_key(limit, key, PREFIX)
+    states: dict[tuple[str, str], Any] = {}
+    for i, (now, cost) in enumerate(hits):
+        want = python_batch(states, [(key, limit, cost)], now, False)[0]
+        got = single(store, key, limit, cost, now)
+        where = f"{limit!r}, refund of hit {hit} after hit {after}, hit {i} of {hits[: i + 1]}"
+        assert bits(got) == bits(want), where
+        if i == after:
+            refund_state(states, (key, limit, granted), at)
+            refunder([name], arguments([(limit, granted)], at, False))
+        assert stored(client, name, algorithm) == flat(states.get((key, limit.id)), algorithm), (
+            where
+        )
 
 
 def test_all_or_nothing_sees_a_key_hit_twice(client: redis.Redis, store: RedisStore) -> None:
@@ -332,7 +429,7 @@ def test_every_key_written_has_a_ttl(client: redis.Redis, store: RedisStore, lim
     if limit.algorithm is Algorithm.CONCURRENCY:
         hits += [(T0 + 8, -1)]
     for now, cost in hits:
-        decision = store.apply(key, limit, cost, now)
+        decision = single(store, key, limit, cost, now)
         if decision.allowed and decision.granted:
             assert client.exists(name), (now, cost)
             assert client.pttl(name) > 0, (now, cost)
@@ -342,7 +439,7 @@ def test_a_release_of_every_lease_deletes_the_key(client: redis.Redis, store: Re
     limit = Limit(3, 10, "concurrency")
     key = fresh_key()
     store.apply(key, limit, 2, T0)
-    assert store.apply(key, limit, -5, T0 + 1).granted == -2
+    assert store.release(key, limit, 5, T0 + 1).granted == 2
     assert not client.exists(state_key(limit, key, PREFIX))
 
 

@@ -11,8 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.bucketed_window import refund
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
+from tests.strategies import limits
+from tests.unit.refunds import assert_refund_undoes
 
 T0 = 1_700_000_040.0  # a whole minute after the epoch
 
@@ -214,3 +218,31 @@ def test_retry_after_is_exact(
             assert limit.step(state, now + retry, cost, limit)[1].allowed
             assert not limit.step(state, now + retry - 0.5, cost, limit)[1].allowed
         state = new
+
+
+# --- Refund ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_right_after_the_hit_is_as_if_it_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.BUCKETED_WINDOW)), data, later=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_after_more_hits_is_as_if_the_hit_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.BUCKETED_WINDOW)), data, later=True)
+
+
+def test_a_refund_takes_back_from_the_bucket_of_the_hit() -> None:
+    limit = Limit(6, 10, "bucketed_window", granularity=2)
+    start = T0 - T0 % 2
+    state = (((start, 1), (start + 2, 2), (start + 4, 3)), 6)
+    assert refund(state, start + 2.5, 1, limit) == (
+        ((start, 1), (start + 2, 1), (start + 4, 3)),
+        5,
+    )
+    assert refund(state, start + 2, 5, limit) == (((start, 1), (start + 4, 3)), 4)
+    assert refund(state, start + 6, 1, limit) == state  # no bucket there
+    assert refund((((start, 2),), 2), start, 2, limit) is None

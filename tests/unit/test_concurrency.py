@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.concurrency import refund
 from ratekeeper.limit import Limit
+from tests.strategies import limits
+from tests.unit.refunds import assert_refund_undoes
 
 BASES = (0.0, 1_700_000_000.0)
 
@@ -175,3 +179,30 @@ def test_retry_after_is_when_the_slots_free_up(
         if decision.retry_after > margin:
             _, sooner = limit.step(before, now + decision.retry_after - margin, cost, limit)
             assert not sooner.allowed
+
+
+# --- Refund ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_right_after_the_hit_is_as_if_it_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.CONCURRENCY)), data, later=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_after_more_hits_is_as_if_the_hit_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.CONCURRENCY)), data, later=True)
+
+
+def test_a_refund_removes_the_leases_the_hit_took() -> None:
+    limit = Limit(3, 30, "concurrency")
+    t0 = BASES[1]
+    state, _ = limit.step(None, t0, 1, limit)
+    state, _ = limit.step(state, t0 + 1, 2, limit)
+    assert state == (t0 + 30, t0 + 31, t0 + 31)
+    assert refund(state, t0 + 1, 1, limit) == (t0 + 30, t0 + 31)
+    assert refund(state, t0 + 1, 5, limit) == (t0 + 30,)  # only those it took
+    assert refund(state, t0 + 2, 1, limit) == state  # none taken then
+    assert refund((t0 + 30,), t0, 1, limit) is None

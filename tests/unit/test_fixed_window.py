@@ -11,8 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.fixed_window import refund
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
+from tests.strategies import limits
+from tests.unit.refunds import assert_refund_undoes
 
 T0 = 1_700_000_040.0  # a whole minute (and ten seconds) after the epoch
 DAY = 86_400.0
@@ -206,3 +210,29 @@ def test_admitted_never_exceed_amount_per_window(
             assert admitted[start] + cost > amount  # exact: denied only when it must be
         assert admitted[start] <= amount
         state = new
+
+
+# --- Refund ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_right_after_the_hit_is_as_if_it_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.FIXED_WINDOW)), data, later=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_after_more_hits_is_as_if_the_hit_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.FIXED_WINDOW)), data, later=True)
+
+
+def test_a_refund_takes_back_only_from_the_window_of_the_hit() -> None:
+    limit = Limit(3, 10, "fixed_window")
+    start = T0 - T0 % 10
+    state, _ = limit.step(None, start + 1, 2, limit)
+    assert refund(state, start + 1, 1, limit) == (start, 1)
+    assert refund(state, start + 9, 2, limit) is None  # nothing left counted
+    later, _ = limit.step(state, start + 11, 1, limit)
+    assert refund(later, start + 1, 2, limit) == later  # its window has gone
+    assert refund(None, start + 1, 1, limit) is None

@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.leaky_bucket import refund
 from ratekeeper.limit import Limit
+from tests.strategies import limits
+from tests.unit.refunds import assert_refund_undoes
 
 BASES = (0.0, 1_700_000_000.0)
 
@@ -197,3 +201,19 @@ def test_retry_after_is_when_the_hit_would_succeed(
         if decision.retry_after > margin:
             _, sooner = limit.step(before, now + decision.retry_after - margin, cost, limit)
             assert not sooner.allowed
+
+
+# --- Refund ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_right_after_the_hit_is_as_if_it_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.LEAKY_BUCKET)), data, later=False)
+
+
+def test_a_refund_lowers_the_level_down_to_0() -> None:
+    limit = Limit(4, 4, "leaky_bucket")
+    assert refund((2.5, BASES[1]), BASES[1], 1, limit) == (1.5, BASES[1])
+    assert refund((2.5, BASES[1]), BASES[1], 3, limit) == (0.0, BASES[1])
+    assert refund(None, BASES[1], 1, limit) is None

@@ -10,8 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.sliding_counter import refund
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
+from tests.strategies import limits
+from tests.unit.refunds import assert_refund_undoes
 
 T0 = 1_700_000_040.0  # a whole minute after the epoch
 
@@ -188,3 +192,28 @@ def test_retry_after_is_the_earliest_success(
             if retry > 1e-3:
                 assert not limit.step(state, now + retry / 2, cost, limit)[1].allowed
         state = new
+
+
+# --- Refund ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_right_after_the_hit_is_as_if_it_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.SLIDING_COUNTER)), data, later=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_after_more_hits_is_as_if_the_hit_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.SLIDING_COUNTER)), data, later=True)
+
+
+def test_a_refund_takes_back_from_the_window_the_hit_went_into() -> None:
+    limit = Limit(10, 10, "sliding_counter")
+    start = T0 - T0 % 10
+    state = (start, 4, 3)
+    assert refund(state, start + 5, 2, limit) == (start, 4, 1)  # the current window
+    assert refund(state, start - 5, 3, limit) == (start, 1, 3)  # the state moved on: previous
+    assert refund(state, start - 15, 3, limit) == state  # out of the estimate already
+    assert refund((start, 0, 2), start + 1, 5, limit) is None  # never below 0

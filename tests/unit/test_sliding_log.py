@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from copy import copy
 from math import inf
 from typing import Any
@@ -10,8 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.sliding_log import refund
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
+from tests.strategies import limits
+from tests.unit.refunds import assert_refund_undoes
 
 T0 = 1_700_000_040.0  # a whole minute after the epoch
 
@@ -189,3 +194,27 @@ def test_retry_after_is_exact(amount: int, period: int, steps: list[tuple[int, i
         if decision.allowed:
             assert decision.reset_after == period  # the newest entry is this hit
         state = new
+
+
+# --- Refund ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_right_after_the_hit_is_as_if_it_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.SLIDING_LOG)), data, later=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_refund_after_more_hits_is_as_if_the_hit_never_happened(data: st.DataObject) -> None:
+    assert_refund_undoes(data.draw(limits(Algorithm.SLIDING_LOG)), data, later=True)
+
+
+def test_a_refund_removes_only_entries_stamped_at_the_hit() -> None:
+    limit = Limit(5, 10, "sliding_log")
+    log = deque([T0, T0 + 1, T0 + 1, T0 + 2])
+    assert list(refund(deque(log), T0 + 1, 1, limit) or ()) == [T0, T0 + 1, T0 + 2]
+    assert list(refund(deque(log), T0 + 1, 5, limit) or ()) == [T0, T0 + 2]
+    assert list(refund(deque(log), T0 + 3, 1, limit) or ()) == list(log)  # none stamped then
+    assert refund(deque([T0]), T0, 1, limit) is None

@@ -12,6 +12,23 @@ cost exceeds the limit's capacity can never be allowed: it is denied with an inf
 to roll back, with one exception: the sliding log updates its log in place (copying it would
 cost O(amount) per hit), so its module also has ``copy_state(state)``, which a store that must
 roll back steps on (``Limit.copy_state``; ``None`` for every other algorithm).
+
+Every module also exposes the compensation of an admitted hit::
+
+    refund(state, now, cost, limit) -> new_state
+
+which takes back ``cost`` units (what the hit was granted) that ``step`` admitted at ``now``
+(the same ``now``), from the state as it is by then. Right after the step it is the step's
+exact inverse: every later decision is the one the state without the hit would give. With
+other hits in between, the windows, the log, the buckets and the leases still take back
+exactly what the hit added, where the hit's window or bucket still holds it (one that has
+moved on has forgotten it already); the token bucket, GCRA and the leaky buckets cannot tell
+how much refill a full bucket lost meanwhile, so they may leave up to that interval's refill
+more room than the hit's absence would have, never more than the hit took. A store that
+applies one batch in several atomic parts (a Redis Cluster, one script run per slot) refunds
+the parts it applied when another part refused, within the same call. ``refund`` follows
+``step`` in place or not (the sliding log's updates its log in place), and returns ``None``
+where the state is left holding nothing and that means the same as no state.
 """
 
 from __future__ import annotations
@@ -48,3 +65,10 @@ def state_copier(algorithm: Algorithm) -> Callable[[Any], Any] | None:
     module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
     copier: Callable[[Any], Any] | None = getattr(module, "copy_state", None)
     return copier
+
+
+def refund_function(algorithm: Algorithm) -> Callable[..., Any]:
+    """Return the ``refund`` of ``algorithm``'s module."""
+    module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
+    refund: Callable[..., Any] = module.refund
+    return refund

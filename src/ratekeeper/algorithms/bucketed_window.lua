@@ -2,7 +2,7 @@
 -- the non-empty buckets in the window, oldest first (their total is summed on load). A hit
 -- reads every bucket's count, but writes the buckets it keeps as they were read and formats
 -- only the newest.
-local bucketed_window
+local bucketed_window, bucketed_window_refund
 if NEEDS.bucketed_window then
   function bucketed_window(key, now, cost, a)
     local amount = tonumber(ARGV[a + AMOUNT])
@@ -68,5 +68,38 @@ if NEEDS.bucketed_window then
       i = i + 1
     end
     return 0, amount, remaining, reset_after, tonumber(starts[i]) + span - now, 0, 0
+  end
+
+  if REFUNDS then
+    -- Take the cost from the bucket holding `now`; the others are written back as read.
+    function bucketed_window_refund(key, now, cost, a)
+      local raw = redis.call('GET', key)
+      if not raw then return end
+      local width = tonumber(ARGV[a + BUCKET])
+      local current = now - pymod(now, width)
+      local half = 0.5 * width
+      local low, high = current - half, current + half
+      local parts, n, found = {}, 0, false
+      for start, units in string.gmatch(raw, '(%S+) (%S+)') do
+        local at = tonumber(start)
+        if not found and low < at and at < high then
+          found = true
+          units = tonumber(units)
+          if units > cost then
+            n = n + 1
+            parts[n] = start .. format(' %d', units - cost)
+          end
+        else
+          n = n + 1
+          parts[n] = start .. ' ' .. units
+        end
+      end
+      if not found then return end
+      if n == 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('SET', key, table.concat(parts, ' '), 'KEEPTTL')
+      end
+    end
   end
 end

@@ -74,3 +74,27 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         need -= buckets[i][1]
         i += 1
     return state, deny(amount, remaining, reset_after, buckets[i][0] + span - now)
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back ``cost`` units admitted at ``now`` from the bucket holding ``now``, up to its
+    count; nothing once it has left the state. (A hit taken while the clock stood behind the
+    state went into a later bucket: taking it back from this earlier one keeps the total
+    until this bucket leaves the window, and errs on the side of refusing after that.) None
+    when no bucket is left."""
+    if state is None:
+        return None
+    buckets, total = state
+    width = limit.bucket
+    current = now - now % width
+    half = 0.5 * width
+    for i, (start, count) in enumerate(buckets):
+        if current - half < start < current + half:
+            taken = cost if cost < count else count
+            kept = ((start, count - taken),) if count > taken else ()
+            buckets = buckets[:i] + kept + buckets[i + 1 :]
+            total -= taken
+            break
+    else:
+        return state
+    return (buckets, total) if buckets else None

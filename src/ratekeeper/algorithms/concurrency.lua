@@ -1,6 +1,6 @@
 -- Concurrency: the twin of concurrency.py. State: a list of "%.17g" lease expiry times, sorted,
 -- one per slot held.
-local concurrency
+local concurrency, concurrency_refund
 if NEEDS.concurrency then
   function concurrency(key, now, cost, a)
     local amount = tonumber(ARGV[a + AMOUNT])
@@ -49,5 +49,14 @@ if NEEDS.concurrency then
       redis.call('DEL', key)
     end
     return 1, amount, free, reset_after, 0, 0, -released
+  end
+
+  if REFUNDS then
+    -- Remove up to `cost` leases expiring at `now + period`, the ones the hit added.
+    function concurrency_refund(key, now, cost, a)
+      if cost > 0 then
+        redis.call('LREM', key, -cost, format('%.17g', now + tonumber(ARGV[a + PERIOD])))
+      end
+    end
   end
 end

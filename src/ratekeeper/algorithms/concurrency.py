@@ -15,7 +15,7 @@ be admitted (``retry_after`` is infinite).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from math import inf
 from typing import TYPE_CHECKING
 
@@ -59,3 +59,17 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     return leases, allow(
         amount, free if free > 0 else 0, leases[-1] - now if leases else 0.0, -released
     )
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back ``cost`` slots acquired at ``now``: remove up to ``cost`` leases expiring at
+    ``now + period`` (fewer when some have expired or been released since). None when no
+    lease is left."""
+    if not state:
+        return None
+    expiry = now + limit.period
+    end = bisect_right(state, expiry)
+    start = bisect_left(state, expiry, 0, end)
+    dropped = min(cost, end - start)
+    leases = state[: end - dropped] + state[end:]
+    return leases if leases else None

@@ -1,5 +1,5 @@
 -- Fixed window: the twin of fixed_window.py. State: "start count".
-local fixed_window
+local fixed_window, fixed_window_refund
 if NEEDS.fixed_window then
   local DAY = 86400.0
   local WEEK = 7 * DAY
@@ -85,5 +85,22 @@ if NEEDS.fixed_window then
     local retry = inf
     if cost <= amount then retry = stop - now end
     return 0, amount, amount - count, reset_after, retry, 0, 0
+  end
+
+  if REFUNDS then
+    function fixed_window_refund(key, now, cost, a)
+      local saved, counted = load2(key)
+      if not saved then return end
+      local start
+      local unit = ARGV[a + UNIT]
+      if unit ~= '' then
+        start = calendar_window(now, unit)
+      else
+        start = now - pymod(now, tonumber(ARGV[a + PERIOD]))
+      end
+      if saved ~= start then return end -- a later window: the hit is forgotten already
+      local count = counted - cost
+      if count > 0 then keep2(key, start, count) else redis.call('DEL', key) end
+    end
   end
 end

@@ -68,3 +68,16 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     return state, deny(
         amount, amount - count, end - now if count else 0.0, end - now if cost <= amount else inf
     )
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back ``cost`` units admitted at ``now``: from the window they were counted in, if
+    the state still holds that window (a later window has forgotten them). None when nothing
+    is left counted."""
+    if state is None:
+        return None
+    start = window(now, limit)[0]
+    if state[0] != start:
+        return state
+    count = state[1] - cost
+    return (start, count) if count > 0 else None

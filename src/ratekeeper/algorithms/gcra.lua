@@ -1,5 +1,5 @@
 -- GCRA: the twin of gcra.py. State: "backlog t" (the TAT as its distance from t).
-local gcra
+local gcra, gcra_refund
 if NEEDS.gcra then
   function gcra(key, now, cost, a)
     local interval = tonumber(ARGV[a + INTERVAL])
@@ -23,5 +23,15 @@ if NEEDS.gcra then
     local retry = inf
     if cost <= capacity then retry = after - capacity * interval end
     return 0, capacity, remaining, backlog, retry, 0, 0
+  end
+
+  if REFUNDS then
+    function gcra_refund(key, now, cost, a)
+      local backlog, last = load2(key)
+      if not backlog then return end
+      backlog = backlog - cost * tonumber(ARGV[a + INTERVAL])
+      if backlog < 0.0 then backlog = 0.0 end
+      keep2(key, backlog, last)
+    end
   end
 end

@@ -1,5 +1,5 @@
 -- Leaky bucket (meter): the twin of leaky_bucket.py. State: "level t".
-local leaky_bucket
+local leaky_bucket, leaky_bucket_refund
 if NEEDS.leaky_bucket then
   function leaky_bucket(key, now, cost, a)
     local capacity = tonumber(ARGV[a + CAPACITY])
@@ -23,5 +23,15 @@ if NEEDS.leaky_bucket then
     local retry = inf
     if cost <= capacity then retry = (after - capacity) * interval end
     return 0, capacity, remaining, level * interval, retry, 0, 0
+  end
+
+  if REFUNDS then
+    function leaky_bucket_refund(key, now, cost, a)
+      local level, last = load2(key)
+      if not level then return end
+      level = level - cost
+      if level < 0.0 then level = 0.0 end
+      keep2(key, level, last)
+    end
   end
 end

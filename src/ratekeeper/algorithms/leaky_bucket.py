@@ -47,3 +47,15 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         level * limit.interval,
         (after - capacity) * limit.interval if cost <= capacity else inf,
     )
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back ``cost`` units poured at ``now``: the level drops by ``cost``, stopping at 0.
+    The state keeps its time."""
+    if state is None:
+        return None
+    level, last = state
+    level -= cost
+    if level < 0.0:
+        level = 0.0
+    return (level, last)

@@ -1,6 +1,6 @@
 -- Leaky bucket (shaper): the twin of leaky_shaper.py. State: "backlog t", the seconds of work
 -- queued at time t.
-local leaky_shaper
+local leaky_shaper, leaky_shaper_refund
 if NEEDS.leaky_shaper then
   function leaky_shaper(key, now, cost, a)
     local interval = tonumber(ARGV[a + INTERVAL])
@@ -24,5 +24,15 @@ if NEEDS.leaky_shaper then
     local retry = inf
     if cost <= capacity then retry = after - tolerance end
     return 0, capacity, remaining, backlog, retry, 0, 0
+  end
+
+  if REFUNDS then
+    function leaky_shaper_refund(key, now, cost, a)
+      local backlog, last = load2(key)
+      if not backlog then return end
+      backlog = backlog - cost * tonumber(ARGV[a + INTERVAL])
+      if backlog < 0.0 then backlog = 0.0 end
+      keep2(key, backlog, last)
+    end
   end
 end

@@ -51,3 +51,15 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         backlog,
         after - tolerance if cost <= capacity else inf,
     )
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back a hit of ``cost`` queued at ``now``: the backlog drops by ``cost * T``,
+    stopping at 0. The state keeps its time."""
+    if state is None:
+        return None
+    backlog, last = state
+    backlog -= cost * limit.interval
+    if backlog < 0.0:
+        backlog = 0.0
+    return (backlog, last)

@@ -1,5 +1,5 @@
 -- Sliding window counter: the twin of sliding_counter.py. State: "start previous current".
-local sliding_counter
+local sliding_counter, sliding_counter_refund
 if NEEDS.sliding_counter then
   function sliding_counter(key, now, cost, a)
     local amount = tonumber(ARGV[a + AMOUNT])
@@ -61,5 +61,29 @@ if NEEDS.sliding_counter then
     end
     if retry < 0.0 then retry = 0.0 end
     return 0, amount, remaining, reset_after, retry, 0, 0
+  end
+
+  if REFUNDS then
+    function sliding_counter_refund(key, now, cost, a)
+      local raw = redis.call('GET', key)
+      if not raw then return end
+      local start, previous, current = match(raw, '^(%S+) (%S+) (%S+)$')
+      if not start then return end
+      start, previous, current = tonumber(start), tonumber(previous), tonumber(current)
+      local period = tonumber(ARGV[a + PERIOD])
+      local moved = start - (now - pymod(now, period)) -- how far the state is past the hit
+      if -0.5 * period < moved and moved < 0.5 * period then
+        if current > cost then current = current - cost else current = 0 end
+      elseif 0.5 * period <= moved and moved < 1.5 * period then
+        if previous > cost then previous = previous - cost else previous = 0 end
+      else
+        return
+      end
+      if previous == 0 and current == 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('SET', key, format('%.17g %d %d', start, previous, current), 'KEEPTTL')
+      end
+    end
   end
 end

@@ -74,3 +74,24 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     if retry_after < 0.0:
         retry_after = 0.0
     return state, deny(amount, remaining, reset_after, retry_after)
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back ``cost`` units admitted at ``now`` from the count of the window holding
+    ``now``: the current window's count if the state is still in that window, the previous
+    window's if the state has moved one window on, else nothing (the hit has left the
+    estimate). Counts stop at 0; None when both are 0."""
+    if state is None:
+        return None
+    start, previous, current = state
+    period = limit.period
+    moved = start - (now - now % period)  # how far the state is past the hit's window
+    if -0.5 * period < moved < 0.5 * period:
+        current = current - cost if current > cost else 0
+    elif 0.5 * period <= moved < 1.5 * period:
+        previous = previous - cost if previous > cost else 0
+    else:
+        return state
+    if not previous and not current:
+        return None
+    return (start, previous, current)

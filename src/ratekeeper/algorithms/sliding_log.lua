@@ -1,7 +1,7 @@
 -- Sliding log: the twin of sliding_log.py. State: a list of "%.17g" timestamps, oldest first,
 -- one per admitted unit of cost. A hit reads the list's length and ends, and more entries only
 -- when some left the window (galloping) or when it is denied.
-local sliding_log
+local sliding_log, sliding_log_refund
 if NEEDS.sliding_log then
   function sliding_log(key, now, cost, a)
     local amount = tonumber(ARGV[a + AMOUNT])
@@ -31,5 +31,12 @@ if NEEDS.sliding_log then
     -- The hit fits once the oldest `count + cost - amount` entries have left the window.
     local leaving = tonumber(redis.call('LINDEX', key, gone + count + cost - amount - 1))
     return 0, amount, remaining, reset_after, leaving + period - now, 0, 0
+  end
+
+  if REFUNDS then
+    -- Remove up to `cost` entries stamped `now`, from the tail, where they most likely are.
+    function sliding_log_refund(key, now, cost, a)
+      if cost > 0 then redis.call('LREM', key, -cost, format('%.17g', now)) end
+    end
   end
 end

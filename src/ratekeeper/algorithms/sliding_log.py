@@ -14,7 +14,7 @@ back (``apply_many(all_or_nothing=True)``) steps on ``copy_state(state)``.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
 from itertools import repeat
 from math import inf
@@ -64,3 +64,17 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     # The hit fits once the oldest ``count + cost - amount`` entries have left the window.
     leaving = log[gone + count + cost - amount - 1]
     return state, deny(amount, remaining, reset_after, leaving + period - now)
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back ``cost`` units admitted at ``now``: remove up to ``cost`` entries stamped
+    ``now`` (fewer when some have left the log since). Updates the log in place, as ``step``
+    does; None when the log is left empty."""
+    if not state:
+        return None
+    end = bisect_right(state, now)
+    start = bisect_left(state, now, 0, end)
+    for _ in range(min(cost, end - start)):
+        end -= 1
+        del state[end]
+    return state if state else None

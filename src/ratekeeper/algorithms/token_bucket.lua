@@ -1,5 +1,5 @@
 -- Token bucket: the twin of token_bucket.py. State: "tokens t".
-local token_bucket
+local token_bucket, token_bucket_refund
 if NEEDS.token_bucket then
   function token_bucket(key, now, cost, a)
     local capacity = tonumber(ARGV[a + CAPACITY])
@@ -50,5 +50,16 @@ if NEEDS.token_bucket then
     if at ~= now then reset_after = reset_after + skew end
     if granted ~= 0 then save2(key, reset_after, left, at) end
     return 1, capacity, floor(left + EPSILON), reset_after, 0, 0, granted
+  end
+
+  if REFUNDS then
+    function token_bucket_refund(key, now, cost, a)
+      local tokens, last = load2(key)
+      if not tokens then return end
+      local capacity = tonumber(ARGV[a + CAPACITY])
+      tokens = tokens + cost
+      if tokens > capacity then tokens = capacity end
+      keep2(key, tokens, last)
+    end
   end
 end

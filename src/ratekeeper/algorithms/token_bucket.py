@@ -78,3 +78,15 @@ def _behind(state: State, now: float, cost: int, limit: Limit) -> tuple[State, D
         reset_after=decision.reset_after + skew,
         retry_after=decision.retry_after + skew if not decision.allowed else 0.0,
     )
+
+
+def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
+    """Take back ``cost`` tokens taken at ``now``: put them back, up to the capacity. The
+    state keeps its time (a bucket that was never written is full already)."""
+    if state is None:
+        return None
+    tokens, last = state
+    tokens += cost
+    if tokens > limit.capacity:
+        tokens = float(limit.capacity)
+    return (tokens, last)

@@ -1,15 +1,29 @@
 -- ratekeeper: the batch script's entry point (apply_many). KEYS holds one state key per hit;
 -- ARGV is
---   [1] now in seconds ('' takes the server's TIME), [2] all_or_nothing ('1' or '0'),
+--   [1] now in seconds ('' takes the server's TIME), [2] all_or_nothing: '0' no, '1' yes,
+--   '2' yes, and the reply ends with the `now` the script ran at (see below),
 --   [3] L, the number of distinct limits in the batch, then L blocks of 9 fields:
 --   algorithm, amount, period, capacity, rate, interval, bucket, unit (calendar unit or ''),
 --   partial ('1' or '0'); then 2 fields per hit: the index of its limit (1..L) and its cost.
+-- Every cost must be a non-negative integer of at most 16 digits: else the script writes
+-- nothing and replies the error 'ratekeeper: invalid cost <text>'.
 -- Hits run in order, each seeing the state the earlier ones left. With all_or_nothing nothing
 -- is kept unless every hit is allowed: the keys are snapshotted (DUMP) first and restored if
 -- one hit is refused; the allowed hits then report the state they would have left, with
 -- granted 0 (as the memory store does). Reply: one flat array, the 7 fields of each decision
 -- in turn (allowed, limit, remaining, reset_after, retry_after, delay, granted; see num()
--- for the floats), no table per hit.
+-- for the floats), no table per hit; with ARGV[2] '2', then `now` (as num() gives it), which
+-- a Redis Cluster batch spanning slots needs to refund this slot's hits (refund.lua) when
+-- another slot refused.
+
+local count = #KEYS
+local hits = 3 + tonumber(ARGV[3]) * LIMIT_FIELDS
+for i = 1, count do
+  local cost = ARGV[hits + i * 2] or ''
+  if #cost > 16 or not match(cost, '^%d+$') then
+    return redis.error_reply('ratekeeper: invalid cost ' .. string.sub(cost, 1, 40))
+  end
+end
 
 local now = tonumber(ARGV[1])
 if not now then
@@ -17,9 +31,9 @@ if not now then
   now = tonumber(time[1]) + tonumber(time[2]) / 1000000
 end
 
-local count = #KEYS
+local mode = ARGV[2]
 local saved = nil
-if ARGV[2] == '1' and count > 1 then
+if mode ~= '0' and count > 1 then
   -- (A single hit needs no snapshot: a refused hit writes nothing.)
   saved = {}
   for i = 1, count do
@@ -33,7 +47,6 @@ end
 
 local reply = {}
 local refused = false
-local hits = 3 + tonumber(ARGV[3]) * LIMIT_FIELDS
 for i = 1, count do
   local h = hits + (i - 1) * 2
   local a = 3 + (tonumber(ARGV[h + 1]) - 1) * LIMIT_FIELDS
@@ -75,4 +88,5 @@ if saved and refused then
     if reply[r + 1] == 1 then reply[r + 7] = 0 end
   end
 end
+if mode == '2' then reply[count * 7 + 1] = num(now) end
 return reply

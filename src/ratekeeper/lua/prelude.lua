@@ -1,8 +1,10 @@
--- ratekeeper: what every algorithm's Lua step shares. The store builds two kinds of script
--- from it (stores/lua.py): the batch script, this file, every algorithm's .lua
--- (src/ratekeeper/algorithms/) and dispatch.lua; and, for each algorithm, its single-hit
--- script, this file, that algorithm's .lua and single.lua. A one-line header before this file
--- defines NEEDS, the set of algorithms the call may run (see "NEEDS" below).
+-- ratekeeper: what every algorithm's Lua step shares. The store builds its scripts from it
+-- (stores/lua.py): the batch script, this file, every algorithm's .lua
+-- (src/ratekeeper/algorithms/) and dispatch.lua; for each algorithm, its single-hit script,
+-- this file, that algorithm's .lua and single.lua; the refund script, as the batch script
+-- with refund.lua; and the release script, this file, concurrency.lua and release.lua. A
+-- header before this file defines NEEDS, the set of algorithms the call may run (see "NEEDS"
+-- below), and REFUNDS, true in the refund script only.
 --
 -- A step is a function NAME(key, now, cost, a). `a` locates the hit's limit in ARGV: its fields
 -- are ARGV[a + AMOUNT], ARGV[a + PERIOD], ... (layout in dispatch.lua). It returns the
@@ -18,7 +20,15 @@
 --   if NEEDS.NAME then
 --     function NAME(key, now, cost, a) ... end
 --   end
--- helpers are few, and steps return values rather than tables.
+-- helpers are few, and steps return values rather than tables. Each algorithm file also
+-- defines, only when REFUNDS is set, NAME_refund(key, now, cost, a): its Python module's
+-- `refund`, which takes back `cost` units its step admitted at `now`, writes with the key's
+-- TTL kept (or deletes a state left holding nothing), and returns nothing.
+--
+-- Every cost (and the slots a release frees) reaches a script as ARGV text, which each entry
+-- point checks before anything is written: a non-negative integer of at most 16 digits
+-- ('^%d+$'), or an error reply 'ratekeeper: invalid cost <text>'. So no client sharing the
+-- server can store a NaN, an infinity or a negative count under a key.
 
 local EPSILON = 1e-9
 local inf = math.huge
@@ -66,6 +76,13 @@ end
 
 local function save2(key, reset_after, x, y)
   redis.call('SET', key, format('%.17g %.17g', x, y), 'PX', ttl_ms(reset_after))
+end
+
+local keep2
+if REFUNDS then
+  function keep2(key, x, y)
+    redis.call('SET', key, format('%.17g %.17g', x, y), 'KEEPTTL')
+  end
 end
 
 -- Python's float `a % b`: math.fmod (exact), moved onto the divisor's side. (Lua's own `%` is

@@ -4,13 +4,18 @@
 --   [1] now in seconds ('' takes the server's TIME), [2] the cost, then the limit's 9 fields
 --   in the batch script's order (algorithm, amount, period, capacity, rate, interval, bucket,
 --   unit, partial), so that the step reads them from the same offsets, at base 2.
--- Reply: the decision's 7 fields as one flat array, as in the batch script.
+-- Reply: the decision's 7 fields as one flat array, as in the batch script. A cost that is
+-- not a non-negative integer of at most 16 digits is refused before anything is written.
 
+local cost = ARGV[2]
+if #cost > 16 or not match(cost, '^%d+$') then
+  return redis.error_reply('ratekeeper: invalid cost ' .. string.sub(cost, 1, 40))
+end
 local now = tonumber(ARGV[1])
 if not now then
   local time = redis.call('TIME')
   now = tonumber(time[1]) + tonumber(time[2]) / 1000000
 end
 local allowed, limit, remaining, reset_after, retry_after, delay, granted =
-  STEP(KEYS[1], now, tonumber(ARGV[2]), 2)
+  STEP(KEYS[1], now, tonumber(cost), 2)
 return {allowed, limit, remaining, num(reset_after), num(retry_after), num(delay), granted}

@@ -1,16 +1,20 @@
 """The Lua scripts the Redis stores run, and their arguments and replies.
 
-Two kinds of script are assembled from ``lua/prelude.lua`` and the ``.lua`` twin beside each
+The scripts are assembled from ``lua/prelude.lua`` and the ``.lua`` twin beside each
 algorithm's Python module:
 
 - ``SOURCE``, the batch script (``apply_many``): the prelude, every twin and
   ``lua/dispatch.lua``; it applies a batch of hits in one round trip, its layout documented in
   ``dispatch.lua``;
 - ``SINGLE[algorithm]``, one single-hit script per algorithm (``apply``): the prelude, that
-  algorithm's twin and ``lua/single.lua``; eleven arguments, no dispatch.
+  algorithm's twin and ``lua/single.lua``; eleven arguments, no dispatch;
+- ``REFUND``, the refund script: the batch script's parts with ``lua/refund.lua``, and the
+  twins' ``refund`` steps; it takes back what one slot of a Redis Cluster batch admitted;
+- ``RELEASE``, the release script (``release``): the prelude, the concurrency twin and
+  ``lua/release.lua``.
 
-Both run the same twin, so one parity suite binds both to the Python ``step``. Each reply is a
-flat array of seven fields per decision.
+All run the same twins, so one parity suite binds them to the Python ``step`` and ``refund``.
+Each decision comes back as seven fields of one flat array.
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
 
-#: The batch script's header: NEEDS from the algorithms of ARGV's limit blocks (9 fields each).
-BATCH_HEADER = (
+#: NEEDS from the algorithms of ARGV's limit blocks (9 fields each), in the batch layout.
+_NEEDS_FROM_ARGV = (
     "local NEEDS = {}\nfor j = 1, tonumber(ARGV[3]) do NEEDS[ARGV[3 + (j - 1) * 9 + 1]] = true end"
 )
+#: The batch script's header: the algorithms its ARGV names, no refund steps.
+BATCH_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS = false"
+#: The refund script's header: the same, with the refund steps.
+REFUND_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS = true"
 FIELDS = 7  # per decision in a reply
 
 _new = tuple.__new__
@@ -37,29 +45,34 @@ def _read(name: str) -> str:
     return files("ratekeeper").joinpath(name).read_text()
 
 
-def batch_source(read: Callable[[str], str] = _read) -> str:
-    """The batch script, its parts read by ``read(path inside the package)``."""
-    parts = [BATCH_HEADER, read("lua/prelude.lua")]
+def batch_source(
+    read: Callable[[str], str] = _read, header: str = BATCH_HEADER, entry: str = "lua/dispatch.lua"
+) -> str:
+    """The batch script (or, with ``REFUND_HEADER`` and ``lua/refund.lua``, the refund
+    script), its parts read by ``read(path inside the package)``."""
+    parts = [header, read("lua/prelude.lua")]
     parts += [read(f"algorithms/{algorithm.value}.lua") for algorithm in Algorithm]
-    parts.append(read("lua/dispatch.lua"))
+    parts.append(read(entry))
     return "\n".join(parts)
 
 
-def _single_source(algorithm: Algorithm) -> str:
+def _single_source(algorithm: Algorithm, entry: str = "lua/single.lua") -> str:
     name = algorithm.value
     return "\n".join(
         [
-            f"local NEEDS = {{{name} = true}}",
+            f"local NEEDS = {{{name} = true}}\nlocal REFUNDS = false",
             _read("lua/prelude.lua"),
             _read(f"algorithms/{name}.lua"),
             f"local STEP = {name}",
-            _read("lua/single.lua"),
+            _read(entry),
         ]
     )
 
 
 SOURCE = batch_source()
 SINGLE = {algorithm: _single_source(algorithm) for algorithm in Algorithm}
+REFUND = batch_source(header=REFUND_HEADER, entry="lua/refund.lua")
+RELEASE = _single_source(Algorithm.CONCURRENCY, "lua/release.lua")
 
 
 @lru_cache(maxsize=4096)
@@ -84,10 +97,16 @@ def now_arg(now: float | None) -> str:
 
 
 def arguments(
-    hits: Sequence[tuple[Limit, int]], now: float | None, all_or_nothing: bool
+    hits: Sequence[tuple[Limit, int]],
+    now: float | None,
+    all_or_nothing: bool,
+    *,
+    with_now: bool = False,
 ) -> list[str]:
     """The batch script's ARGV for ``(limit, cost)`` hits: each distinct limit's fields once,
-    then a limit index and a cost per hit (layout in ``dispatch.lua``)."""
+    then a limit index and a cost per hit (layout in ``dispatch.lua``). ``with_now`` (with
+    ``all_or_nothing``) asks the reply to end with the script's ``now`` (``decisions_at``).
+    The refund script takes the same layout."""
     index: dict[Limit, str] = {}
     blocks: list[str] = []
     tail: list[str] = []
@@ -98,7 +117,8 @@ def arguments(
             blocks.extend(limit_args(limit))
         tail.append(number)
         tail.append(str(cost))
-    return [now_arg(now), "1" if all_or_nothing else "0", str(len(index)), *blocks, *tail]
+    mode = ("2" if with_now else "1") if all_or_nothing else "0"
+    return [now_arg(now), mode, str(len(index)), *blocks, *tail]
 
 
 def decision(reply: Sequence[Any]) -> Decision:
@@ -128,3 +148,9 @@ def decisions(reply: Sequence[Any]) -> list[Decision]:
         _new(Decision, (a == 1, n, r, float(ra), float(rt), float(d), g, False))
         for a, n, r, ra, rt, d, g in zip(*(fields,) * FIELDS, strict=True)
     ]
+
+
+def decisions_at(reply: Sequence[Any]) -> tuple[list[Decision], float]:
+    """Decode a batch script's reply that ends with its ``now`` (``with_now``): the decisions,
+    and the time they were taken at."""
+    return decisions(reply[:-1]), float(reply[-1])

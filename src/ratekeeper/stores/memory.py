@@ -139,8 +139,7 @@ class MemoryStore:
         The earliest-expiring leases go first. The decision is allowed; its ``granted`` is the
         number of slots released and ``remaining`` the slots now free.
         """
-        key, slots = check_hit(key, slots)
-        check_release(limit, slots)
+        key, slots = check_key(key), check_release(limit, slots)
         if now is None:
             now = self.clock()
         slot = (limit.id, key)
@@ -196,12 +195,15 @@ class MemoryStore:
         return len(expired)
 
 
-def check_release(limit: Limit, slots: int) -> None:
-    """Raise unless ``slots`` (a checked cost) can be released from ``limit``."""
+def check_release(limit: Limit, slots: Any) -> int:
+    """``slots`` if it can be released from ``limit``: ``ValueError`` unless ``limit`` is a
+    concurrency limit, ``InvalidInputError`` unless ``slots`` is an integer from 1 to
+    ``MAX_COST``."""
     if limit.algorithm is not Algorithm.CONCURRENCY:
-        raise ValueError(f"release() frees concurrency slots, not {limit.algorithm.value} hits")
-    if slots < 1:
-        raise InvalidInputError(f"slots to release must be at least 1, not {slots!r}")
+        raise ValueError(f"release needs a concurrency limit, not {limit.algorithm.value}")
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_COST:
+        raise InvalidInputError(f"slots must be a positive integer, not {slots!r}")
+    return int(slots)
 
 
 class AsyncMemoryStore:

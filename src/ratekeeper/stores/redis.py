@@ -5,9 +5,33 @@ Consistency: exact across processes and machines. Every decision is one run of a
 ``apply_many``), which Redis executes atomically on the server that owns the key's slot,
 with the time taken from that server's ``TIME`` so that every client agrees on it. A batch is
 one script run per slot (one round trip on a single server; one per slot, concurrently in
-asyncio, in a cluster): atomic within a slot. With ``all_or_nothing`` it must fit in one slot
-(keys built with ``tag="identity"`` put every limit of one identity in one slot). Every key
-written carries a TTL.
+asyncio, in a cluster): atomic within a slot. Every key written carries a TTL.
+
+``all_or_nothing`` on one server, or in one slot of a cluster (keys built with
+``tag="identity"`` put every limit of one identity in one slot), is one atomic script run: it
+keeps nothing unless every hit is allowed. A cluster batch over several slots (the login
+check: one limit per address, one per username) cannot be one script run, so it is applied
+in two phases:
+
+1. each slot's part runs atomically, with all_or_nothing inside the slot, and its reply also
+   carries the ``now`` its server used; if every part admitted every hit, that is the answer
+   (one round trip per slot, the slots concurrently in asyncio);
+2. else each part that admitted its hits is sent a refund (the refund script: each
+   algorithm's ``refund``, the inverse of the step it took, at that part's ``now``), and every
+   decision is reported with ``granted`` 0, as for a refused batch on one server.
+
+So such a batch never admits beyond any of its limits (a hit is counted before it is reported
+allowed), and a refused batch has consumed nothing once ``apply_many`` returns. It is not
+isolated: between the two phases another client can find the refused batch's hits counted
+and be refused for them. A refund is the exact inverse of its step when no other hit came in
+between (else see ``ratekeeper.algorithms``: the refill-based algorithms may give back up to
+that interval's refill more). If a part raises, the parts that admitted are refunded before
+``StoreError`` is raised; if a refund itself fails, the decisions still say refused and the
+failure is logged (``ratekeeper.store``): those hits then stay counted until their state
+frees up.
+
+``release`` frees concurrency slots with its own script; every script refuses a cost that is
+not a non-negative integer before it writes anything.
 
 Errors are sorted at this boundary (``failure``): bad credentials, an unknown database or a
 missing permission raise ``StoreConfigError``; a script's refusal of a caller's value raises
@@ -20,6 +44,7 @@ error) raises ``StoreError``, the only one a failure policy answers.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,15 +55,18 @@ from ratekeeper.keys import check_tag, state_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.lua import (
+    REFUND,
+    RELEASE,
     SINGLE,
     SOURCE,
     arguments,
     decision,
     decisions,
+    decisions_at,
     limit_args,
     now_arg,
 )
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.memory import Hit, check_release
 
 try:
     import redis
@@ -58,6 +86,8 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 #: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
 
+log = logging.getLogger("ratekeeper.store")
+
 _MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
 #: Error replies that say the store's own configuration is wrong (an unknown database).
 _MISCONFIGURED_REPLIES = ("DB index is out of range", "invalid DB index")
@@ -76,9 +106,15 @@ def failure(error: BaseException) -> Exception:
     return StoreError(f"redis: {message}")
 
 
-def _gather(
-    size: int, batches: list[tuple[Sequence[int], Any, Any]], replies: list[Any]
-) -> list[Decision]:
+#: One script run of a batch: the indexes of its hits in the batch, its keys and its ARGV.
+Batch = tuple[Sequence[int], list[str], list[str]]
+#: One slot's part of an all_or_nothing batch that ran: the part, its decisions, its ``now``.
+Ran = tuple[Batch, list[Decision], float]
+#: A refund script run: its keys and ARGV.
+Refund = tuple[list[str], list[str]]
+
+
+def _gather(size: int, batches: list[Batch], replies: list[Any]) -> list[Decision]:
     if len(batches) == 1:  # its hits in order
         return decisions(replies[0])
     results: list[Any] = [None] * size
@@ -86,6 +122,50 @@ def _gather(
         for index, one in zip(indexes, decisions(reply), strict=True):
             results[index] = one
     return results
+
+
+def _refunds(hits: Sequence[Hit], ran: list[Ran]) -> list[Refund]:
+    """What the parts that admitted all their hits consumed, as refund script runs (a part
+    that refused a hit kept nothing)."""
+    refunds = []
+    for (indexes, keys, _), decided, now in ran:
+        if not all(one.allowed for one in decided):
+            continue
+        owed = [
+            (keys[j], hits[i][1], one.granted)
+            for j, (i, one) in enumerate(zip(indexes, decided, strict=True))
+            if one.granted > 0
+        ]
+        if owed:
+            refunds.append(
+                (
+                    [key for key, _, _ in owed],
+                    arguments([(limit, granted) for _, limit, granted in owed], now, False),
+                )
+            )
+    return refunds
+
+
+def _settle(hits: Sequence[Hit], ran: list[Ran]) -> tuple[list[Decision], list[Refund]]:
+    """The decisions of an all_or_nothing batch whose parts all ran, and the refunds it owes:
+    none when every hit was allowed; else those of ``_refunds``, and every decision with
+    ``granted`` 0."""
+    results: list[Any] = [None] * len(hits)
+    for (indexes, _, _), decided, _ in ran:
+        for index, one in zip(indexes, decided, strict=True):
+            results[index] = one
+    if all(one.allowed for one in results):
+        return results, []
+    return [one._replace(granted=0) if one.granted else one for one in results], _refunds(hits, ran)
+
+
+def _unrefunded(keys: list[str], error: BaseException) -> None:
+    log.error(
+        "redis: could not refund the hits on %s of a refused all_or_nothing batch (%s); "
+        "they stay counted until their state frees up",
+        ", ".join(keys),
+        error,
+    )
 
 
 class _Base:
@@ -103,6 +183,8 @@ class _Base:
         self._singles = {
             algorithm: client.register_script(source) for algorithm, source in SINGLE.items()
         }
+        self._refund_script = client.register_script(REFUND)
+        self._release_script = client.register_script(RELEASE)
         self._execute = client.execute_command
 
     def _single(
@@ -121,10 +203,9 @@ class _Base:
         )
         return self._singles[limit.algorithm], args
 
-    def _batches(
-        self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool
-    ) -> list[tuple[Sequence[int], list[str], list[str]]]:
-        """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each."""
+    def _batches(self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool) -> list[Batch]:
+        """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each;
+        with ``all_or_nothing`` over several slots, each run's reply also carries its ``now``."""
         hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
         prefix, tag = self.prefix, self.tag
         keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
@@ -134,19 +215,32 @@ class _Base:
         groups: dict[int, list[int]] = {}
         for index, key in enumerate(keys):
             groups.setdefault(key_slot(key.encode()), []).append(index)
-        if all_or_nothing and len(groups) > 1:
-            raise StoreError(
-                "all_or_nothing in a Redis Cluster needs every key in one slot; build the store "
-                "with tag='identity' so that every limit of one identity shares a slot"
-            )
+        with_now = all_or_nothing and len(groups) > 1  # refunds need each slot's time
         return [
             (
                 indexes,
                 [keys[i] for i in indexes],
-                arguments([(hits[i][1], hits[i][2]) for i in indexes], now, all_or_nothing),
+                arguments(
+                    [(hits[i][1], hits[i][2]) for i in indexes],
+                    now,
+                    all_or_nothing,
+                    with_now=with_now,
+                ),
             )
             for indexes in groups.values()
         ]
+
+    def _release_args(
+        self, key: str, limit: Limit, slots: int, now: float | None
+    ) -> tuple[Any, ...]:
+        """The release script's arguments, checked as ``MemoryStore.release`` checks them."""
+        key, slots = check_key(key), check_release(limit, slots)
+        return (
+            state_key(limit, key, self.prefix, self.tag),
+            now_arg(now),
+            str(slots),
+            *limit_args(limit),
+        )
 
 
 class RedisStore(_Base):
@@ -175,8 +269,11 @@ class RedisStore(_Base):
     def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
-        """Apply a batch: one script run (one round trip) per slot."""
+        """Apply a batch: one script run (one round trip) per slot; with ``all_or_nothing``
+        over several slots, refunds when one refused (see the module's docstring)."""
         batches = self._batches(hits, now, all_or_nothing)
+        if all_or_nothing and len(batches) > 1:
+            return self._apply_across(hits, batches)
         try:
             if len(batches) == 1:
                 replies = [self._script(batches[0][1], batches[0][2])]
@@ -185,6 +282,44 @@ class RedisStore(_Base):
         except ERRORS as error:
             raise failure(error) from error
         return _gather(len(hits), batches, replies)
+
+    def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
+        """Release up to ``slots`` leases of ``key`` under the concurrency ``limit``, the
+        earliest-expiring first; the decision's ``granted`` is the number released and its
+        ``remaining`` the free slots. ``ValueError`` for another algorithm or ``slots`` below
+        1; ``StoreError`` when Redis fails."""
+        args = self._release_args(key, limit, slots, now)
+        script = self._release_script
+        try:
+            try:
+                reply = self._execute("EVALSHA", script.sha, 1, *args)
+            except NoScriptError:
+                self.client.script_load(script.script)
+                reply = self._execute("EVALSHA", script.sha, 1, *args)
+        except ERRORS as error:
+            raise failure(error) from error
+        return decision(reply)
+
+    def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
+        """all_or_nothing over several slots: each slot's part, one after another, then the
+        refunds if one refused (or raised)."""
+        ran: list[Ran] = []
+        try:
+            for batch in batches:
+                ran.append((batch, *decisions_at(self._script(batch[1], batch[2]))))
+        except ERRORS as error:
+            self._refund(_refunds(hits, ran))
+            raise failure(error) from error
+        results, refunds = _settle(hits, ran)
+        self._refund(refunds)
+        return results
+
+    def _refund(self, refunds: list[Refund]) -> None:
+        for keys, argv in refunds:
+            try:
+                self._refund_script(keys, argv)
+            except ERRORS as error:
+                _unrefunded(keys, error)
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -258,6 +393,8 @@ class AsyncRedisStore(_Base):
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
         batches = self._batches(hits, now, all_or_nothing)
+        if all_or_nothing and len(batches) > 1:
+            return await self._apply_across(hits, batches)
         try:
             if len(batches) == 1:
                 replies = [await self._script(batches[0][1], batches[0][2])]
@@ -268,6 +405,52 @@ class AsyncRedisStore(_Base):
         except ERRORS as error:
             raise failure(error) from error
         return _gather(len(hits), batches, replies)
+
+    async def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision:
+        args = self._release_args(key, limit, slots, now)
+        script = self._release_script
+        try:
+            try:
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+            except NoScriptError:
+                await self.client.script_load(script.script)
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+        except ERRORS as error:
+            raise failure(error) from error
+        return decision(reply)
+
+    async def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
+        """all_or_nothing over several slots: the slots' parts concurrently, then the refunds
+        if one refused (or raised)."""
+        outcomes = await asyncio.gather(
+            *(self._script(keys, argv) for _, keys, argv in batches), return_exceptions=True
+        )
+        ran: list[Ran] = [
+            (batch, *decisions_at(outcome))
+            for batch, outcome in zip(batches, outcomes, strict=True)
+            if not isinstance(outcome, BaseException)
+        ]
+        raised = next((one for one in outcomes if isinstance(one, BaseException)), None)
+        if raised is not None:
+            await self._refund(_refunds(hits, ran))
+            if isinstance(raised, ERRORS):
+                raise failure(raised) from raised
+            raise raised
+        results, refunds = _settle(hits, ran)
+        await self._refund(refunds)
+        return results
+
+    async def _refund(self, refunds: list[Refund]) -> None:
+        outcomes = await asyncio.gather(
+            *(self._refund_script(keys, argv) for keys, argv in refunds), return_exceptions=True
+        )
+        for (keys, _), outcome in zip(refunds, outcomes, strict=True):
+            if isinstance(outcome, ERRORS):
+                _unrefunded(keys, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
 
     async def close(self) -> None:
         await self.client.aclose()

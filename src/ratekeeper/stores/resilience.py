@@ -172,8 +172,7 @@ class _Policy:
     def release(self, key: str, limit: Limit, slots: int) -> Decision:
         """A release the store could not take: the policy's local store takes it, if any;
         else the leases expire by themselves."""
-        key, slots = check_key(key), check_cost(slots)
-        check_release(limit, slots)
+        key, slots = check_key(key), check_release(limit, slots)
         if self.on_store_error == "local":
             return self.local.release(key, limit, slots)._replace(degraded=True)
         return Decision(True, limit.capacity, 0, 0.0, 0.0, 0.0, 0, True)
