@@ -508,3 +508,23 @@ def test_requests_per_unit_zero_loads_as_always_over() -> None:
     )
     assert (rule.limit, rule.unlimited, rule.always_over) == (None, False, True)
     assert (rule.unit, rule.requests_per_unit) == ("hour", 0)
+
+
+@pytest.mark.slow
+def test_a_ten_megabyte_file_loads(tmp_path: Path) -> None:
+    """The file ``python -m benchmarks.rules_load`` times: it loads whole and matches."""
+    from benchmarks.rules_load import RULES_PER_BLOCK, rule_file
+
+    text, blocks = rule_file(10_000_000)
+    path = tmp_path / "big.yaml"
+    path.write_text(text)
+    rules = load_rules([path])
+    assert len(rules) == blocks * RULES_PER_BLOCK
+    last = f"tenant-{blocks - 1}"
+    user = rules.match("big", [("tenant", last), ("user", "alice")])
+    robot, counted = rules.lookup("big", [("tenant", last), ("user", "robot-7")])
+    assert user is not None
+    assert user.name == f"user-{blocks - 1}"
+    assert robot is not None
+    assert robot.always_over
+    assert list(counted) == [("tenant", last), ("user", "robot-*")]

@@ -71,6 +71,7 @@ class Walker(NodeReader):
         self._domain = ""
         self._rules: list[Rule] = []
         self._earlier: frozenset[str] = frozenset()
+        self._limits: dict[tuple[Any, ...], Limit] = {}
 
     def header(self, root: Node | None) -> tuple[str | None, Node | None]:
         """The file's domain (``None`` when missing or invalid) and its ``descriptors`` node."""
@@ -303,18 +304,22 @@ class Walker(NodeReader):
             return rule(limit=None, unlimited=False, unit=unit, requests_per_unit=0)
         seconds = UNITS[unit] * multiplier if unit is not None else period
         assert seconds is not None  # a missing unit or period was reported above
-        try:
-            limit = Limit(
-                amount,
-                seconds,
-                algorithm,
-                burst=burst,
-                granularity=granularity,
-                calendar=calendar,
-            )
-        except InvalidLimitError as exc:
-            self.error(path, str(exc))
-            return None
+        parameters = (amount, seconds, algorithm, burst, granularity, calendar)
+        limit = self._limits.get(parameters)
+        if limit is None:
+            try:
+                limit = Limit(
+                    amount,
+                    seconds,
+                    algorithm,
+                    burst=burst,
+                    granularity=granularity,
+                    calendar=calendar,
+                )
+            except InvalidLimitError as exc:
+                self.error(path, str(exc))
+                return None
+            self._limits[parameters] = limit  # equal limits are one object: a file repeats them
         return rule(limit=limit, unlimited=False, unit=unit, requests_per_unit=amount)
 
     def count(self, node: Node, path: str, maximum: int, minimum: int = 1) -> int | None:
