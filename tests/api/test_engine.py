@@ -293,9 +293,11 @@ def test_a_named_change_drops_only_the_plans_of_its_key(tmp_path: Path, store: M
         engine.close()
 
 
-def test_a_domain_and_a_key_never_run_into_each_other(store: MemoryStore) -> None:
+def test_a_domain_and_a_key_never_run_into_each_other(tmp_path: Path, store: MemoryStore) -> None:
     one = Limit(1, 60)
-    engine = Engine(store)
+    (tmp_path / "ab.yaml").write_text("domain: a/b\ndescriptors: []\n")
+    (tmp_path / "a.yaml").write_text("domain: a\ndescriptors: []\n")
+    engine = Engine(store, rules=tmp_path, reload_interval=None)
     request = [Descriptor((("x", "1"),), one)]
     assert engine.check("a/b", request).allowed
     assert engine.check("a", [Descriptor((("b/x", "1"),), one)]).allowed  # counted apart

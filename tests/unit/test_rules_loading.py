@@ -11,6 +11,7 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.errors import ConfigError, MissingExtraError
 from ratekeeper.limit import Limit
 from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
+from ratekeeper.rules.schema import DESCRIPTOR_FIELDS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
 INVALID = FIXTURES / "invalid"
@@ -47,7 +48,8 @@ CASES = {
         "did you mean 'requests_per_unit'?",
         "descriptors[1].rate_limit: missing 'requests_per_unit'",
         "descriptors[2].colour: unknown key 'colour'; expected one of key, value, rate_limit, "
-        "descriptors, shadow_mode, detailed_metric",
+        "descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, "
+        "share_threshold, metadata",
     ],
     "list_item_not_map": [
         "descriptors[1]: expected a descriptor (a mapping), got a string 'user'",
@@ -75,8 +77,16 @@ CASES = {
         "descriptors[0].rate_limit.period: unknown unit 'fortnights' in '5 fortnights'; "
         "expected one of ms, second, minute, hour, day, week, month, year "
         "(or s, m, h, d, w, mo, y)",
-        "descriptors[1].rate_limit.period: expected a period such as '5m' or seconds, "
-        "got an integer -3",
+        *(
+            f"descriptors[{index}].rate_limit.period: expected a period such as '5m' or a "
+            f"positive, finite number of seconds, got {value}"
+            for index, value in [
+                (1, "an integer -3"),
+                (2, "a number .inf"),
+                (3, "a number .nan"),
+                (4, "an integer 0"),
+            ]
+        ),
     ],
     "bad_algorithm_parameter": [
         "descriptors[0].rate_limit: burst does not apply to fixed_window",
@@ -91,10 +101,10 @@ CASES = {
     ],
     "requests_per_unit": [
         "descriptors[0].rate_limit: missing 'requests_per_unit'",
-        "descriptors[1].rate_limit.requests_per_unit: expected a positive integer, "
-        "got an integer 0",
-        "descriptors[2].rate_limit.requests_per_unit: expected a positive integer, "
-        "got a string 'ten'",
+        "descriptors[1].rate_limit.requests_per_unit: expected an integer from 0 up to "
+        "4294967295, got an integer -1",
+        "descriptors[2].rate_limit.requests_per_unit: expected an integer from 0 up to "
+        "4294967295, got a string 'ten'",
     ],
     "no_unit_or_period": [
         f"descriptors[0].rate_limit: missing 'unit' (one of {UNITS}) or 'period'",
@@ -364,7 +374,8 @@ def test_empty_rule_set() -> None:
         ),
         (
             "{unit: second, requests_per_unit: 4294967296}",
-            "requests_per_unit: expected a positive integer, got an integer 4294967296",
+            "requests_per_unit: expected an integer from 0 up to 4294967295, "
+            "got an integer 4294967296",
         ),
         (
             "{unlimited: 'yes', unit: second, requests_per_unit: 1}",
@@ -372,7 +383,7 @@ def test_empty_rule_set() -> None:
         ),
         (
             "{unit: minute, requests_per_unit: 3, unit_multiplier: 0}",
-            "unit_multiplier: expected a positive integer, got an integer 0",
+            "unit_multiplier: expected a positive integer up to 4294967295, got an integer 0",
         ),
         (
             "{period: 1m, requests_per_unit: 3, unit_multiplier: 2}",
@@ -396,19 +407,6 @@ def test_empty_unit_is_allowed_with_unlimited_as_in_envoy() -> None:
     (rule,) = parse_rules("domain: d\ndescriptors: [{key: k, rate_limit: {unit: '', "
                           "unlimited: true, requests_per_unit: 7}}]\n")  # fmt: skip
     assert (rule.unlimited, rule.limit, rule.unit, rule.requests_per_unit) == (True, None, None, 0)
-
-
-def test_newer_envoy_fields_that_change_counting_are_refused_by_name() -> None:
-    text = "domain: d\ndescriptors: [{key: k, value: 'a*', share_threshold: true, "
-    text += "value_to_metric: true}]\n"
-    with pytest.raises(ConfigError) as info:
-        parse_rules(text, "f.yaml")
-    assert info.value.errors == [
-        "f.yaml: descriptors[0].share_threshold: "
-        "'share_threshold' (a newer Envoy field) is not supported by ratekeeper",
-        "f.yaml: descriptors[0].value_to_metric: "
-        "'value_to_metric' (a newer Envoy field) is not supported by ratekeeper",
-    ]
 
 
 def test_public_names() -> None:
@@ -441,3 +439,92 @@ def test_bad_merge_key_is_reported() -> None:
         "m.yaml: descriptors[0]: invalid merge: "
         "expected a mapping or list of mappings for merging, but found scalar"
     ]
+
+
+def test_envoy_descriptor_fields_are_accepted() -> None:
+    (rule,) = parse_rules(
+        "domain: d\ndescriptors:\n"
+        "  - key: k\n    value: 'a*'\n    quota_mode: true\n    detailed_metric: true\n"
+        "    value_to_metric: true\n    share_threshold: true\n"
+        "    metadata: {owner: {team: [a, b]}, n: 1}\n"
+        "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+    )
+    assert (rule.quota_mode, rule.detailed_metric) == (True, True)
+    assert rule.metadata == {"owner": {"team": ["a", "b"]}, "n": 1}
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("quota_mode: 'yes'", "quota_mode: expected true or false, got a string 'yes'"),
+        ("value_to_metric: 1", "value_to_metric: expected true or false, got an integer 1"),
+        ("share_threshold: []", "share_threshold: expected true or false, got a list"),
+        ("metadata: [a]", "metadata: expected a mapping, got a list"),
+        ("metadata: {[a]: 1}", "metadata: invalid metadata: found unhashable key"),
+    ],
+)
+def test_envoy_descriptor_fields_are_checked(field: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_rules(f"domain: d\ndescriptors:\n  - key: k\n    {field}\n", "f.yaml")
+    assert info.value.errors == [f"f.yaml: descriptors[0].{message}"]
+
+
+def test_long_values_are_cut_in_messages() -> None:
+    long = "x" * 10_000
+    text = (
+        "domain: d\ndescriptors:\n"
+        f"  - key: k\n    ? {long}\n    : 1\n"
+        f"  - {{key: k2, rate_limit: {{unit: {long}, requests_per_unit: {'9' * 5000}}}}}\n"
+        f"  - {{key: k3, rate_limit: {{period: '{long}', requests_per_unit: 1}}}}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_rules(text, "f.yaml")
+    cut, nines = "x" * 80 + "…", "9" * 80 + "…"
+    expected = f"expected one of {', '.join(DESCRIPTOR_FIELDS)}"
+    assert info.value.errors == [
+        f"f.yaml: descriptors[0].{cut}: unknown key '{cut}'; {expected}",
+        f"f.yaml: descriptors[1].rate_limit.unit: invalid unit '{cut}'; expected one of {UNITS}",
+        "f.yaml: descriptors[1].rate_limit.requests_per_unit: expected an integer from 0 up to "
+        f"4294967295, got an integer {nines}",
+        "f.yaml: descriptors[2].rate_limit.period: expected a period such as '5m' or a positive, "
+        f"finite number of seconds, got a string '{cut}'",
+    ]
+
+
+@pytest.mark.parametrize("period", ["1.0e+400", "-.inf", "1" + "0" * 400])
+def test_periods_too_large_for_a_number_are_refused(period: str) -> None:
+    text = f"domain: d\ndescriptors: [{{key: k, rate_limit: {{period: {period}, "
+    with pytest.raises(ConfigError) as info:
+        parse_rules(text + "requests_per_unit: 1}}]\n", "f.yaml")
+    (error,) = info.value.errors
+    assert error.startswith(
+        "f.yaml: descriptors[0].rate_limit.period: expected a period such as '5m' or a positive,"
+    )
+
+
+def test_requests_per_unit_zero_loads_as_always_over() -> None:
+    (rule,) = parse_rules(
+        "domain: d\ndescriptors: [{key: k, rate_limit: {unit: hour, requests_per_unit: 0}}]\n"
+    )
+    assert (rule.limit, rule.unlimited, rule.always_over) == (None, False, True)
+    assert (rule.unit, rule.requests_per_unit) == ("hour", 0)
+
+
+@pytest.mark.slow
+def test_a_ten_megabyte_file_loads(tmp_path: Path) -> None:
+    """The file ``python -m benchmarks.rules_load`` times: it loads whole and matches."""
+    from benchmarks.rules_load import RULES_PER_BLOCK, rule_file
+
+    text, blocks = rule_file(10_000_000)
+    path = tmp_path / "big.yaml"
+    path.write_text(text)
+    rules = load_rules([path])
+    assert len(rules) == blocks * RULES_PER_BLOCK
+    last = f"tenant-{blocks - 1}"
+    user = rules.match("big", [("tenant", last), ("user", "alice")])
+    robot, counted = rules.lookup("big", [("tenant", last), ("user", "robot-7")])
+    assert user is not None
+    assert user.name == f"user-{blocks - 1}"
+    assert robot is not None
+    assert robot.always_over
+    assert list(counted) == [("tenant", last), ("user", "robot-*")]

@@ -7,9 +7,11 @@ import threading
 from functools import cache
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ratekeeper.errors import ConfigError
 from ratekeeper.limit import Limit
 from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
 from ratekeeper.rules.model import wildcard_test
@@ -278,7 +280,7 @@ VALUE_TEXT = st.text(alphabet="ab.*?[\\\n", max_size=10)
 @settings(max_examples=300, deadline=None)
 @given(PATTERN_TEXT, VALUE_TEXT)
 def test_wildcard_matches_like_the_reference(pattern: str, value: str) -> None:
-    assert bool(wildcard_test(pattern)(value)) == reference_match(pattern, value)
+    assert wildcard_test(pattern)(value) == reference_match(pattern, value)
 
 
 @settings(deadline=None)
@@ -289,7 +291,7 @@ def test_match_picks_exact_then_first_wildcard_then_bare(patterns: list[str], va
     lines = [rule % (p, i) for i, p in enumerate(unique, start=1)]
     lines.append("  - {key: k, rate_limit: {unit: second, requests_per_unit: 999}}")
     rules = parse_rules("domain: d\ndescriptors:\n" + "\n".join(lines) + "\n")
-    if value in unique and "*" not in value:
+    if value in unique:  # as in Envoy, even a wildcard is found by its own text first
         expected = unique.index(value) + 1
     else:
         wild = [i for i, p in enumerate(unique, start=1) if "*" in p and reference_match(p, value)]
@@ -323,3 +325,61 @@ def test_the_example_in_the_docs_behaves_as_documented() -> None:
     assert upload is None
     assert premium is not None
     assert premium.requests_per_unit == 100
+
+
+COMPOSED = parse_rules(
+    """
+domain: d
+descriptors:
+  - {key: wild, value: foo*, rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: a_b, rate_limit: {unit: second, requests_per_unit: 2}}
+  - {key: us*, rate_limit: {unit: second, requests_per_unit: 3}}
+  - {key: v, value: 1.*, rate_limit: {unit: second, requests_per_unit: 4}}
+  - {key: blank_, rate_limit: {unit: second, requests_per_unit: 5}}
+  - {key: blank, rate_limit: {unit: second, requests_per_unit: 6}}
+""",
+    "composed.yaml",
+)
+
+
+def composed_amount(*entries: tuple[str, str]) -> int | None:
+    rule = COMPOSED.match("d", entries)
+    return None if rule is None else rule.requests_per_unit
+
+
+def test_matching_composes_each_entry_as_key_underscore_value_as_envoy_does() -> None:
+    # A wildcard tests the composed "key_value", so "_" and "." in values are plain text...
+    assert composed_amount(("wild", "foo1")) == 1
+    assert composed_amount(("wild", "foo_bar.baz")) == 1
+    # ...and a key that carries the start of the value matches too: "wild_foo_bar".
+    assert composed_amount(("wild_foo", "bar")) == 1
+    assert composed_amount(("wild_foo", "")) == 1
+    assert composed_amount(("wil", "d_foo")) is None
+    # A descriptor without a value is found by its key, and by any entry composing to it.
+    assert composed_amount(("a", "b")) == 2
+    assert composed_amount(("a_b", "anything")) == 2
+    # A "*" in a key is a wildcard as well.
+    assert composed_amount(("user", "x")) == 3
+    assert composed_amount(("us", "")) == 3
+    assert composed_amount(("v", "1.5")) == 4
+    assert composed_amount(("v", "15")) is None
+    # An empty value composes to "key_": that exact key first, else the bare key.
+    assert composed_amount(("blank", "")) == 5
+    assert composed_amount(("blank", "x")) == 6
+
+
+def test_two_descriptors_composing_to_one_key_are_duplicates() -> None:
+    text = "domain: d\ndescriptors:\n  - {key: a, value: b}\n  - {key: a_b}\n"
+    with pytest.raises(ConfigError) as info:
+        parse_rules(text, "f.yaml")
+    assert info.value.errors == [
+        "f.yaml: descriptors[1]: duplicate descriptor composite key 'd.a_b' "
+        "(already defined at descriptors[0])"
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(PATTERN_TEXT, VALUE_TEXT)
+def test_wildcard_matches_like_a_regular_expression(pattern: str, value: str) -> None:
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    assert wildcard_test(pattern)(value) == bool(re.fullmatch(regex, value, re.DOTALL))

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
+from math import inf
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ratekeeper.decision import deny
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
 from ratekeeper.errors import ConfigStoreError, InvalidInputError
@@ -40,12 +42,20 @@ Request = tuple[tuple[Entry, ...], "Limit | None", int]
 
 
 class Plan(NamedTuple):
-    """How one key or descriptor is decided; ``limit`` is None when nothing is counted."""
+    """How one key or descriptor is decided; ``limit`` is None when nothing is counted.
+
+    ``refused``: every hit is refused without counting (a rule of ``requests_per_unit: 0``).
+    """
 
     identity: str
     limit: Limit | None
     rule: Rule | None
     overridden: bool
+    refused: bool = False
+
+
+#: The decision of a rule that is always over the limit: a limit of 0, which no hit fits.
+ALWAYS_OVER = deny(0, 0, 0.0, inf)
 
 
 class Planner:
@@ -95,8 +105,9 @@ class Planner:
 
     def load_descriptor(self, domain: str, entries: tuple[Entry, ...]) -> Plan:
         key = descriptor_key(entries)
-        rule = self.rules.match(domain, entries)
-        return self._load((domain, entries), domain, key, identity(domain, key), rule, None)
+        rule, counted = self.rules.lookup(domain, entries)
+        shared = key if counted is entries else descriptor_key(counted)  # share_threshold
+        return self._load((domain, entries), domain, key, identity(domain, shared), rule, None)
 
     def missing(self, domain: str, requests: list[Request]) -> list[tuple[Entry, ...]]:
         """The entries of ``requests`` whose plans are not cached (the async engine loads them
@@ -140,7 +151,7 @@ class Planner:
         if override is not None:
             plan = Plan(counted_as, override.limit, rule, True)
         elif rule is not None:
-            plan = Plan(counted_as, rule.limit, rule, False)
+            plan = Plan(counted_as, rule.limit, rule, False, rule.always_over)
         else:
             plan = Plan(counted_as, fallback, None, False)
         if self.clock() >= self._config_down_until:
@@ -210,7 +221,9 @@ def prepare(planner: Planner, domain: str, requests: list[Request]) -> tuple[lis
     cached = planner.cache.get
     for entries, limit, _ in requests:
         if limit is not None:
-            plan = Plan(identity(domain, descriptor_key(entries)), limit, None, False)
+            known = domain in planner.rules.domains  # as Envoy: no limit in an unknown domain
+            counted_as = identity(domain, descriptor_key(entries))
+            plan = Plan(counted_as, limit if known else None, None, False)
         else:
             plan = cached((domain, entries)) or planner.load_descriptor(domain, entries)
             if plan.rule is not None and plan.rule.replaces:
@@ -228,7 +241,7 @@ def _replace(plans: list[Plan]) -> list[Plan]:
     """Drop every matched limit that another matched limit ``replaces`` (Envoy's semantics)."""
     names = replaced_names(plan.rule for plan in plans)
     return [
-        plan._replace(limit=None)
+        plan._replace(limit=None, refused=False)
         if plan.rule is not None and plan.rule.name in names and not plan.overridden
         else plan
         for plan in plans
@@ -238,6 +251,8 @@ def _replace(plans: list[Plan]) -> list[Plan]:
 def status(plan: Plan, decision: Decision | None) -> Status:
     """The status of one descriptor decided by ``plan``; ``decision`` is None if not counted."""
     if decision is None:
+        if plan.refused:
+            return _refused(plan)
         return _new(Status, (True, None, None, plan.rule, plan.overridden, False))
     if decision.allowed:
         return _new(Status, (True, decision, plan.limit, plan.rule, plan.overridden, False))
@@ -248,7 +263,10 @@ def status(plan: Plan, decision: Decision | None) -> Status:
 def single(plan: Plan, decision: Decision | None) -> Verdict:
     """The verdict of a check of one descriptor (``check``'s hot path: one call, two tuples)."""
     if decision is None:
-        one = _new(Status, (True, None, None, plan.rule, plan.overridden, False))
+        if plan.refused:
+            one = _refused(plan)
+        else:
+            one = _new(Status, (True, None, None, plan.rule, plan.overridden, False))
     elif decision[0]:
         one = _new(Status, (True, decision, plan.limit, plan.rule, plan.overridden, False))
     else:
@@ -260,4 +278,23 @@ def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
     """Join the plans of a ``check`` with the decisions of the counted ones."""
     counted = iter(decisions)
     statuses = tuple(status(plan, None if plan.limit is None else next(counted)) for plan in plans)
-    return _new(Verdict, (all(one.allowed for one in statuses), statuses))
+    return _new(Verdict, (_allowed(statuses), statuses))
+
+
+def _refused(plan: Plan) -> Status:
+    """The status of a plan that refuses every hit: let through only in shadow mode."""
+    shadowed = plan.rule is not None and plan.rule.shadow_mode
+    return _new(Status, (shadowed, ALWAYS_OVER, None, plan.rule, plan.overridden, shadowed))
+
+
+def _allowed(statuses: tuple[Status, ...]) -> bool:
+    """Envoy's overall answer: refused when a descriptor is over its limit, except that
+    descriptors whose rule is in ``quota_mode`` refuse only when every one of them is."""
+    quota = over = 0
+    for one in statuses:
+        if one.rule is not None and one.rule.quota_mode and one.decision is not None:
+            quota += 1
+            over += not one.allowed
+        elif not one.allowed:
+            return False
+    return over < quota or quota == 0

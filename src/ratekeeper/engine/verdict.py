@@ -35,9 +35,10 @@ class Status(NamedTuple):
     """The outcome for one descriptor, in the order of the request.
 
     ``decision`` is ``None`` when nothing was counted: no rule matched, the rule whitelists, or it
-    is ``unlimited``. ``limit`` is the limit applied and ``rule`` the rule that matched, if any;
-    ``overridden`` says the limit came from the configuration store. ``shadowed`` says the limit
-    refused but the rule's ``shadow_mode`` let the hit through.
+    is ``unlimited``; a rule of ``requests_per_unit: 0`` counts nothing either but refuses, with
+    a decision of limit 0. ``limit`` is the limit applied and ``rule`` the rule that matched, if
+    any; ``overridden`` says the limit came from the configuration store. ``shadowed`` says the
+    limit refused but the rule's ``shadow_mode`` let the hit through.
     """
 
     allowed: bool
@@ -54,7 +55,10 @@ class Status(NamedTuple):
 
 
 class Verdict(NamedTuple):
-    """The overall answer of a ``check``: allowed unless some descriptor is over its limit."""
+    """The overall answer of a ``check``: allowed unless some descriptor is over its limit.
+
+    Descriptors whose rule is in ``quota_mode`` refuse only when all of them are over.
+    """
 
     allowed: bool
     statuses: tuple[Status, ...]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -17,14 +18,17 @@ if TYPE_CHECKING:
 SUFFIXES = (".yaml", ".yml")
 
 
-def load_rules(paths: Iterable[str | os.PathLike[str]]) -> RuleSet:
+def load_rules(paths: Iterable[str | os.PathLike[str]], *, merge_domains: bool = False) -> RuleSet:
     """Load Envoy rate-limit service rule files into one ``RuleSet``.
 
     Each path is a file, or a directory standing for every ``*.yaml`` and ``*.yml`` file in it
     (not hidden ones, not subdirectories), in sorted order. Files load in the order given; each
-    holds one domain, and no two files may hold the same domain. Raises ``ConfigError`` whose
-    ``errors`` list every problem in every file, each starting with the file name and the path
-    inside the file; ``MissingExtraError`` when PyYAML is not installed. Example::
+    holds one domain, and no two files may hold the same domain, unless ``merge_domains`` is
+    true: then the top-level descriptors of files sharing a domain join one tree (Envoy's
+    ``MERGE_DOMAIN_CONFIG``), and only a descriptor defined twice is an error. Raises
+    ``ConfigError`` whose ``errors`` list every problem in every file, each starting with the
+    file name and the path inside the file; ``MissingExtraError`` when PyYAML is not
+    installed. Example::
 
         rules = load_rules(["/etc/ratekeeper/rules"])
     """
@@ -52,7 +56,7 @@ def load_rules(paths: Iterable[str | os.PathLike[str]]) -> RuleSet:
                 errors.append(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})")
             except OSError as exc:
                 errors.append(f"{file}: cannot read: {exc.strerror or exc}")
-    return _build(sources, errors)
+    return _build(sources, errors, merge_domains)
 
 
 def parse_rules(text: str, filename: str = "<rules>") -> RuleSet:
@@ -62,58 +66,88 @@ def parse_rules(text: str, filename: str = "<rules>") -> RuleSet:
 
         rules = parse_rules("domain: api\\ndescriptors: []\\n")
     """
-    return _build([(filename, text)], [])
+    return _build([(filename, text)], [], merge_domains=False)
 
 
-def _build(sources: list[tuple[str, str]], errors: list[str]) -> RuleSet:
+def _build(sources: list[tuple[str, str]], errors: list[str], merge_domains: bool) -> RuleSet:
     require_yaml()
     import yaml
     from yaml.constructor import SafeConstructor
 
+    from ratekeeper.rules.nodes import shorten
     from ratekeeper.rules.schema import Walker
 
     domains: dict[str, Level] = {}
     owners: dict[str, str] = {}
     rules: list[Rule] = []
-    for name, text in sources:
-        try:
-            root = _compose(text)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-            context = f"{exc.context}: " if exc.context else ""
-            errors.append(f"{name}: {where}invalid YAML: {context}{exc.problem}")
-            continue
-        except yaml.YAMLError as exc:
-            errors.append(f"{name}: invalid YAML: {exc}")
-            continue
-        walker = Walker(name, SafeConstructor())
-        document = walker.document(root)
-        errors.extend(walker.errors)
-        if document.domain is None:
-            continue
-        if document.domain in owners:
-            errors.append(
-                f"{name}: domain: duplicate domain '{document.domain}' "
-                f"(already defined in {owners[document.domain]})"
-            )
-            continue
-        owners[document.domain] = name
-        domains[document.domain] = document.level
-        rules.extend(document.rules)
+    # A large file makes millions of nodes that all live until the file is walked; the cyclic
+    # collector would traverse them again and again while they are made (most of the time of
+    # a large load), and they hold no cycles to collect.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for name, text in sources:
+            try:
+                root = _compose(text)
+            except yaml.YAMLError:
+                errors.append(f"{name}: {_syntax_error(text)}")
+                continue
+            walker = Walker(name, SafeConstructor())
+            domain, descriptors = walker.header(root)
+            shared = merge_domains and domain is not None and domain in domains
+            level = domains[domain] if shared and domain is not None else Level()
+            found = walker.tree(descriptors, level)
+            errors.extend(walker.errors)
+            del root, descriptors
+            if domain is None:
+                continue
+            if domain in owners and not merge_domains:
+                errors.append(
+                    f"{name}: domain: duplicate domain '{shorten(domain)}' "
+                    f"(already defined in {owners[domain]})"
+                )
+                continue
+            owners.setdefault(domain, name)
+            domains[domain] = level
+            rules.extend(found)
+    finally:
+        if collecting:
+            gc.enable()
     if errors:
         raise ConfigError(errors)
     return RuleSet(domains, [name for name, _ in sources], rules)
 
 
 def _compose(text: str) -> Node | None:
+    """The file's node tree, by libyaml's C parser when PyYAML has it (much the faster)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node: Node | None = loader.get_single_node()
+        return node
+    finally:
+        loader.dispose()
+
+
+def _syntax_error(text: str) -> str:
+    """Why ``text`` is not YAML, in the words of PyYAML's own parser (libyaml's differ), with
+    the line and column."""
     import yaml
 
     loader = yaml.SafeLoader(text)
     try:
-        return loader.get_single_node()
+        loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        context = f"{exc.context}: " if exc.context else ""
+        return f"{where}invalid YAML: {context}{exc.problem}"
+    except yaml.YAMLError as exc:
+        return f"invalid YAML: {exc}"
     finally:
         loader.dispose()
+    return "invalid YAML"  # pragma: no cover - libyaml refused what PyYAML accepts
 
 
 def require_yaml() -> None:

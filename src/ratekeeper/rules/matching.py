@@ -7,6 +7,9 @@ from types import MappingProxyType
 
 from ratekeeper.rules.model import Level, Rule
 
+#: One descriptor entry: ``(key, value)``.
+Entry = tuple[str, str]
+
 
 class RuleSet:
     """The rules of one or more rule files, by domain; immutable and safe to share between threads.
@@ -43,47 +46,61 @@ class RuleSet:
     def __repr__(self) -> str:
         return f"<RuleSet {len(self._rules)} rules in {len(self._domains)} domains>"
 
-    def match(self, domain: str, entries: Sequence[tuple[str, str]]) -> Rule | None:
+    def match(self, domain: str, entries: Sequence[Entry]) -> Rule | None:
         """Return the rule for one request descriptor, or ``None`` when no limit applies.
 
         ``entries`` are the descriptor's ``(key, value)`` pairs. Envoy's rate-limit service
-        semantics: walk the tree level by level; at each level take the descriptor with the
-        same key and value, else the first one (in file order) with the same key whose wildcard
-        value matches, else the one with the same key and no value. A rule applies only when
-        found at the last entry. ``None`` when the domain is unknown, a level has no match,
-        the request is deeper or shallower than the rule, or the matched descriptor has no
-        ``rate_limit`` (a whitelist). Example::
+        semantics: walk the tree level by level, composing each entry as ``key_value``; at each
+        level take the descriptor whose composed key (``key_value``, or ``key`` without a value)
+        is exactly that, else the first one in file order whose wildcard matches it, else the
+        one whose composed key is the entry's bare ``key``. A rule applies only when found at
+        the last entry. ``None`` when the domain is unknown, a level has no match, the request
+        is deeper or shallower than the rule, or the matched descriptor has no ``rate_limit``
+        (a whitelist). Example::
 
             rules.match("api", [("generic_key", "default"), ("user", "alice")])
         """
+        return self.lookup(domain, entries)[0]
+
+    def lookup(self, domain: str, entries: Sequence[Entry]) -> tuple[Rule | None, Sequence[Entry]]:
+        """``match``, and the entries the matched rule counts this descriptor under.
+
+        Those are ``entries`` themselves (the same object), except where a level matched a
+        wildcard descriptor with ``share_threshold``: there the wildcard pattern stands for the
+        value, so that every value it matches shares one counter, as in Envoy's service.
+        """
         level = self._domains.get(domain)
         if level is None:
-            return None
+            return None, entries
+        shared: dict[int, str] | None = None
         last = len(entries) - 1
         for index, (key, value) in enumerate(entries):
-            group = level.get(key)
-            if group is None:
-                return None
-            node = group.exact.get(value)
+            nodes = level.nodes
+            final = f"{key}_{value}"
+            node = nodes.get(final)
             if node is None:
-                for test, candidate in group.wildcards:
-                    if test(value):
+                for test, candidate in level.wildcards:
+                    if test(final):
                         node = candidate
+                        if candidate.shared is not None:
+                            shared = shared or {}
+                            shared[index] = candidate.shared.removeprefix(f"{key}_")
                         break
                 else:
-                    node = group.bare
+                    node = nodes.get(key)
                     if node is None:
-                        return None
+                        return None, entries
             if index == last:
-                return node.rule
+                if node.rule is None or shared is None:
+                    return node.rule, entries
+                counted = [(k, shared.get(i, v)) for i, (k, v) in enumerate(entries)]
+                return node.rule, tuple(counted)
             level = node.children
-            if not level:
-                return None
-        return None
+            if not level.nodes:
+                return None, entries
+        return None, entries
 
-    def resolve(
-        self, domain: str, descriptors: Sequence[Sequence[tuple[str, str]]]
-    ) -> list[Rule | None]:
+    def resolve(self, domain: str, descriptors: Sequence[Sequence[Entry]]) -> list[Rule | None]:
         """``match`` every descriptor of one request, then apply ``replaces``.
 
         A matched rule named X becomes ``None`` when another matched rule of the same request

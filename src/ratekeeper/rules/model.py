@@ -6,9 +6,9 @@ number of threads without locks.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ratekeeper.limit import Limit
 from ratekeeper.rates import parse_period
@@ -27,9 +27,18 @@ class Rule:
 
     ``path`` identifies the descriptor within its domain: one ``key=value`` (or bare ``key``)
     per level, joined by ``/``, e.g. ``"generic_key=default/user"``; ``%``, ``/`` and ``=``
-    inside keys and values are percent-escaped so that paths stay unique. ``limit`` is ``None``
-    exactly when ``unlimited`` is true, and ``requests_per_unit`` is then 0. ``unit`` is the
-    Envoy unit name when the rule gave one, ``None`` when it gave a ``period`` instead.
+    inside keys and values are percent-escaped so that paths stay unique. ``unit`` is the
+    Envoy unit name when the rule gave one, ``None`` when it gave a ``period`` instead (or is
+    ``unlimited``).
+
+    ``limit`` is ``None`` in two cases: ``unlimited`` (every hit allowed, never counted) and
+    ``requests_per_unit: 0``, which Envoy treats as always over the limit: every hit is refused,
+    never counted (``always_over``). ``requests_per_unit`` is 0 in both.
+
+    ``quota_mode``: a request is refused by this rule's descriptors only when every quota-mode
+    descriptor of the request is over its limit. ``metadata`` is the descriptor's ``metadata``
+    mapping as written (Envoy returns it with the response); ``detailed_metric`` is carried
+    for statistics. Neither changes a decision.
     """
 
     domain: str
@@ -42,52 +51,96 @@ class Rule:
     detailed_metric: bool
     unit: str | None
     requests_per_unit: int
+    quota_mode: bool = False
+    metadata: dict[str, Any] | None = field(default=None, hash=False)
+
+    @property
+    def always_over(self) -> bool:
+        """True for ``requests_per_unit: 0``: every hit is refused without being counted."""
+        return self.limit is None and not self.unlimited
 
 
 class Descriptor:
-    """A node of the tree: the descriptor's rule (if any) and the level below it."""
+    """A node of the tree: the descriptor's rule (if any) and the level below it.
 
-    __slots__ = ("children", "rule")
+    ``shared`` is the descriptor's composed key (``key_value``) when it is a wildcard with
+    ``share_threshold``: every value it matches counts under that one pattern. ``source`` and
+    ``where`` name the file and the path inside it that defined the descriptor.
+    """
 
-    def __init__(self, rule: Rule | None, children: Level) -> None:
+    __slots__ = ("children", "rule", "shared", "source", "where")
+
+    def __init__(
+        self, rule: Rule | None, children: Level, shared: str | None, source: str, where: str
+    ) -> None:
         self.rule = rule
         self.children = children
+        self.shared = shared
+        self.source = source
+        self.where = where
 
 
-class KeyGroup:
-    """The descriptors of one level that share a key.
+class Level:
+    """One level of the tree, keyed as Envoy's rate-limit service keys it.
 
-    ``exact`` maps a literal value to its descriptor; ``wildcards`` holds the values with ``*``
-    as (test, descriptor) pairs in file order; ``bare`` is the descriptor without a value.
+    ``nodes`` maps each descriptor's composed key to it: ``key_value``, or ``key`` for a
+    descriptor without a value. ``wildcards`` holds the descriptors whose composed key has a
+    ``*``, as (test, descriptor) pairs in file order; each test takes a request entry's
+    composed ``key_value``.
     """
 
-    __slots__ = ("bare", "exact", "wildcards")
+    __slots__ = ("nodes", "wildcards")
 
     def __init__(self) -> None:
-        self.exact: dict[str, Descriptor] = {}
-        self.wildcards: tuple[tuple[Callable[[str], object], Descriptor], ...] = ()
-        self.bare: Descriptor | None = None
+        self.nodes: dict[str, Descriptor] = {}
+        self.wildcards: list[tuple[Callable[[str], bool], Descriptor]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
 
 
-#: One level of the tree: the key groups by key.
-Level = dict[str, KeyGroup]
+def composed(key: str, value: str | None) -> str:
+    """A descriptor's key in its level, as Envoy composes it: ``key_value``, or ``key``."""
+    return key if value is None else f"{key}_{value}"
 
 
-def wildcard_test(pattern: str) -> Callable[[str], object]:
-    """Return a function whose result is truthy when a value matches ``pattern``.
+def wildcard_test(pattern: str) -> Callable[[str], bool]:
+    """Return a function telling whether a text matches ``pattern``.
 
-    Each ``*`` matches zero or more characters; every other character matches itself.
+    Each ``*`` matches zero or more characters; every other character matches itself. This is
+    the matcher of Envoy's rate-limit service: the text must start with the part before the
+    first ``*`` and end with the part after the last, and the parts between must appear in
+    order in what lies between. Linear in the text; no backtracking.
     """
     parts = pattern.split("*")
-    if len(parts) == 2 and not parts[1]:
-        return _startswith(parts[0])
-    regex = re.compile(".*".join(re.escape(part) for part in parts), re.DOTALL)
-    return regex.fullmatch
+    first, last = parts[0], parts[-1]
+    if len(parts) == 1:
+        return pattern.__eq__
+    if len(parts) == 2 and not last:
+        return _startswith(first)
+    middle = [part for part in parts[1:-1] if part]
+    fixed = sum(map(len, parts))
+
+    def test(text: str) -> bool:
+        if len(text) < fixed or not text.startswith(first) or not text.endswith(last):
+            return False
+        position, end = len(first), len(text) - len(last)
+        for part in middle:
+            found = text.find(part, position, end)
+            if found < 0:
+                return False
+            position = found + len(part)
+        return True
+
+    return test
 
 
 def _startswith(prefix: str) -> Callable[[str], bool]:
-    def test(value: str) -> bool:
-        return value.startswith(prefix)
+    def test(text: str) -> bool:
+        return text.startswith(prefix)
 
     return test
 

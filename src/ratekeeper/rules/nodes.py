@@ -9,6 +9,7 @@ string ``"200"``). It never raises: each problem is appended to ``errors`` as
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Any
 
 from yaml.constructor import ConstructorError, SafeConstructor
@@ -19,6 +20,9 @@ from ratekeeper.rates import parse_period
 
 _TAG = "tag:yaml.org,2002:"
 _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean"}
+
+#: Values longer than this are cut, with an ellipsis, where a message quotes them.
+SHOWN = 80
 
 
 class NodeReader:
@@ -34,19 +38,29 @@ class NodeReader:
         self.errors.append(f"{self.filename}: {where}{message}")
 
     def period(self, node: Node | None, path: str) -> float | None:
-        """A period string (``"5m"``) or seconds; ``None`` when absent or invalid."""
+        """A period string (``"5m"``) or seconds, positive and finite; ``None`` when absent or
+        invalid."""
         if node is None or is_null(node):
             return None
         value = self.scalar(node)
+        seconds = None
         try:
-            if isinstance(value, str):
-                return parse_period(value)
-            if type(value) in (int, float) and value > 0:
-                return float(value)
+            if isinstance(value, str) and len(value) <= SHOWN:
+                seconds = parse_period(value)
+            elif type(value) in (int, float):
+                seconds = float(value)
         except InvalidLimitError as exc:
             self.error(path, str(exc))
             return None
-        self.error(path, f"expected a period such as '5m' or seconds, got {describe(node)}")
+        except OverflowError:  # an integer too large for a float
+            seconds = None
+        if seconds is not None and seconds > 0 and math.isfinite(seconds):
+            return seconds
+        self.error(
+            path,
+            "expected a period such as '5m' or a positive, finite number of seconds, "
+            f"got {describe(node)}",
+        )
         return None
 
     def fields(
@@ -55,12 +69,10 @@ class NodeReader:
         path: str,
         allowed: tuple[str, ...],
         what: str,
-        *,
-        unsupported: tuple[str, ...] = (),
     ) -> dict[str, Node] | None:
         """The mapping's values by key, or ``None`` (reported) when ``node`` is no mapping.
 
-        Keys outside ``allowed`` are reported, those in ``unsupported`` as such.
+        Keys outside ``allowed`` are reported.
         """
         if not isinstance(node, MappingNode):
             self.error(path, f"expected {what}, got {describe(node)}")
@@ -79,16 +91,13 @@ class NodeReader:
                 self.error(path, f"a key must be a string, got {describe(key_node)}")
                 continue
             key = key_node.value
-            where = f"{path}.{key}" if path else key
+            where = f"{path}.{shorten(key)}" if path else shorten(key)
             if key in lines and id(key_node) in own and id(lines[key]) in own:
                 first = lines[key].start_mark.line + 1
                 line = key_node.start_mark.line + 1
                 self.error(where, f"duplicate key (lines {first} and {line})")
                 continue
             lines[key] = key_node
-            if key in unsupported:
-                self.error(where, f"'{key}' (a newer Envoy field) is not supported by ratekeeper")
-                continue
             if key not in allowed:
                 self.error(where, unknown_key(key, allowed))
                 continue
@@ -114,15 +123,25 @@ class NodeReader:
         """A scalar's value (int, float, bool, str by its tag); ``None`` for anything else."""
         if not isinstance(node, ScalarNode) or node.tag.removeprefix(_TAG) not in _KINDS:
             return None
-        return self._constructor.construct_object(node)
+        constructor = self._constructor
+        try:
+            return constructor.yaml_constructors[node.tag](constructor, node)
+        except ValueError:  # an integer of more digits than Python converts
+            return None
 
 
 def unknown_key(key: str, allowed: tuple[str, ...]) -> str:
     """The message for an unknown key, suggesting the closest allowed one."""
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    shown = shorten(key)
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6) if len(key) <= SHOWN else []
     if close:
-        return f"unknown key '{key}'; did you mean '{close[0]}'?"
-    return f"unknown key '{key}'; expected one of {', '.join(allowed)}"
+        return f"unknown key '{shown}'; did you mean '{close[0]}'?"
+    return f"unknown key '{shown}'; expected one of {', '.join(allowed)}"
+
+
+def shorten(text: str) -> str:
+    """``text``, cut to ``SHOWN`` characters with an ellipsis when it is longer."""
+    return text if len(text) <= SHOWN else text[:SHOWN] + "…"
 
 
 def describe(node: Node) -> str:
@@ -135,8 +154,8 @@ def describe(node: Node) -> str:
     if kind == "null":
         return "null"
     if kind == "str":
-        return f"a string {node.value!r}"
-    return f"{_KINDS.get(kind, 'a value')} {node.value}"
+        return f"a string {shorten(node.value)!r}"
+    return f"{_KINDS.get(kind, 'a value')} {shorten(node.value)}"
 
 
 def is_null(node: Node) -> bool:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
+from yaml import YAMLError
 from yaml.constructor import SafeConstructor
-from yaml.nodes import Node, SequenceNode
+from yaml.nodes import MappingNode, Node, SequenceNode
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.errors import InvalidLimitError
@@ -14,16 +15,27 @@ from ratekeeper.limit import Limit
 from ratekeeper.rules.model import (
     UNITS,
     Descriptor,
-    KeyGroup,
     Level,
     Rule,
+    composed,
     path_part,
     wildcard_test,
 )
-from ratekeeper.rules.nodes import NodeReader, describe, is_null
+from ratekeeper.rules.nodes import NodeReader, describe, is_null, shorten
 
 TOP_FIELDS = ("domain", "descriptors")
-DESCRIPTOR_FIELDS = ("key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
+DESCRIPTOR_FIELDS = (
+    "key",
+    "value",
+    "rate_limit",
+    "descriptors",
+    "shadow_mode",
+    "quota_mode",
+    "detailed_metric",
+    "value_to_metric",
+    "share_threshold",
+    "metadata",
+)
 ENVOY_RATE_LIMIT_FIELDS = (
     "unit",
     "requests_per_unit",
@@ -32,11 +44,10 @@ ENVOY_RATE_LIMIT_FIELDS = (
     "replaces",
     "unit_multiplier",
 )
-#: Fields of newer Envoy rate-limit services that change counting or metrics in ways ratekeeper
-#: does not implement; refused by name rather than silently ignored.
-UNSUPPORTED_DESCRIPTOR_FIELDS = ("share_threshold", "value_to_metric")
 EXTENSION_FIELDS = ("algorithm", "period", "burst", "granularity", "calendar")
 RATE_LIMIT_FIELDS = ENVOY_RATE_LIMIT_FIELDS + EXTENSION_FIELDS
+#: Extensions that shape how a limit counts, so meaningless where nothing is counted.
+COUNTING_FIELDS = ("algorithm", "burst", "granularity", "calendar")
 
 #: Nesting deeper than this is refused (it also stops a YAML alias that includes itself).
 MAX_DEPTH = 32
@@ -46,31 +57,31 @@ MAX_REQUESTS = 4_294_967_295
 _UNIT_NAMES = ", ".join(UNITS)
 
 
-@dataclass
-class Document:
-    """What one file gave: its domain (``None`` when invalid), tree and rules in file order."""
-
-    domain: str | None = None
-    level: Level = field(default_factory=dict)
-    rules: list[Rule] = field(default_factory=list)
-
-
 class Walker(NodeReader):
-    """Validate one file's root node into a ``Document``; problems go to ``errors``."""
+    """Validate one file's nodes into a descriptor tree and its rules; problems go to
+    ``errors``.
+
+    ``header`` reads the domain; ``tree`` then walks the descriptors into a level (a new one,
+    or, when domains are merged, the level another file began) and returns the file's rules in
+    file order.
+    """
 
     def __init__(self, filename: str, constructor: SafeConstructor) -> None:
         super().__init__(filename, constructor)
         self._domain = ""
         self._rules: list[Rule] = []
+        self._earlier: frozenset[str] = frozenset()
+        self._limits: dict[tuple[Any, ...], Limit] = {}
 
-    def document(self, root: Node | None) -> Document:
+    def header(self, root: Node | None) -> tuple[str | None, Node | None]:
+        """The file's domain (``None`` when missing or invalid) and its ``descriptors`` node."""
         what = "a mapping with 'domain' and 'descriptors'"
         if root is None:
             self.error("", f"the file is empty; expected {what}")
-            return Document()
+            return None, None
         fields = self.fields(root, "", TOP_FIELDS, what)
         if fields is None:
-            return Document()
+            return None, None
         domain = None
         if "domain" not in fields:
             self.error("", "missing 'domain'")
@@ -79,12 +90,13 @@ class Walker(NodeReader):
             if domain == "":
                 self.error("domain", "empty domain")
         self._domain = domain or ""
-        level: Level = {}
-        nested = fields.get("descriptors")
-        self.descriptors(
-            nested, "descriptors", level, envoy_key=self._domain, rule_path="", depth=1
-        )
-        return Document(domain or None, level, self._rules)
+        return domain or None, fields.get("descriptors")
+
+    def tree(self, node: Node | None, level: Level) -> list[Rule]:
+        """Walk the top-level ``descriptors`` into ``level``; the rules found, in file order."""
+        self._earlier = frozenset(level.nodes)  # from other files of a merged domain
+        self.descriptors(node, "descriptors", level, envoy_key=self._domain, rule_path="", depth=1)
+        return self._rules
 
     def descriptors(
         self,
@@ -104,16 +116,9 @@ class Walker(NodeReader):
         if not isinstance(node, SequenceNode):
             self.error(path, f"expected a list of descriptors, got {describe(node)}")
             return
-        seen: dict[tuple[str, str | None], str] = {}
         for index, item in enumerate(node.value):
             where = f"{path}[{index}]"
-            fields = self.fields(
-                item,
-                where,
-                DESCRIPTOR_FIELDS,
-                "a descriptor (a mapping)",
-                unsupported=UNSUPPORTED_DESCRIPTOR_FIELDS,
-            )
+            fields = self.fields(item, where, DESCRIPTOR_FIELDS, "a descriptor (a mapping)")
             if fields is None:
                 continue
             key = None
@@ -126,19 +131,37 @@ class Walker(NodeReader):
                     key = None
             value = self.text(fields["value"], f"{where}.value") if "value" in fields else None
             value = value or None
-            shadow = self.boolean(fields.get("shadow_mode"), f"{where}.shadow_mode")
-            detailed = self.boolean(fields.get("detailed_metric"), f"{where}.detailed_metric")
+            flags = {
+                name: self.boolean(fields.get(name), f"{where}.{name}")
+                for name in (
+                    "shadow_mode",
+                    "quota_mode",
+                    "detailed_metric",
+                    "value_to_metric",
+                    "share_threshold",
+                )
+            }
+            metadata = self.metadata(fields.get("metadata"), f"{where}.metadata")
+            final = composed(key or "", value)
+            composite = f"{envoy_key}.{final}"
+            wildcard = "*" in final
+            if flags["share_threshold"] and key is not None and not wildcard:
+                self.error(
+                    f"{where}.share_threshold",
+                    "share_threshold applies only to a wildcard (a key or value with '*'), "
+                    f"not to '{shorten(final)}'",
+                )
             part = path_part(key or "", value)
             here = f"{rule_path}/{part}" if rule_path else part
-            composite = f"{envoy_key}.{key or ''}" + (f"_{value}" if value is not None else "")
             rule = None
             if "rate_limit" in fields and not is_null(fields["rate_limit"]):
                 limit_node, limit_path = fields["rate_limit"], f"{where}.rate_limit"
-                rule = self.rate_limit(limit_node, limit_path, here, shadow, detailed)
+                rule = self.rate_limit(limit_node, limit_path, here, flags, metadata)
                 if rule is not None:
                     self._rules.append(rule)
-            children: Level = {}
-            descriptor = Descriptor(rule, children)
+            children = Level()
+            shared = final if flags["share_threshold"] and wildcard else None
+            descriptor = Descriptor(rule, children, shared, self.filename, where)
             nested = fields.get("descriptors")
             self.descriptors(
                 nested,
@@ -150,18 +173,42 @@ class Walker(NodeReader):
             )
             if key is None:
                 continue
-            if (key, value) in seen:
+            first = level.nodes.get(final)
+            if first is not None:
+                earlier = depth == 1 and final in self._earlier
+                elsewhere = f"in {first.source} " if earlier else ""
                 self.error(
                     where,
-                    f"duplicate descriptor composite key '{composite}' "
-                    f"(already defined at {seen[key, value]})",
+                    f"duplicate descriptor composite key '{shorten(composite)}' "
+                    f"(already defined {elsewhere}at {first.where})",
                 )
                 continue
-            seen[key, value] = where
-            _insert(level, key, value, descriptor)
+            level.nodes[final] = descriptor
+            if wildcard:
+                level.wildcards.append((wildcard_test(final), descriptor))
+
+    def metadata(self, node: Node | None, path: str) -> dict[str, Any] | None:
+        """The ``metadata`` mapping, constructed as written; ``None`` when absent or invalid."""
+        if node is None or is_null(node):
+            return None
+        if not isinstance(node, MappingNode):
+            self.error(path, f"expected a mapping, got {describe(node)}")
+            return None
+        try:
+            data = self._constructor.construct_object(node, deep=True)
+        except YAMLError as exc:
+            problem = getattr(exc, "problem", None) or exc
+            self.error(path, f"invalid metadata: {problem}")
+            return None
+        return dict(data)
 
     def rate_limit(
-        self, node: Node, path: str, rule_path: str, shadow: bool, detailed: bool
+        self,
+        node: Node,
+        path: str,
+        rule_path: str,
+        flags: dict[str, bool],
+        metadata: dict[str, Any] | None,
     ) -> Rule | None:
         fields = self.fields(node, path, RATE_LIMIT_FIELDS, "a rate_limit mapping")
         if fields is None:
@@ -176,8 +223,10 @@ class Walker(NodeReader):
             path=rule_path,
             name=name,
             replaces=replaces,
-            shadow_mode=shadow,
-            detailed_metric=detailed,
+            shadow_mode=flags["shadow_mode"],
+            detailed_metric=flags["detailed_metric"],
+            quota_mode=flags["quota_mode"],
+            metadata=metadata,
         )
         # Fields set to null (or an empty unit, as Envoy reads it) count as not given.
         given = {k for k, v in fields.items() if not is_null(v) and k != "replaces"}
@@ -190,7 +239,8 @@ class Walker(NodeReader):
                 unit = raw.lower()
                 if unit not in UNITS:
                     self.error(
-                        f"{path}.unit", f"invalid unit {raw!r}; expected one of {_UNIT_NAMES}"
+                        f"{path}.unit",
+                        f"invalid unit {shorten(raw)!r}; expected one of {_UNIT_NAMES}",
                     )
         if unlimited:
             for other in ("unit", "unit_multiplier", *EXTENSION_FIELDS):
@@ -206,7 +256,9 @@ class Walker(NodeReader):
             self.error(path, f"missing 'unit' (one of {_UNIT_NAMES}) or 'period'")
         multiplier = 1
         if "unit_multiplier" in given:
-            given_multiplier = self.count(fields["unit_multiplier"], f"{path}.unit_multiplier")
+            given_multiplier = self.count(
+                fields["unit_multiplier"], f"{path}.unit_multiplier", MAX_REQUESTS
+            )
             if given_multiplier is not None:
                 multiplier = given_multiplier
                 if "period" in given:
@@ -216,7 +268,7 @@ class Walker(NodeReader):
             self.error(path, "missing 'requests_per_unit'")
         else:
             path_amount = f"{path}.requests_per_unit"
-            amount = self.count(fields["requests_per_unit"], path_amount, MAX_REQUESTS) or 0
+            amount = self.count(fields["requests_per_unit"], path_amount, MAX_REQUESTS, 0) or 0
         algorithm = Algorithm.FIXED_WINDOW
         if "algorithm" in given:
             raw = self.text(fields["algorithm"], f"{path}.algorithm")
@@ -226,7 +278,8 @@ class Walker(NodeReader):
                 if raw is not None:
                     names = ", ".join(a.value for a in Algorithm)
                     self.error(
-                        f"{path}.algorithm", f"unknown algorithm {raw!r}; expected one of {names}"
+                        f"{path}.algorithm",
+                        f"unknown algorithm {shorten(raw)!r}; expected one of {names}",
                     )
         burst = None
         if "burst" in given:
@@ -237,30 +290,45 @@ class Walker(NodeReader):
                 )
         granularity = self.period(fields.get("granularity"), f"{path}.granularity")
         calendar = self.boolean(fields.get("calendar"), f"{path}.calendar")
+        if amount == 0:
+            for other in COUNTING_FIELDS:
+                if other in given:
+                    self.error(
+                        path,
+                        f"'{other}' cannot be combined with 'requests_per_unit: 0' "
+                        "(every hit is refused)",
+                    )
         if len(self.errors) > before:
             return None
+        if amount == 0:  # Envoy's "always over the limit": nothing to count
+            return rule(limit=None, unlimited=False, unit=unit, requests_per_unit=0)
         seconds = UNITS[unit] * multiplier if unit is not None else period
         assert seconds is not None  # a missing unit or period was reported above
-        try:
-            limit = Limit(
-                amount,
-                seconds,
-                algorithm,
-                burst=burst,
-                granularity=granularity,
-                calendar=calendar,
-            )
-        except InvalidLimitError as exc:
-            self.error(path, str(exc))
-            return None
+        parameters = (amount, seconds, algorithm, burst, granularity, calendar)
+        limit = self._limits.get(parameters)
+        if limit is None:
+            try:
+                limit = Limit(
+                    amount,
+                    seconds,
+                    algorithm,
+                    burst=burst,
+                    granularity=granularity,
+                    calendar=calendar,
+                )
+            except InvalidLimitError as exc:
+                self.error(path, str(exc))
+                return None
+            self._limits[parameters] = limit  # equal limits are one object: a file repeats them
         return rule(limit=limit, unlimited=False, unit=unit, requests_per_unit=amount)
 
-    def count(self, node: Node, path: str, maximum: int | None = None) -> int | None:
-        """A positive integer (at most ``maximum``); else an error at ``path``, and None."""
+    def count(self, node: Node, path: str, maximum: int, minimum: int = 1) -> int | None:
+        """An integer from ``minimum`` to ``maximum``; else an error at ``path``, and None."""
         number = self.scalar(node)
-        if type(number) is int and number >= 1 and (maximum is None or number <= maximum):
+        if type(number) is int and minimum <= number <= maximum:
             return number
-        self.error(path, f"expected a positive integer, got {describe(node)}")
+        expected = "a positive integer" if minimum == 1 else f"an integer from {minimum}"
+        self.error(path, f"expected {expected} up to {maximum}, got {describe(node)}")
         return None
 
     def replaces(self, node: Node | None, path: str, own: str | None) -> tuple[str, ...]:
@@ -282,19 +350,9 @@ class Walker(NodeReader):
             if name == "":
                 self.error(f"{where}.name", "empty name in replaces entry")
             elif name is not None and name == own:
-                self.error(f"{where}.name", f"a rule cannot replace itself ('{name}' is its name)")
+                self.error(
+                    f"{where}.name", f"a rule cannot replace itself ('{shorten(name)}' is its name)"
+                )
             elif name is not None:
                 names.append(name)
         return tuple(names)
-
-
-def _insert(level: Level, key: str, value: str | None, descriptor: Descriptor) -> None:
-    group = level.get(key)
-    if group is None:
-        group = level[key] = KeyGroup()
-    if value is None:
-        group.bare = descriptor
-    elif "*" in value:
-        group.wildcards = (*group.wildcards, (wildcard_test(value), descriptor))
-    else:
-        group.exact[value] = descriptor
