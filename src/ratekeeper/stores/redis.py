@@ -44,7 +44,6 @@ error) raises ``StoreError``, the only one a failure policy answers.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,6 +52,7 @@ from ratekeeper.errors import InvalidInputError, MissingExtraError, StoreConfigE
 from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
 from ratekeeper.keys import check_tag, state_key
 from ratekeeper.limit import Limit
+from ratekeeper.stores.batches import Batch, Ran, Refund, gather, refunds_of, settle, unrefunded
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.lua import (
     REFUND,
@@ -61,7 +61,6 @@ from ratekeeper.stores.lua import (
     SOURCE,
     arguments,
     decision,
-    decisions,
     decisions_at,
     limit_args,
     now_arg,
@@ -86,8 +85,6 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 #: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
 
-log = logging.getLogger("ratekeeper.store")
-
 _MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
 #: Error replies that say the store's own configuration is wrong (an unknown database).
 _MISCONFIGURED_REPLIES = ("DB index is out of range", "invalid DB index")
@@ -104,68 +101,6 @@ def failure(error: BaseException) -> Exception:
     if isinstance(error, ResponseError) and message.startswith("ratekeeper: invalid"):
         return InvalidInputError(message.removeprefix("ratekeeper: "))
     return StoreError(f"redis: {message}")
-
-
-#: One script run of a batch: the indexes of its hits in the batch, its keys and its ARGV.
-Batch = tuple[Sequence[int], list[str], list[str]]
-#: One slot's part of an all_or_nothing batch that ran: the part, its decisions, its ``now``.
-Ran = tuple[Batch, list[Decision], float]
-#: A refund script run: its keys and ARGV.
-Refund = tuple[list[str], list[str]]
-
-
-def _gather(size: int, batches: list[Batch], replies: list[Any]) -> list[Decision]:
-    if len(batches) == 1:  # its hits in order
-        return decisions(replies[0])
-    results: list[Any] = [None] * size
-    for (indexes, _, _), reply in zip(batches, replies, strict=True):
-        for index, one in zip(indexes, decisions(reply), strict=True):
-            results[index] = one
-    return results
-
-
-def _refunds(hits: Sequence[Hit], ran: list[Ran]) -> list[Refund]:
-    """What the parts that admitted all their hits consumed, as refund script runs (a part
-    that refused a hit kept nothing)."""
-    refunds = []
-    for (indexes, keys, _), decided, now in ran:
-        if not all(one.allowed for one in decided):
-            continue
-        owed = [
-            (keys[j], hits[i][1], one.granted)
-            for j, (i, one) in enumerate(zip(indexes, decided, strict=True))
-            if one.granted > 0
-        ]
-        if owed:
-            refunds.append(
-                (
-                    [key for key, _, _ in owed],
-                    arguments([(limit, granted) for _, limit, granted in owed], now, False),
-                )
-            )
-    return refunds
-
-
-def _settle(hits: Sequence[Hit], ran: list[Ran]) -> tuple[list[Decision], list[Refund]]:
-    """The decisions of an all_or_nothing batch whose parts all ran, and the refunds it owes:
-    none when every hit was allowed; else those of ``_refunds``, and every decision with
-    ``granted`` 0."""
-    results: list[Any] = [None] * len(hits)
-    for (indexes, _, _), decided, _ in ran:
-        for index, one in zip(indexes, decided, strict=True):
-            results[index] = one
-    if all(one.allowed for one in results):
-        return results, []
-    return [one._replace(granted=0) if one.granted else one for one in results], _refunds(hits, ran)
-
-
-def _unrefunded(keys: list[str], error: BaseException) -> None:
-    log.error(
-        "redis: could not refund the hits on %s of a refused all_or_nothing batch (%s); "
-        "they stay counted until their state frees up",
-        ", ".join(keys),
-        error,
-    )
 
 
 class _Base:
@@ -211,7 +146,7 @@ class _Base:
         keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
         if not self.clustered:  # one server: one run
             argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
-            return [(range(len(hits)), keys, argv)]  # _gather does not read a lone batch's indexes
+            return [(range(len(hits)), keys, argv)]  # gather does not read a lone batch's indexes
         groups: dict[int, list[int]] = {}
         for index, key in enumerate(keys):
             groups.setdefault(key_slot(key.encode()), []).append(index)
@@ -281,7 +216,7 @@ class RedisStore(_Base):
                 replies = [self._script(keys, argv) for _, keys, argv in batches]
         except ERRORS as error:
             raise failure(error) from error
-        return _gather(len(hits), batches, replies)
+        return gather(len(hits), batches, replies)
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         """Release up to ``slots`` leases of ``key`` under the concurrency ``limit``, the
@@ -308,9 +243,9 @@ class RedisStore(_Base):
             for batch in batches:
                 ran.append((batch, *decisions_at(self._script(batch[1], batch[2]))))
         except ERRORS as error:
-            self._refund(_refunds(hits, ran))
+            self._refund(refunds_of(hits, ran))
             raise failure(error) from error
-        results, refunds = _settle(hits, ran)
+        results, refunds = settle(hits, ran)
         self._refund(refunds)
         return results
 
@@ -319,7 +254,7 @@ class RedisStore(_Base):
             try:
                 self._refund_script(keys, argv)
             except ERRORS as error:
-                _unrefunded(keys, error)
+                unrefunded(keys, error)
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -404,7 +339,7 @@ class AsyncRedisStore(_Base):
                 )
         except ERRORS as error:
             raise failure(error) from error
-        return _gather(len(hits), batches, replies)
+        return gather(len(hits), batches, replies)
 
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None
@@ -434,11 +369,11 @@ class AsyncRedisStore(_Base):
         ]
         raised = next((one for one in outcomes if isinstance(one, BaseException)), None)
         if raised is not None:
-            await self._refund(_refunds(hits, ran))
+            await self._refund(refunds_of(hits, ran))
             if isinstance(raised, ERRORS):
                 raise failure(raised) from raised
             raise raised
-        results, refunds = _settle(hits, ran)
+        results, refunds = settle(hits, ran)
         await self._refund(refunds)
         return results
 
@@ -448,7 +383,7 @@ class AsyncRedisStore(_Base):
         )
         for (keys, _), outcome in zip(refunds, outcomes, strict=True):
             if isinstance(outcome, ERRORS):
-                _unrefunded(keys, outcome)
+                unrefunded(keys, outcome)
             elif isinstance(outcome, BaseException):
                 raise outcome
 
