@@ -109,16 +109,19 @@ def limiter_contender(
     hit = limiter.hit
 
     if algorithm == "concurrency":
+        release = limiter.store.release
+
         # A slot is taken and given back: the pattern ``Limiter.concurrency`` makes.
         def run_pairs(keys: Sequence[str]) -> None:
             for key in keys:
                 hit(key, limit)
-                hit(key, limit, -1)
+                release(key, limit, 1)
 
         def check_pair(key: str, cost: int) -> bool:
-            allowed = hit(key, limit, cost).allowed
-            hit(key, limit, -cost)
-            return allowed
+            decision = hit(key, limit, cost)
+            if decision.granted:
+                release(key, limit, decision.granted)
+            return decision.allowed
 
         return Contender(library, run_pairs, check_pair, decisions_per_key=2, close=close)
 
