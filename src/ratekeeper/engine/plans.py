@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
-from ratekeeper.errors import ConfigStoreError
+from ratekeeper.errors import ConfigError, ConfigStoreError
 from ratekeeper.rules.matching import replaced_names
 
 if TYPE_CHECKING:
@@ -164,6 +164,17 @@ class Planner:
                         error,
                     )
                     if stale is not None:
+                        return stale
+                except ConfigError as error:  # the key's stored override no longer validates
+                    self.config_errors += 1
+                    log.warning(
+                        "invalid override in the configuration store; deciding %r by its last"
+                        " known limit, else the rules: %s",
+                        key,
+                        error,
+                    )
+                    if stale is not None:
+                        self.cache.put(slot, stale)  # until the next change or expiry
                         return stale
         if override is not None:
             plan = Plan(identity, override.limit, rule, True)
