@@ -104,3 +104,14 @@ def test_the_demo_stops_at_once_on_a_signal(signal_number: int) -> None:
     assert process.returncode == 0, err
     assert out.endswith("stopped\n")
     assert "Traceback" not in err
+
+
+def test_help_describes_only_what_exists() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "library and decision engine" in result.stdout
+    assert "service" not in result.stdout
