@@ -155,14 +155,17 @@ def _rows(
             yield f"{domain_name or '-'}\t{key}\t{override.to_json()}"
 
 
-def _open(url: str, action: str) -> ConfigStore | None:
-    """The store at ``url`` (lookups create nothing), or None when the URL is unusable."""
+def _open(given: str | None, action: str) -> ConfigStore | None:
+    """The store named by ``--config`` (``given``) or its defaults, which lookups open without
+    creating anything; None, once reported, when the URL is unusable."""
     from ratekeeper.config import open_config_store
 
+    url = config_url(given)
     try:
         return open_config_store(url, create=action not in LOOKUPS)
     except ConfigError as error:
-        print(f"error: --config {one_line(url)}: {one_line(error)}", file=sys.stderr)
+        source = "--config" if given else "$RATEKEEPER_CONFIG"
+        print(f"error: {source} {one_line(url)}: {one_line(error)}", file=sys.stderr)
         return None
 
 
@@ -208,7 +211,7 @@ def limits(args: argparse.Namespace) -> int:
         override = _override(args)
     elif args.action == "import":
         overrides = _read_overrides(args.file, args.domain)
-    store = _open(config_url(args.config), args.action)
+    store = _open(args.config, args.action)
     if store is None:
         return USAGE
     try:

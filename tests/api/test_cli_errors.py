@@ -87,6 +87,34 @@ def test_an_import_file_that_is_not_utf8_is_refused(
     assert not (here / "ratekeeper.db").exists()
 
 
+def test_an_import_from_stdin_that_is_not_utf8_is_refused(here: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "limits", "import", "-"],
+        input=b'{"caf\xe9": {"time_window_sec": 1, "capacity": 5}}',
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert (completed.returncode, completed.stdout) == (1, b"")
+    assert completed.stderr.startswith(b"error: <stdin>: not UTF-8 text: ")
+    assert len(completed.stderr.splitlines()) == 1
+    assert not (here / "ratekeeper.db").exists()
+
+
+def test_an_import_from_stdin_with_a_byte_order_mark_is_read(here: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "limits", "import", "-"],
+        input='\ufeff{"café": {"time_window_sec": 1, "capacity": 5}}'.encode(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    store = open_config_store("sqlite:///ratekeeper.db")
+    assert list(store.items()) == [("", "café", FIVE)]
+    store.close()
+
+
 def test_an_import_file_that_is_missing_is_refused(
     here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -111,6 +139,16 @@ def test_a_malformed_postgres_url_is_a_usage_error_without_the_password(
     err = failed(capsys)
     assert err.startswith("error: --config postgresql://admin:***@[::1/rk: bad PostgreSQL URL")
     assert "hunter2" not in err
+
+
+def test_an_unusable_url_from_the_environment_is_named_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RATEKEEPER_CONFIG", "mysql://admin:hunter2@db.internal/rk")
+    assert main(["limits", "get", "k"]) == 2
+    assert failed(capsys).startswith(
+        "error: $RATEKEEPER_CONFIG mysql://admin:***@db.internal/rk: unknown configuration"
+    )
 
 
 def test_a_store_that_fails_is_reported_without_the_password(

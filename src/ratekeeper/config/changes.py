@@ -225,9 +225,9 @@ class PerProcess(Generic[C]):
 
     def close(self) -> None:
         """Stop and join the change thread and close the connection; closing twice is fine."""
-        self._stop.set()
         if self._pid != os.getpid():
-            return  # the connection and the thread belong to the parent
+            return  # never used in this process: the connection and the thread are the parent's
+        self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
