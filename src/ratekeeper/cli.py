@@ -110,14 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _run(parser, args)
-    except (ConfigError, InvalidLimitError) as error:
+    except RatekeeperError as error:
         messages = error.errors if isinstance(error, ConfigError) else [str(error)]
         for message in messages:
             print(f"error: {one_line(message)}", file=sys.stderr)
-        return INVALID
-    except RatekeeperError as error:  # the configuration store, or a missing package
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        return UNAVAILABLE
+        # What the input got wrong is also a ValueError (a rule file, an override, a key, a
+        # limit); the rest is the environment's: a store that fails, a package not installed.
+        return INVALID if isinstance(error, ValueError) else UNAVAILABLE
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return INTERRUPTED
