@@ -1,19 +1,38 @@
-"""The ``ratekeeper`` command line."""
+"""The ``ratekeeper`` command line.
+
+``main`` parses the arguments, runs the command and is the one place that turns ratekeeper's
+errors into a one-line message on stderr and an exit status (see ``ratekeeper.commands``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from ratekeeper import __version__
 from ratekeeper.config import DEFAULT_URL
-from ratekeeper.errors import InvalidLimitError
+from ratekeeper.errors import ConfigError, InvalidLimitError, RatekeeperError
+
+
+def _store_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """``--config`` and ``--domain``, taken before the action or after it."""
+    parser.add_argument(
+        "--config",
+        metavar="URL",
+        default=default,
+        help="configuration store, e.g. sqlite:///ratekeeper.db or postgresql://... "
+        f"(default: $RATEKEEPER_CONFIG, else {DEFAULT_URL})",
+    )
+    parser.add_argument("--domain", default=default, help="namespace of the keys (default: none)")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ratekeeper", description="Exact, fast rate limiting: library, service and CLI."
+        prog="ratekeeper",
+        description="Rate limiting for Python: the operator's commands for ratekeeper's "
+        "library and decision engine.",
     )
     parser.add_argument("--version", action="version", version=f"ratekeeper {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -27,20 +46,18 @@ def _parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="work with rule files")
     config_commands = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     validate = config_commands.add_parser(
-        "validate", help="check rule files (Envoy rate-limit YAML) as the server loads them"
+        "validate", help="check rule files (Envoy rate-limit YAML) as the engine loads them"
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="rule files or directories")
 
     limits = commands.add_parser("limits", help="manage per-key overrides in the config store")
-    limits.add_argument(
-        "--config",
-        metavar="URL",
-        help="configuration store, e.g. sqlite:///ratekeeper.db or postgresql://... "
-        f"(default: $RATEKEEPER_CONFIG, else {DEFAULT_URL})",
-    )
-    limits.add_argument("--domain", default="", help="namespace of the keys (default: none)")
+    _store_options(limits, None)
+    limits.set_defaults(domain="")
     actions = limits.add_subparsers(dest="action", metavar="ACTION", required=True)
-    set_ = actions.add_parser("set", help="set a key's limit")
+    # Given after the action, the options win; not given there, they leave the earlier ones.
+    after = argparse.ArgumentParser(add_help=False)
+    _store_options(after, argparse.SUPPRESS)
+    set_ = actions.add_parser("set", parents=[after], help="set a key's limit")
     set_.add_argument("key", help="e.g. user:241531")
     set_.add_argument("--capacity", type=int, required=True, help="hits allowed per window")
     set_.add_argument(
@@ -49,23 +66,23 @@ def _parser() -> argparse.ArgumentParser:
     set_.add_argument("--algorithm", help="default bucketed_window")
     set_.add_argument("--granularity", type=float, help="bucketed_window's sub-window seconds")
     set_.add_argument("--burst", type=int, help="bucket size of token_bucket, gcra, leaky_*")
-    get = actions.add_parser("get", help="print a key's override as JSON")
+    get = actions.add_parser("get", parents=[after], help="print a key's override as JSON")
     get.add_argument("key")
-    delete = actions.add_parser("delete", help="remove a key's override")
+    delete = actions.add_parser("delete", parents=[after], help="remove a key's override")
     delete.add_argument("key")
-    list_ = actions.add_parser("list", help="list overrides (domain, key, JSON)")
+    list_ = actions.add_parser("list", parents=[after], help="list overrides (domain, key, JSON)")
     list_.add_argument("--prefix", default="", help="only keys starting with this")
     list_.add_argument("--json", action="store_true", help="one JSON object per line")
     import_ = actions.add_parser(
-        "import", help='load {"key": {"time_window_sec": 1, "capacity": 5}, ...} from a file'
+        "import",
+        parents=[after],
+        help='load {"key": {"time_window_sec": 1, "capacity": 5}, ...} from a file, all or nothing',
     )
     import_.add_argument("file", help="a JSON file, or - for stdin")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "demo":
         from ratekeeper import demo
 
@@ -83,6 +100,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return commands.limits(args)
     parser.print_help()
     return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``ratekeeper`` with ``argv`` (default: the process's arguments); the exit status."""
+    from ratekeeper.commands import INTERRUPTED, INVALID, UNAVAILABLE, one_line
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(parser, args)
+    except RatekeeperError as error:
+        messages = error.errors if isinstance(error, ConfigError) else [str(error)]
+        for message in messages:
+            print(f"error: {one_line(message)}", file=sys.stderr)
+        # What the input got wrong is also a ValueError (a rule file, an override, a key, a
+        # limit); the rest is the environment's: a store that fails, a package not installed.
+        return INVALID if isinstance(error, ValueError) else UNAVAILABLE
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout went away, e.g. `ratekeeper limits list | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the final flush cannot fail again
+        return INVALID
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 It drives one in-memory ``Limiter`` with synthetic clients, a steady one and a bursty one, and
 prints once per second what each algorithm admitted, so the differences between the
-algorithms can be seen rather than read about.
+algorithms can be seen rather than read about. The work per second is bounded: a rate faster
+than ``MAX_SIMULATED_RATE`` per second is scaled down, each simulated hit standing for many.
+SIGTERM and Ctrl-C stop it at once.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import signal
 import sys
@@ -23,6 +26,11 @@ from ratekeeper.rates import parse
 
 #: Algorithms shown by default; concurrency needs releases and is shown with its own traffic.
 SHOWN = [a for a in Algorithm if a is not Algorithm.CONCURRENCY]
+
+#: The signals that stop the demo.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The most hits per second the demo simulates; the busiest tick offers 4.2 times as many.
+MAX_SIMULATED_RATE = 250
 
 
 @dataclass
@@ -45,26 +53,37 @@ def run(
     out: TextIO = sys.stdout,
     stop: threading.Event | None = None,
 ) -> dict[Algorithm, int]:
-    """Run the demo; return the total admitted per algorithm."""
+    """Run the demo until ``seconds`` have passed or ``stop`` is set; return the total
+    admitted per algorithm.
+
+    At most ``MAX_SIMULATED_RATE`` hits per second are simulated: a faster rate is divided by
+    a scale, and each simulated hit stands for ``scale`` hits (in the counts shown too).
+    """
     stop = stop or threading.Event()
     base = parse(rate)
-    limits = {algorithm: Limit(base.amount, base.period, algorithm) for algorithm in SHOWN}
+    per_second = base.amount / base.period
+    scale = max(1, math.ceil(per_second / MAX_SIMULATED_RATE))
+    amount = max(1, round(base.amount / scale))
+    limits = {algorithm: Limit(amount, base.period, algorithm) for algorithm in SHOWN}
     limiter = Limiter()
     rng = random.Random(seed)
     totals: dict[Algorithm, int] = dict.fromkeys(SHOWN, 0)
-    per_second = base.amount / base.period
     names = [algorithm.value for algorithm in SHOWN]
     out.write(
         f"ratekeeper demo: {base.amount} per {base.period:g}s, one in-memory store, "
         f"{len(SHOWN)} algorithms side by side; Ctrl-C stops\n"
     )
+    if scale > 1:
+        out.write(f"(each simulated hit stands for {scale:,} hits)\n")
     out.write("  t  offered  " + "  ".join(names) + "\n")
     start = time.monotonic()
     tick = 0
     while tick < seconds and not stop.is_set():
-        offered = _arrivals(rng, tick, per_second)
+        offered = _arrivals(rng, tick, per_second / scale)
         tally = Tally(offered, dict.fromkeys(SHOWN, 0))
         for index in range(offered):
+            if stop.is_set():
+                break
             for algorithm, limit in limits.items():
                 if limiter.hit("client:demo", limit).allowed:
                     tally.admitted[algorithm] += 1
@@ -73,9 +92,9 @@ def run(
             if pause > 0 and stop.wait(pause):
                 break
         for algorithm in SHOWN:
-            totals[algorithm] += tally.admitted[algorithm]
-        row = "  ".join(f"{tally.admitted[a]:>{len(a.value)}}" for a in SHOWN)
-        out.write(f"{tick + 1:>3}  {offered:>7}  {row}\n")
+            totals[algorithm] += tally.admitted[algorithm] * scale
+        row = "  ".join(f"{tally.admitted[a] * scale:>{len(a.value)}}" for a in SHOWN)
+        out.write(f"{tick + 1:>3}  {offered * scale:>7}  {row}\n")
         out.flush()
         tick += 1
     out.write("total        " + "  ".join(f"{totals[a]:>{len(a.value)}}" for a in SHOWN) + "\n")
@@ -98,7 +117,7 @@ def engine_demo(config_url: str, out: TextIO = sys.stdout) -> list[bool]:
 
     Returns the verdicts, in order.
     """
-    from ratekeeper.config import open_config_store
+    from ratekeeper.config import open_config_store, redacted
     from ratekeeper.engine import Engine
     from ratekeeper.overrides import Override
     from ratekeeper.rules import parse_rules
@@ -108,7 +127,7 @@ def engine_demo(config_url: str, out: TextIO = sys.stdout) -> list[bool]:
     config.set("username:loadtest", Override(50, 3600, "sliding_log"), domain="login")
     engine = Engine(rules=parse_rules(DEMO_RULES, "demo rules"), config=config)
     out.write(
-        f"\nthe decision engine: Envoy-style rules, per-key overrides in {config_url}\n"
+        f"\nthe decision engine: Envoy-style rules, per-key overrides in {redacted(config_url)}\n"
         "  attempt  address      username   verdict  (address left, username left)\n"
     )
     attempts = [(f"10.0.0.{n}", "alice") for n in range(1, 7)]  # one account, many addresses
@@ -130,17 +149,22 @@ def engine_demo(config_url: str, out: TextIO = sys.stdout) -> list[bool]:
 
 
 def main(rate: str, seconds: float, seed: int) -> int:
+    """``ratekeeper demo``: the algorithms, then the engine; SIGTERM or Ctrl-C stops it, with
+    status 0, within one simulated hit."""
     stop = threading.Event()
 
     def finish(signum: int, frame: object) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, finish)
+    previous = {number: signal.signal(number, finish) for number in STOP_SIGNALS}
     try:
         run(rate, seconds, seed, stop=stop)
-        if not stop.is_set():
+        if stop.is_set():
+            sys.stdout.write("stopped\n")
+        else:
             with tempfile.TemporaryDirectory() as directory:
                 engine_demo(f"sqlite:///{directory}/ratekeeper.db")
-    except KeyboardInterrupt:
-        sys.stdout.write("\nstopped\n")
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     return 0

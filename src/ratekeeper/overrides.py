@@ -8,6 +8,7 @@ over the limit a rule file gives the same key.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +29,9 @@ def _check(name: str, value: object, kind: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidLimitError(f"{name} must be a positive integer, not {value!r}")
     elif not isinstance(value, str) and (
-        isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < math.inf  # JSON has no infinity: the stores could not keep it
     ):
         raise InvalidLimitError(
             f"{name} must be positive seconds or a period such as '5m', not {value!r}"

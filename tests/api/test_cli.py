@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,65 @@ def test_the_engine_demo_refuses_what_its_rules_and_override_say(tmp_path: Path)
     assert verdicts == [True] * 5 + [False] + [True] * 8 + [False]
     assert "per-key overrides in sqlite:///" in out.getvalue()
     assert out.getvalue().count("REFUSED") == 2
+
+
+def test_a_huge_rate_is_simulated_in_bounded_steps() -> None:
+    out = io.StringIO()
+    totals = demo.run("100000000/second", seconds=2, out=out)
+    lines = out.getvalue().splitlines()
+    scale = 100_000_000 // demo.MAX_SIMULATED_RATE
+    assert lines[1] == f"(each simulated hit stands for {scale:,} hits)"
+    rows = [line.split() for line in lines[3:-1]]
+    assert len(rows) == 2
+    for row in rows:
+        offered = int(row[1])
+        assert offered % scale == 0
+        assert offered // scale <= 4.2 * demo.MAX_SIMULATED_RATE  # the hits one tick simulates
+    # The sliding log admits at most the limit in any second: 100,000,000.
+    assert 0 < totals[Algorithm.SLIDING_LOG] <= 2 * 100_000_000
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_the_demo_stops_at_once_on_a_signal(signal_number: int) -> None:
+    """A real process, the fastest rate, a real signal: it stops and exits 0, well before the
+    60 seconds it was asked to run."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ratekeeper.cli",
+            "demo",
+            "--rate",
+            "100000000/second",
+            "--seconds",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        lines = [process.stdout.readline() for _ in range(4)]
+        assert lines[3].split()[0] == "1", lines  # the first second was shown
+        process.send_signal(signal_number)
+        out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert process.returncode == 0, err
+    assert out.endswith("stopped\n")
+    assert "Traceback" not in err
+
+
+def test_help_describes_only_what_exists() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    text = " ".join(result.stdout.split())
+    assert "library and decision engine" in text
+    assert "service" not in text

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from ratekeeper.config import ConfigStore, open_config_store
-from ratekeeper.errors import ConfigError
+from ratekeeper.errors import ConfigError, ConfigStoreError
 from ratekeeper.overrides import Override
-from tests.config_stores import KINDS, fresh_store
+from tests.config_stores import KINDS, exists, fresh_store, write_raw
+from tests.servers import free_port
 
 FIVE = Override(5, 1)
 TEN = Override(10, 60, "gcra", burst=3)
@@ -25,6 +26,14 @@ Opener = Any
 @pytest.fixture(params=KINDS)
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
     return fresh_store(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=KINDS)
+def kind_and_unreachable(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """A store URL of each kind where no store can be: a missing directory, a closed port."""
+    if request.param == "sqlite":
+        return "sqlite", f"sqlite:///{tmp_path / 'missing-directory' / 'config.db'}"
+    return "postgres", f"postgresql://ratekeeper:secret@127.0.0.1:{free_port()}/none"
 
 
 @pytest.fixture
@@ -238,3 +247,137 @@ def test_close_stops_the_change_thread(location: tuple[str, dict[str, Any]]) -> 
     assert len(started) == 1 and started[0].daemon
     store.close()
     assert not started[0].is_alive()
+
+
+def test_set_many_writes_every_pair_in_one_go(store: ConfigStore) -> None:
+    seen: list[tuple[str | None, str | None]] = []
+    store.subscribe(lambda domain, key: seen.append((domain, key)))
+    store.set("b", FIVE, "d")
+    done: list[int] = []
+    pairs = [(f"k:{index:04d}", Override(index + 1, 1)) for index in range(2_500)]
+    assert store.set_many([("b", TEN), *pairs], "d", progress=done.append) == 2_501
+    assert done == [1_000, 2_000, 2_501]
+    assert store.get("b", "d") == TEN
+    assert store.get("k:2499", "d") == Override(2_500, 1)
+    assert len(list(store.items("d"))) == 2_501
+    assert seen == [("d", "b"), (None, None)]  # more than 1,000 keys: reported once, coarsely
+    seen.clear()
+    assert store.set_many({"x": FIVE, "y": TEN}) == 2  # a mapping works too
+    assert seen == [("", "x"), ("", "y")]
+    assert store.set_many([], "d") == 0
+    assert seen == [("", "x"), ("", "y")]
+
+
+def test_set_many_checks_every_key_before_writing(store: ConfigStore) -> None:
+    store.set("a", FIVE)
+    with pytest.raises(ConfigError) as caught:
+        store.set_many([("a", TEN), ("b", TEN), ("", TEN), ("c", TEN)])
+    assert str(caught.value) == "override key must be a non-empty string, not ''"
+    assert list(store.items()) == [("", "a", FIVE)]
+
+
+def test_set_many_is_all_or_nothing(
+    store: ConfigStore, location: tuple[str, dict[str, Any]]
+) -> None:
+    store.set("k:0000", FIVE)
+    seen: list[Any] = []
+    store.subscribe(lambda domain, key: seen.append(key))
+
+    def interrupted(done: int) -> None:
+        raise KeyboardInterrupt  # after the first batch was written, before the commit
+
+    pairs = [(f"k:{index:04d}", TEN) for index in range(1_500)]
+    with pytest.raises(KeyboardInterrupt):
+        store.set_many(pairs, progress=interrupted)
+    assert list(store.items()) == [("", "k:0000", FIVE)]
+    assert seen == []
+    url, options = location
+    other = open_config_store(url, **options)
+    try:
+        assert list(other.items()) == [("", "k:0000", FIVE)]
+    finally:
+        other.close()
+    store.set_many(pairs[:3])  # the store goes on
+    assert store.get("k:0002") == TEN
+
+
+def test_set_many_reports_after_the_commit(location: tuple[str, dict[str, Any]]) -> None:
+    url, options = location
+    writer, reader = open_config_store(url, **options), open_config_store(url, **options)
+    try:
+        found: list[Override | None] = []
+        writer.subscribe(lambda domain, key: found.append(reader.get(key or "", domain or "")))
+        writer.set_many([("a", FIVE), ("b", TEN)], "d")
+        assert found == [FIVE, TEN]  # another connection sees what was reported
+    finally:
+        writer.close()
+        reader.close()
+
+
+INVALID = '{"capacity": 0, "time_window_sec": 1}'
+
+
+def test_an_invalid_stored_override_is_named_or_skipped(
+    store: ConfigStore, location: tuple[str, dict[str, Any]]
+) -> None:
+    url, options = location
+    store.set("a", FIVE, "d")
+    store.set("c", TEN, "d")
+    write_raw(url, options, "d", "b", INVALID)
+    write_raw(url, options, "", "z", '{"capacity": 5}')
+    message = "override 'b' in domain 'd': capacity must be a positive integer, not 0"
+    with pytest.raises(ConfigError) as caught:
+        store.get("b", "d")
+    assert str(caught.value) == message
+    with pytest.raises(ConfigError) as caught:
+        list(store.items("d"))
+    assert str(caught.value) == message
+    errors: list[ConfigError] = []
+    assert list(store.items(on_invalid=errors.append)) == [("d", "a", FIVE), ("d", "c", TEN)]
+    assert [str(error) for error in errors] == ["override 'z': missing time_window_sec", message]
+    assert store.delete("b", "d") is True  # an invalid override can be removed
+    assert list(store.items("d")) == [("d", "a", FIVE), ("d", "c", TEN)]
+
+
+def test_create_false_opens_only_an_existing_store(location: tuple[str, dict[str, Any]]) -> None:
+    url, options = location
+    lookup = open_config_store(url, create=False, **options)
+    try:
+        with pytest.raises(ConfigStoreError):
+            lookup.get("k")
+        with pytest.raises(ConfigStoreError):
+            list(lookup.items())
+        assert not exists(url, options)
+    finally:
+        lookup.close()
+    writer = open_config_store(url, **options)
+    writer.set("k", FIVE)
+    writer.close()
+    lookup = open_config_store(url, create=False, **options)
+    try:
+        assert lookup.get("k") == FIVE
+        assert lookup.delete("k") is True
+        lookup.set("k", TEN)
+        assert list(lookup.items()) == [("", "k", TEN)]
+    finally:
+        lookup.close()
+
+
+def test_building_a_store_opens_nothing(kind_and_unreachable: tuple[str, str]) -> None:
+    _, url = kind_and_unreachable
+    before = set(threading.enumerate())
+    store = open_config_store(url, timeout=1.0)  # nothing there: found on first use
+    assert set(threading.enumerate()) == before
+    with pytest.raises(ConfigStoreError):
+        store.get("k")
+    store.close()
+    store.close()  # closing twice is harmless
+
+
+def test_close_twice_after_use(location: tuple[str, dict[str, Any]]) -> None:
+    url, options = location
+    store = open_config_store(url, **options)
+    store.subscribe(lambda domain, key: None)
+    store.set("k", FIVE)
+    store.close()
+    store.close()

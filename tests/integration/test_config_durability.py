@@ -45,6 +45,13 @@ for i in range(int(sys.argv[3])):
 """
 
 
+def create_schema(url: str, options: dict[str, Any]) -> None:
+    """Make the store's schema exist before the child starts (a store opens on first use)."""
+    store = open_config_store(url, **options)
+    assert store.get("nothing", DOMAIN) is None
+    store.close()
+
+
 def expected(index: int) -> Override:
     return Override(index + 1, 60, "gcra")
 
@@ -56,7 +63,7 @@ def test_acknowledged_writes_survive_sigkill(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path, record_property: Any
 ) -> None:
     url, options = fresh_store(kind, request, tmp_path)
-    open_config_store(url, **options).close()  # the schema exists before the child starts
+    create_schema(url, options)
     kill_after = random.randint(2_500, 3_500)
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, url, json.dumps(options), str(WRITES), DOMAIN],
@@ -112,7 +119,7 @@ def test_acknowledged_writes_survive_a_postgres_crash(record_property: Any) -> N
     server = PostgresServer()  # its own server: this test kills it
     try:
         options = {"table": "crash", "timeout": 2.0}
-        open_config_store(server.url, **options).close()
+        create_schema(server.url, options)
         kill_after = random.randint(1_000, 2_000)
         child = subprocess.Popen(
             [sys.executable, "-c", CHILD, server.url, json.dumps(options), str(WRITES), DOMAIN],

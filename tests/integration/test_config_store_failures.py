@@ -13,10 +13,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from ratekeeper.config import open_config_store
+from ratekeeper.config import open_config_store, redacted
 from ratekeeper.config.postgres import PostgresConfigStore
 from ratekeeper.config.sqlite import SQLiteConfigStore
-from ratekeeper.errors import ConfigStoreError
+from ratekeeper.errors import ConfigError, ConfigStoreError
 from ratekeeper.overrides import Override
 from tests.servers import PostgresServer
 
@@ -24,7 +24,7 @@ FIVE = Override(5, 1)
 
 
 def test_unknown_scheme_names_the_known() -> None:
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ConfigError) as caught:  # also a ValueError
         open_config_store("redis://127.0.0.1:6379/0")
     assert str(caught.value) == (
         "unknown configuration store URL scheme 'redis'; expected one of:"
@@ -56,6 +56,7 @@ def test_sqlite_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sqlite_write_waits_for_the_lock_then_fails(tmp_path: Path) -> None:
     path = tmp_path / "locked.db"
     store = SQLiteConfigStore(path, timeout=0.3)
+    assert store.get("k") is None  # the first call opens the file and creates the table
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     started = time.monotonic()
@@ -80,13 +81,33 @@ def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA user_version=2")
     db.close()
+    store = SQLiteConfigStore(path)  # opens nothing yet
     with pytest.raises(ConfigStoreError, match="schema version 2 is newer than this ratekeeper"):
-        SQLiteConfigStore(path)
+        store.get("k")
+    store.close()
 
 
 def test_sqlite_cannot_open() -> None:
+    store = SQLiteConfigStore("/nonexistent-directory/config.db")
     with pytest.raises(ConfigStoreError, match="cannot open: unable to open database file"):
-        SQLiteConfigStore("/nonexistent-directory/config.db")
+        store.set("k", FIVE)
+    store.close()
+
+
+def test_sqlite_opening_an_existing_store_takes_no_lock(tmp_path: Path) -> None:
+    """A reader opening a store while another process writes neither waits nor fails."""
+    path = tmp_path / "busy.db"
+    writer = SQLiteConfigStore(path)
+    writer.set("k", FIVE)
+    writer.close()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    for create in (True, False):
+        store = SQLiteConfigStore(path, timeout=0.1, create=create)
+        assert store.get("k") == FIVE
+        store.close()
+    other.execute("ROLLBACK")
+    other.close()
 
 
 def test_postgres_connect_is_bounded() -> None:
@@ -95,12 +116,13 @@ def test_postgres_connect_is_bounded() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         port = silent.getsockname()[1]
+        store = open_config_store(f"postgresql://postgres@127.0.0.1:{port}/postgres", timeout=1.0)
         started = time.monotonic()
         with pytest.raises(ConfigStoreError) as caught:
-            open_config_store(f"postgresql://postgres@127.0.0.1:{port}/postgres", timeout=1.0)
+            store.get("k")
         waited = time.monotonic() - started
     assert str(caught.value).startswith(
-        f"PostgreSQL configuration store 127.0.0.1:{port}/postgres: cannot create the table:"
+        f"PostgreSQL configuration store 127.0.0.1:{port}/postgres: cannot connect:"
     )
     assert waited < 10
 
@@ -161,7 +183,29 @@ def test_missing_psycopg_names_the_extra() -> None:
 
 
 def test_postgres_bad_url_hides_the_password() -> None:
-    with pytest.raises(ConfigStoreError) as caught:
+    with pytest.raises(ConfigError) as caught:
         PostgresConfigStore("postgresql://user:secret@[::1/db")
     assert "secret" not in str(caught.value)
     assert str(caught.value).startswith("bad PostgreSQL URL: ")
+    assert "postgresql://user:***@[::1/db" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://user:secret@host:5432/db", "postgresql://user:***@host:5432/db"),
+        ("postgresql://:secret@host/db", "postgresql://:***@host/db"),
+        ("postgresql://user@host/db", "postgresql://user@host/db"),
+        ("postgresql://user:p@ss@host/db?x=a@b", "postgresql://user:***@host/db?x=a@b"),
+        (
+            "postgresql://host/db?password=secret&sslmode=require",
+            "postgresql://host/db?password=***&sslmode=require",
+        ),
+        ("host=db password=secret user=rk", "host=db password=*** user=rk"),
+        ("host=db password='se cret' user=rk", "host=db password=*** user=rk"),
+        ("redis://:secret@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("sqlite:///ratekeeper.db", "sqlite:///ratekeeper.db"),
+    ],
+)
+def test_redacted_masks_every_password(url: str, shown: str) -> None:
+    assert redacted(url) == shown

@@ -82,6 +82,11 @@ def test_fractional_window_stays_fractional() -> None:
             "not -1",
         ),
         (
+            {"capacity": 5, "time_window_sec": float("inf")},
+            "rules: user:1: time_window_sec must be positive seconds or a period such as '5m', "
+            "not inf",
+        ),
+        (
             {"capacity": 5, "time_window_sec": 1, "window": 2, "cap": 1},
             f"rules: user:1: unknown fields 'cap', 'window'; expected some of: {FIELDS}",
         ),
@@ -109,6 +114,10 @@ def test_unknown_algorithm_lists_the_known() -> None:
         ("{", "override: not valid JSON: Expecting property name enclosed in double quotes"),
         ("[1]", f"override: must be a map of {FIELDS}"),
         ("null", f"override: must be a map of {FIELDS}"),
+        (
+            '{"capacity": 5, "time_window_sec": Infinity}',
+            "override: time_window_sec must be positive seconds or a period such as '5m', not inf",
+        ),
     ],
 )
 def test_invalid_json(text: str, message: str) -> None:

@@ -8,13 +8,14 @@ by URL through one registry, ``open_config_store``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
+from ratekeeper.errors import ConfigError
 from ratekeeper.overrides import Override
+from ratekeeper.redaction import redacted
 
-__all__ = ["ConfigStore", "open_config_store"]
+__all__ = ["ConfigStore", "open_config_store", "redacted"]
 
 
 class ConfigStore(Protocol):
@@ -22,19 +23,29 @@ class ConfigStore(Protocol):
 
     ``get(key, domain="")`` is the key's override, or None. ``set(key, override, domain="")``
     stores it, replacing any other; the change is committed (durable) when ``set`` returns.
-    ``delete(key, domain="")`` removes it and says whether there was one. ``items(domain=None,
-    prefix="")`` yields ``(domain, key, override)`` sorted by domain then key (by code point),
-    from every domain or one, for the keys starting with ``prefix``; it reads in pages, so a
-    listing of any length runs in bounded memory, and a change made while it runs may or may
-    not be seen (each row is seen at most once).
+    ``set_many(items, domain="", progress=None)`` stores many ``(key, override)`` pairs (or a
+    mapping) in one transaction: all of them, or none when it raises; every key is checked
+    before anything is written; ``progress(done)`` is called as the rows are written (before
+    the commit); it returns how many it stored. ``delete(key, domain="")`` removes a key's
+    override and says whether there was one. ``items(domain=None, prefix="",
+    on_invalid=None)`` yields ``(domain, key, override)`` sorted by domain then key (by code
+    point), from every domain or one, for the keys starting with ``prefix``; it reads in
+    pages, so a listing of any length runs in bounded memory, and a change made while it runs
+    may or may not be seen (each row is seen at most once). A stored row that is not a valid
+    override (``get`` and ``items`` raise ``ConfigError`` naming its domain and key) is passed
+    to ``on_invalid(error)`` and skipped, when ``on_invalid`` is given.
 
     ``subscribe(callback)`` calls ``callback(domain, key)`` after every change any instance
-    sharing the store commits: this instance's own changes synchronously inside ``set`` and
-    ``delete`` (after the commit), other instances' within a second, from a daemon thread
-    started by the first ``subscribe``. ``callback(None, None)`` means anything may have
-    changed (the backend cannot say what, or it may have missed changes while reconnecting).
-    A callback's exceptions are logged and otherwise ignored. ``close()`` stops and joins the
-    thread and closes the connections.
+    sharing the store commits: this instance's own changes synchronously inside ``set``,
+    ``set_many`` and ``delete`` (after the commit), other instances' within a second, from a
+    daemon thread started by the first ``subscribe``. ``callback(None, None)`` means anything
+    may have changed (the backend cannot say what, it may have missed changes while
+    reconnecting, or one ``set_many`` changed more than 1,000 keys). A callback's exceptions
+    are logged and otherwise ignored. ``close()`` stops and joins the thread and closes the
+    connections; closing twice is harmless.
+
+    A store connects on first use, not when it is built, and only in the process that uses
+    it: a store built before a server forks its workers works in each of them.
 
     Keys are non-empty strings; domains are strings; neither may hold a NUL character
     (``ConfigError``). A store that cannot answer raises ``ConfigStoreError``. Example::
@@ -48,10 +59,22 @@ class ConfigStore(Protocol):
 
     def set(self, key: str, override: Override, domain: str = "") -> None: ...
 
+    def set_many(
+        self,
+        items: Mapping[str, Override] | Iterable[tuple[str, Override]],
+        domain: str = "",
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int: ...
+
     def delete(self, key: str, domain: str = "") -> bool: ...
 
     def items(
-        self, domain: str | None = None, prefix: str = ""
+        self,
+        domain: str | None = None,
+        prefix: str = "",
+        *,
+        on_invalid: Callable[[ConfigError], None] | None = None,
     ) -> Iterator[tuple[str, str, Override]]: ...
 
     def subscribe(self, callback: Callable[[str | None, str | None], None]) -> None: ...
@@ -66,9 +89,9 @@ def _sqlite(url: str, options: dict[str, Any]) -> ConfigStore:
     if path.startswith("/"):
         path = path[1:]  # sqlite:///relative.db, sqlite:////absolute.db, sqlite:///:memory:
     if not path or "?" in path:
-        raise ValueError(
+        raise ConfigError(
             f"expected sqlite:///relative.db, sqlite:////absolute.db or sqlite://:memory:,"
-            f" not {url!r}"
+            f" not {redacted(url)!r}"
         )
     return SQLiteConfigStore(path, **options)
 
@@ -97,15 +120,19 @@ def open_config_store(url: str = DEFAULT_URL, **options: Any) -> ConfigStore:
     process only); options ``timeout`` (seconds a write waits for the file's lock, default 5)
     and ``poll_interval`` (seconds between checks for other processes' changes, default 0.2).
     ``postgresql://user:password@host:port/dbname`` (or ``postgres://``; needs
-    ``ratekeeper[postgres]``); options ``table`` (default ``ratekeeper_overrides``, also the
-    notification channel) and ``timeout`` (seconds per connection attempt and per statement,
-    default 5). Raises ``ValueError`` for an unknown scheme and ``ConfigStoreError`` when the
-    store cannot be opened.
+    ``ratekeeper[postgres]``, else ``MissingExtraError``); options ``table`` (default
+    ``ratekeeper_overrides``, also the notification channel) and ``timeout`` (seconds per
+    connection attempt and per statement, default 5). Both take ``create`` (default True):
+    False opens only a store that exists (a SQLite file, a PostgreSQL table) and creates
+    nothing. Nothing connects until the first call. Raises ``ConfigError`` (a ``ValueError``)
+    for a URL of an unknown scheme or a malformed one; the store's calls raise
+    ``ConfigStoreError`` when it cannot be opened or fails. No message repeats a password.
     """
-    scheme = urlsplit(url).scheme
+    scheme, separator, _ = url.partition("://")
+    scheme = scheme.lower() if separator else ""
     if scheme not in _REGISTRY:
         known = ", ".join(f"{name}://" for name in sorted(_REGISTRY))
-        raise ValueError(
+        raise ConfigError(
             f"unknown configuration store URL scheme {scheme!r}; expected one of: {known}"
         )
     return _REGISTRY[scheme](url, dict(options))

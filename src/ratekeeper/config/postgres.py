@@ -1,12 +1,12 @@
 """The PostgreSQL configuration store: per-key overrides shared by every ratekeeper instance.
 
-Guarantee: every ``set`` and ``delete`` is one committed transaction before it returns, with
-``synchronous_commit=on`` (so it is in the server's WAL on disk, and on any synchronous standby
-the server is configured to wait for). The change and its notification are one transaction:
-``pg_notify`` on the channel named like the table is delivered if and only if the change
-commits. Every instance LISTENs on its own connection from a background thread and reports
-other instances' changes as ``(domain, key)`` as soon as they arrive (milliseconds on a LAN).
-When that connection breaks, the thread reconnects with backoff and then reports
+Guarantee: every ``set``, ``set_many`` and ``delete`` is one committed transaction before it
+returns, with ``synchronous_commit=on`` (so it is in the server's WAL on disk, and on any
+synchronous standby the server is configured to wait for). The change and its notification are
+one transaction: ``pg_notify`` on the channel named like the table is delivered if and only if
+the change commits. Every instance LISTENs on its own connection from a background thread and
+reports other instances' changes as ``(domain, key)`` as soon as they arrive (milliseconds on a
+LAN). When that connection breaks, the thread reconnects with backoff and then reports
 ``(None, None)``, since notifications sent meanwhile are lost. Reads see every change committed
 before they started. Every call is bounded: ``timeout`` seconds to connect (libpq rounds it up
 to whole seconds, at least 2) and per statement; a failure raises ``ConfigStoreError``, and the
@@ -19,20 +19,26 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from ratekeeper.config.changes import (
+    BATCH_SIZE,
+    NAMED_CHANGES,
     PAGE_SIZE,
     Callback,
-    Subscribers,
+    Invalid,
+    PerProcess,
     check_key,
+    checked,
     logger,
+    overrides,
     paged,
     where,
 )
 from ratekeeper.errors import ConfigError, ConfigStoreError, MissingExtraError
 from ratekeeper.overrides import Override
+from ratekeeper.redaction import redacted
 
 try:
     import psycopg
@@ -52,12 +58,14 @@ BACKOFF = (0.1, 1.0)
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
-class PostgresConfigStore:
+class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
     """A ``ConfigStore`` in the table ``table`` of the PostgreSQL database at ``url``.
 
-    The table (and the notification channel, named like it) is created if missing. ``timeout``
-    bounds each connection attempt and each statement, in seconds. One connection, guarded by
-    a lock, serves every thread; the listener has its own.
+    ``create`` (default True) creates the table (and so the notification channel, named like
+    it) when missing; with False, a missing table is refused with ``ConfigStoreError`` and
+    nothing is created. ``timeout`` bounds each connection attempt and each statement, in
+    seconds. Nothing connects before the first call; then one connection per process, guarded
+    by a lock, serves every thread; the listener has its own.
     """
 
     def __init__(
@@ -67,12 +75,16 @@ class PostgresConfigStore:
         table: str = "ratekeeper_overrides",
         timeout: float = 5.0,
         page_size: int = PAGE_SIZE,
+        create: bool = True,
     ) -> None:
         if not _TABLE.fullmatch(table):
             raise ConfigError(f"table must be a lower-case SQL identifier, not {table!r}")
+        super().__init__()
         self.table = table
         self._table = sql.Identifier(table)
         self._page_size = page_size
+        self._create = create
+        self._ready = False  # the table is known to exist
         millis = max(1, int(timeout * 1000))
         try:
             given = conninfo_to_dict(url).get("options") or ""
@@ -91,8 +103,8 @@ class PostgresConfigStore:
             )
             params = conninfo_to_dict(self._conninfo)
         except psycopg.Error as error:
-            message = str(error).replace(url, _redacted(url))
-            raise ConfigStoreError(f"bad PostgreSQL URL: {message}") from None
+            message = redacted(str(error).replace(url, redacted(url)))
+            raise ConfigError(f"bad PostgreSQL URL: {message}") from None
         self.where = (
             f"PostgreSQL configuration store {params.get('host', 'localhost')}:"
             f"{params.get('port', 5432)}/{params.get('dbname', '')}"
@@ -101,6 +113,10 @@ class PostgresConfigStore:
         self._select = sql.SQL("SELECT config FROM {} WHERE domain = %s AND key = %s").format(
             self._table
         )
+        self._write = sql.SQL(
+            "INSERT INTO {} (domain, key, config) VALUES (%s, %s, %s::jsonb)"
+            " ON CONFLICT (domain, key) DO UPDATE SET config = EXCLUDED.config, updated_at = now()"
+        ).format(self._table)
         self._upsert = sql.SQL(
             "WITH changed AS (INSERT INTO {} (domain, key, config) VALUES (%s, %s, %s::jsonb)"
             " ON CONFLICT (domain, key) DO UPDATE"
@@ -111,43 +127,38 @@ class PostgresConfigStore:
             "WITH changed AS (DELETE FROM {} WHERE domain = %s AND key = %s RETURNING 1)"
             " SELECT pg_notify(%s, %s) FROM changed"
         ).format(self._table)
-        self._lock = threading.RLock()
-        self._db: psycopg.Connection[Any] | None = None
         self._own_pid = 0
-        self._subscribers = Subscribers()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._run("cannot create the table", self._create)
 
     # -- the connection --------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
         return psycopg.connect(self._conninfo, autocommit=True)
 
-    def _run(self, doing: str, operation: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """``operation`` on the shared connection; errors become ``ConfigStoreError``."""
-        with self._lock:
-            for attempt in range(2):
-                fresh = self._db is None or self._db.closed
-                try:
-                    if self._db is None or self._db.closed:  # as fresh, narrowed for mypy
-                        self._db = self._connect()
-                        self._own_pid = self._db.info.backend_pid
-                    return operation(self._db)
-                except psycopg.Error as error:
-                    broken = self._db is None or self._db.broken or self._db.closed
-                    if broken and self._db is not None:
-                        self._db.close()
-                        self._db = None
-                    if broken and not fresh and attempt == 0:
-                        continue  # an idle connection found dead: reconnect and retry once
-                    raise ConfigStoreError(f"{self.where}: {doing}: {error}") from error
-        raise AssertionError("unreachable")
+    def _open(self) -> psycopg.Connection[Any]:
+        try:
+            db = self._connect()
+        except psycopg.Error as error:
+            raise ConfigStoreError(f"{self.where}: cannot connect: {error}") from error
+        try:
+            if not self._ready:
+                self._prepare(db)
+                self._ready = True
+        except psycopg.Error as error:
+            db.close()
+            doing = "cannot create the table" if self._create else "cannot find the table"
+            raise ConfigStoreError(f"{self.where}: {doing}: {error}") from error
+        except BaseException:
+            db.close()
+            raise
+        self._own_pid = db.info.backend_pid
+        return db
 
-    def _fetch(self, doing: str, query: sql.Composed, parameters: tuple[Any, ...]) -> list[Any]:
-        return self._run(doing, lambda db: db.execute(query, parameters).fetchall())
-
-    def _create(self, db: psycopg.Connection[Any]) -> None:
+    def _prepare(self, db: psycopg.Connection[Any]) -> None:
+        if not self._create:
+            found = db.execute("SELECT to_regclass(%s)", (self.table,)).fetchone()
+            if found is None or found[0] is None:
+                raise ConfigStoreError(f"{self.where}: no table {self.table}")
+            return
         with db.transaction():
             db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.table,))
             db.execute(
@@ -160,6 +171,33 @@ class PostgresConfigStore:
                     " PRIMARY KEY (domain, key))"
                 ).format(self._table)
             )
+
+    def _close_connection(self, db: psycopg.Connection[Any]) -> None:
+        db.close()
+
+    def _run(self, doing: str, operation: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``operation`` on this process's connection; errors become ``ConfigStoreError``."""
+        self._here()
+        with self._lock:
+            for attempt in range(2):
+                fresh = self._db is None or self._db.closed
+                if fresh:
+                    self._db = None
+                db = self._connection()
+                try:
+                    return operation(db)
+                except psycopg.Error as error:
+                    broken = db.broken or db.closed
+                    if broken:
+                        db.close()
+                        self._db = None
+                    if broken and not fresh and attempt == 0:
+                        continue  # an idle connection found dead: reconnect and retry once
+                    raise ConfigStoreError(f"{self.where}: {doing}: {error}") from error
+        raise AssertionError("unreachable")
+
+    def _fetch(self, doing: str, query: sql.Composed, parameters: tuple[Any, ...]) -> list[Any]:
+        return self._run(doing, lambda db: db.execute(query, parameters).fetchall())
 
     # -- the contract ----------------------------------------------------------------------
 
@@ -174,6 +212,36 @@ class PostgresConfigStore:
         self._fetch("cannot write", self._upsert, parameters)
         self._subscribers.notify(domain, key)
 
+    def set_many(
+        self,
+        items: Mapping[str, Override] | Iterable[tuple[str, Override]],
+        domain: str = "",
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        pairs = checked(items, domain)
+        if not pairs:
+            return 0
+        rows = [(domain, key, override.to_json()) for key, override in pairs]
+        keys = [key for key, _ in pairs]
+        announce = (
+            (self.table, [_payload(domain, key) for key in keys])
+            if len(keys) <= NAMED_CHANGES
+            else (self.table, [""])  # "anything may have changed", once
+        )
+
+        def write(db: psycopg.Connection[Any]) -> None:
+            with db.transaction(), db.cursor() as cursor:
+                for start in range(0, len(rows), BATCH_SIZE):
+                    cursor.executemany(self._write, rows[start : start + BATCH_SIZE])
+                    if progress is not None:
+                        progress(min(start + BATCH_SIZE, len(rows)))
+                cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", announce)
+
+        self._run("cannot write", write)
+        self._subscribers.notify_many(domain, keys)
+        return len(rows)
+
     def delete(self, key: str, domain: str = "") -> bool:
         check_key(key, domain)
         parameters = (domain, key, self.table, _payload(domain, key))
@@ -183,7 +251,7 @@ class PostgresConfigStore:
         return bool(rows)
 
     def items(
-        self, domain: str | None = None, prefix: str = ""
+        self, domain: str | None = None, prefix: str = "", *, on_invalid: Invalid | None = None
     ) -> Iterator[tuple[str, str, Override]]:
         conditions = [sql.SQL("(domain, key) > (%s, %s)")]
         filters: list[Any] = []
@@ -200,14 +268,17 @@ class PostgresConfigStore:
         def fetch(after: tuple[str, str]) -> list[Any]:
             return self._fetch("cannot list", query, (*after, *filters, self._page_size))
 
-        for row_domain, key, config in paged(fetch, (domain or "", ""), self._page_size):
-            yield row_domain, key, Override.from_dict(config, where(row_domain, key))
+        rows = paged(fetch, (domain or "", ""), self._page_size)
+        yield from overrides(rows, Override.from_dict, on_invalid)
 
     # -- changes from other instances ------------------------------------------------------
 
     def subscribe(self, callback: Callback) -> None:
-        if not self._subscribers.add(callback):
-            return
+        self._here()
+        if self._subscribers.add(callback):
+            self._watch()
+
+    def _watch(self) -> None:
         try:
             listener: psycopg.Connection[Any] | None = self._listen()
         except psycopg.Error as error:
@@ -215,7 +286,7 @@ class PostgresConfigStore:
             listener = None
         self._thread = threading.Thread(
             target=self._listen_loop,
-            args=(listener,),
+            args=(listener, self._stop),
             name="ratekeeper-postgres-config",
             daemon=True,
         )
@@ -230,15 +301,15 @@ class PostgresConfigStore:
             raise
         return listener
 
-    def _listen_loop(self, listener: psycopg.Connection[Any] | None) -> None:
+    def _listen_loop(self, listener: psycopg.Connection[Any] | None, stop: threading.Event) -> None:
         delay = BACKOFF[0]
-        while not self._stop.is_set():
+        while not stop.is_set():
             if listener is None:
                 try:
                     listener = self._listen()
                 except psycopg.Error as error:
                     logger.warning("%s: cannot listen, retrying: %s", self.where, error)
-                    self._stop.wait(delay)
+                    stop.wait(delay)
                     delay = min(delay * 2, BACKOFF[1])
                     continue
                 delay = BACKOFF[0]
@@ -247,7 +318,7 @@ class PostgresConfigStore:
                 for notify in listener.notifies(timeout=0.25):
                     if notify.pid != self._own_pid:  # this instance reported its own already
                         self._subscribers.notify(*_parse(notify.payload))
-                    if self._stop.is_set():
+                    if stop.is_set():
                         break
             except psycopg.Error as error:
                 logger.warning("%s: lost the listener, reconnecting: %s", self.where, error)
@@ -255,25 +326,6 @@ class PostgresConfigStore:
                 listener = None
         if listener is not None:
             listener.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-
-
-def _redacted(url: str) -> str:
-    """``url`` without its password."""
-    scheme, _, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
 def _payload(domain: str, key: str) -> str:

@@ -1,15 +1,15 @@
 """The SQLite configuration store: per-key overrides in one local database file.
 
-Guarantee: every ``set`` and ``delete`` is one committed transaction before it returns. The
-database runs in WAL mode with ``synchronous=FULL``, so a committed change survives the process
-being killed and, as far as the disk honours fsync, the machine losing power. Across processes,
-readers never wait for a writer; writers take turns, each waiting up to ``timeout`` seconds for
-the file's write lock; within one instance, one connection behind a lock serves every thread.
-Reads see every change committed before they started. Other processes' (and other
-connections') changes are noticed by polling ``PRAGMA data_version`` every ``poll_interval``
-seconds and reported as ``(None, None)``, because SQLite does not say what changed; this
-instance's own changes are reported precisely. Keep the file on a local disk: WAL needs shared
-memory, which network file systems do not provide.
+Guarantee: every ``set``, ``set_many`` and ``delete`` is one committed transaction before it
+returns. The database runs in WAL mode with ``synchronous=FULL``, so a committed change
+survives the process being killed and, as far as the disk honours fsync, the machine losing
+power. Across processes, readers never wait for a writer; writers take turns, each waiting up
+to ``timeout`` seconds for the file's write lock; within one instance, one connection behind a
+lock serves every thread. Reads see every change committed before they started. Other
+processes' (and other connections') changes are noticed by polling ``PRAGMA data_version``
+every ``poll_interval`` seconds and reported as ``(None, None)``, because SQLite does not say
+what changed; this instance's own changes are reported precisely. Keep the file on a local
+disk: WAL needs shared memory, which network file systems do not provide.
 """
 
 from __future__ import annotations
@@ -18,15 +18,20 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from ratekeeper.config.changes import (
+    BATCH_SIZE,
     PAGE_SIZE,
     Callback,
-    Subscribers,
+    Invalid,
+    PerProcess,
     check_key,
+    checked,
     logger,
+    overrides,
     paged,
     where,
 )
@@ -52,12 +57,15 @@ ON CONFLICT (domain, key) DO UPDATE SET config = excluded.config, updated_at = e
 """
 
 
-class SQLiteConfigStore:
-    """A ``ConfigStore`` in the SQLite database at ``path`` (created if missing).
+class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
+    """A ``ConfigStore`` in the SQLite database at ``path``.
 
-    ``timeout`` is how many seconds a write waits for another writer's lock before failing with
-    ``ConfigStoreError``; ``poll_interval`` how often the change poll runs once a callback has
-    subscribed. One connection, guarded by a lock, serves every thread.
+    ``create`` (default True) creates the file and its table when missing; with False, a
+    missing file or one without the table is refused with ``ConfigStoreError``, and nothing is
+    created. ``timeout`` is how many seconds a write waits for another writer's lock before
+    failing with ``ConfigStoreError``; ``poll_interval`` how often the change poll runs once a
+    callback has subscribed. The file is opened on first use; one connection per process,
+    guarded by a lock, serves every thread.
     """
 
     def __init__(
@@ -67,54 +75,87 @@ class SQLiteConfigStore:
         timeout: float = 5.0,
         poll_interval: float = 0.2,
         page_size: int = PAGE_SIZE,
+        create: bool = True,
     ) -> None:
+        super().__init__()
         self.path = os.fspath(path)
+        self._timeout = timeout
         self._poll_interval = poll_interval
         self._page_size = page_size
-        self._lock = threading.RLock()
-        self._subscribers = Subscribers()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._create = create
+
+    # -- the connection --------------------------------------------------------------------
+
+    def _error(self, doing: str, error: Exception | str) -> ConfigStoreError:
+        return ConfigStoreError(f"SQLite configuration store {self.path}: {doing}: {error}")
+
+    def _open(self) -> sqlite3.Connection:
+        target, uri = self.path, False
+        if not self._create and self.path != ":memory:":
+            if not os.path.exists(self.path):
+                raise self._error("cannot open", "no such file")
+            target, uri = f"{Path(self.path).absolute().as_uri()}?mode=rw", True  # never create
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            db = sqlite3.connect(
+                target,
+                timeout=self._timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=uri,
             )
         except sqlite3.Error as error:
             raise self._error("cannot open", error) from error
         try:
-            self._setup()
+            self._setup(db)
         except sqlite3.Error as error:
-            self._db.close()
+            db.close()
             raise self._error("cannot set up", error) from error
+        except BaseException:
+            db.close()
+            raise
+        return db
 
-    def _error(self, doing: str, error: Exception) -> ConfigStoreError:
-        return ConfigStoreError(f"SQLite configuration store {self.path}: {doing}: {error}")
-
-    def _setup(self) -> None:
-        db = self._db
-        db.execute("PRAGMA journal_mode=WAL")
+    def _setup(self, db: sqlite3.Connection) -> None:
+        """Check the schema, and create it (taking the write lock) only when it is missing."""
         db.execute("PRAGMA synchronous=FULL")
+        version = self._version(db)
+        if version == SCHEMA_VERSION:
+            return
+        if not self._create:
+            raise self._error("cannot open", "not a ratekeeper configuration store")
+        db.execute("PRAGMA journal_mode=WAL")
         db.execute("BEGIN IMMEDIATE")
         try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise ConfigStoreError(
-                    f"SQLite configuration store {self.path}: schema version {version} is newer"
-                    f" than this ratekeeper understands ({SCHEMA_VERSION}); upgrade ratekeeper"
-                )
-            db.execute(_SCHEMA)
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            if self._version(db) < SCHEMA_VERSION:
+                db.execute(_SCHEMA)
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
+    def _version(self, db: sqlite3.Connection) -> int:
+        version: int = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise ConfigStoreError(
+                f"SQLite configuration store {self.path}: schema version {version} is newer than"
+                f" this ratekeeper understands ({SCHEMA_VERSION}); upgrade ratekeeper"
+            )
+        return version
+
+    def _close_connection(self, db: sqlite3.Connection) -> None:
+        db.close()
+
     def _run(self, doing: str, statement: str, parameters: tuple[Any, ...]) -> list[Any]:
+        self._here()
         with self._lock:
+            db = self._connection()
             try:
-                return self._db.execute(statement, parameters).fetchall()
+                return db.execute(statement, parameters).fetchall()
             except sqlite3.Error as error:
                 raise self._error(doing, error) from error
+
+    # -- the contract ----------------------------------------------------------------------
 
     def get(self, key: str, domain: str = "") -> Override | None:
         check_key(key, domain)
@@ -131,6 +172,37 @@ class SQLiteConfigStore:
         self._run("cannot write", _UPSERT, (domain, key, config, time.time()))
         self._subscribers.notify(domain, key)
 
+    def set_many(
+        self,
+        items: Mapping[str, Override] | Iterable[tuple[str, Override]],
+        domain: str = "",
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        pairs = checked(items, domain)
+        if not pairs:
+            return 0
+        now = time.time()
+        rows = [(domain, key, override.to_json(), now) for key, override in pairs]
+        self._here()
+        with self._lock:
+            db = self._connection()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for start in range(0, len(rows), BATCH_SIZE):
+                        db.executemany(_UPSERT, rows[start : start + BATCH_SIZE])
+                        if progress is not None:
+                            progress(min(start + BATCH_SIZE, len(rows)))
+                    db.execute("COMMIT")
+                finally:
+                    if db.in_transaction:  # not committed: nothing of it stays
+                        db.execute("ROLLBACK")
+            except sqlite3.Error as error:
+                raise self._error("cannot write", error) from error
+        self._subscribers.notify_many(domain, [key for key, _ in pairs])
+        return len(rows)
+
     def delete(self, key: str, domain: str = "") -> bool:
         check_key(key, domain)
         rows = self._run(
@@ -143,7 +215,7 @@ class SQLiteConfigStore:
         return bool(rows)
 
     def items(
-        self, domain: str | None = None, prefix: str = ""
+        self, domain: str | None = None, prefix: str = "", *, on_invalid: Invalid | None = None
     ) -> Iterator[tuple[str, str, Override]]:
         conditions = ["(domain, key) > (?, ?)"]
         filters: list[Any] = []
@@ -162,15 +234,23 @@ class SQLiteConfigStore:
         def fetch(after: tuple[str, str]) -> list[Any]:
             return self._run("cannot list", statement, (*after, *filters, self._page_size))
 
-        for row_domain, key, config in paged(fetch, (domain or "", ""), self._page_size):
-            yield row_domain, key, Override.from_json(config, where(row_domain, key))
+        rows = paged(fetch, (domain or "", ""), self._page_size)
+        yield from overrides(rows, Override.from_json, on_invalid)
+
+    # -- changes from other connections ----------------------------------------------------
 
     def subscribe(self, callback: Callback) -> None:
-        if not self._subscribers.add(callback):
-            return
+        self._here()
+        if self._subscribers.add(callback):
+            self._watch()
+
+    def _watch(self) -> None:
         version = self._data_version()
         self._thread = threading.Thread(
-            target=self._poll, args=(version,), name="ratekeeper-sqlite-config", daemon=True
+            target=self._poll,
+            args=(version, self._stop),
+            name="ratekeeper-sqlite-config",
+            daemon=True,
         )
         self._thread.start()
 
@@ -178,8 +258,8 @@ class SQLiteConfigStore:
         version: int = self._run("cannot poll", "PRAGMA data_version", ())[0][0]
         return version
 
-    def _poll(self, version: int) -> None:
-        while not self._stop.wait(self._poll_interval):
+    def _poll(self, version: int, stop: threading.Event) -> None:
+        while not stop.wait(self._poll_interval):
             try:
                 current = self._data_version()
             except ConfigStoreError as error:
@@ -188,11 +268,3 @@ class SQLiteConfigStore:
             if current != version:
                 version = current
                 self._subscribers.notify(None, None)
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        with self._lock:
-            self._db.close()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ratekeeper.decision import deny
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
-from ratekeeper.errors import ConfigStoreError, InvalidInputError
+from ratekeeper.errors import ConfigError, ConfigStoreError, InvalidInputError
 from ratekeeper.inputs import check_cost, check_key, check_text
 from ratekeeper.keys import descriptor_entries, descriptor_key, identity
 from ratekeeper.limit import Limit
@@ -147,6 +147,17 @@ class Planner:
                         error,
                     )
                     if stale is not None:
+                        return stale
+                except ConfigError as error:  # the key's stored override no longer validates
+                    self.config_errors += 1
+                    log.warning(
+                        "invalid override in the configuration store; deciding %r by its last"
+                        " known limit, else the rules: %s",
+                        key,
+                        error,
+                    )
+                    if stale is not None:
+                        self.cache.put(slot, stale)  # until the next change or expiry
                         return stale
         if override is not None:
             plan = Plan(counted_as, override.limit, rule, True)

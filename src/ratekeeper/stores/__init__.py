@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 from ratekeeper.decision import Decision
 from ratekeeper.errors import StoreConfigError
 from ratekeeper.limit import Limit
+from ratekeeper.redaction import redacted
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import AsyncMemoryStore, Hit, MemoryStore
-from ratekeeper.stores.urls import redacted
 
 __all__ = ["AsyncStore", "Health", "Hit", "Store", "open_async_store", "open_store"]
 

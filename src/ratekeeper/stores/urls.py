@@ -16,17 +16,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ratekeeper.errors import MissingExtraError, StoreConfigError
+from ratekeeper.redaction import redacted
 
 DEFAULT_TIMEOUT = 0.25
-
-
-def redacted(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``: what messages may show."""
-    scheme, colon_slashes, rest = url.partition("://")
-    credentials, at, hosts = rest.rpartition("@")
-    if not at or ":" not in credentials:
-        return url
-    return f"{scheme}{colon_slashes}{credentials.split(':', 1)[0]}:***@{hosts}"
 
 
 def _hosts(netloc: str) -> list[tuple[str, int]]:
