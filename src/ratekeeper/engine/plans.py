@@ -79,10 +79,10 @@ class Planner:
 
     ``rules`` give limits by descriptor; ``config`` holds per-key overrides that win over them;
     ``default`` is the limit of a key that ``is_allowed`` finds no override for; ``domain`` is
-    the namespace of those keys. With a configuration store, the cache expires every
-    ``cache_ttl`` seconds and on every change the store reports. When the store fails, plans
-    come from the last known override, else the rules, and the store is left alone for
-    ``RETRY_AFTER_ERROR`` seconds of ``clock``.
+    the namespace of those keys. With a configuration store, once ``start()`` is called, the
+    cache expires every ``cache_ttl`` seconds and on every change the store reports. When the
+    store fails, plans come from the last known override, else the rules, and the store is left
+    alone for ``RETRY_AFTER_ERROR`` seconds of ``clock``.
     """
 
     def __init__(
@@ -104,9 +104,31 @@ class Planner:
         self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl)
         self.config_errors = 0
         self._config_down_until = 0.0
-        if config is not None:
-            config.subscribe(self._changed)
-            self.cache.start()
+        self._subscribed = False
+
+    def start(self) -> bool:
+        """Expire the cache every ``cache_ttl`` seconds (on a thread) and follow the changes
+        the configuration store reports; again in a forked child, whose thread is gone.
+
+        Returns False while the store cannot be subscribed to: a later ``start()`` tries again,
+        ``RETRY_AFTER_ERROR`` seconds on; meanwhile the cache's expiry bounds what is missed.
+        """
+        if self.config is None:
+            return True
+        self.cache.start()
+        if self._subscribed:  # in a forked child too: the store keeps its subscribers
+            return True
+        if self.clock() < self._config_down_until:
+            return False
+        try:
+            self.config.subscribe(self._changed)
+        except ConfigStoreError as error:
+            self.config_errors += 1
+            self._config_down_until = self.clock() + RETRY_AFTER_ERROR
+            log.warning("cannot follow the configuration store's changes yet: %s", error)
+            return False
+        self._subscribed = True
+        return True
 
     def close(self) -> None:
         self.cache.stop()
