@@ -78,6 +78,8 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         names = ("prefix", "tag", "batch") if asyncio else ("prefix", "tag")
         store_options = {name: options.pop(name) for name in names if name in options}
         client = open_client(url, asyncio, **options)
+        if asyncio:  # a new client for each event loop the store serves
+            store_options["connect"] = lambda: open_client(url, asyncio, **options)
         store: Any = (stores.AsyncRedisStore if asyncio else stores.RedisStore)(
             client, **store_options
         )
