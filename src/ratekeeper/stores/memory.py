@@ -3,7 +3,8 @@
 Consistency: exact. Every ``apply`` runs the algorithm's ``step`` under one lock, so decisions
 on a key are serialised across threads, and an asyncio task can never be interrupted inside one
 (the store never awaits). The state lives in this process only: several processes need a shared
-store such as Redis.
+store such as Redis. A forked child starts with a copy of the state and a fresh lock (a lock
+held by another thread at the fork would otherwise stay held in the child for ever).
 
 Memory is bounded two ways. A key whose limit is fully available again holds nothing worth
 keeping, so it expires ``reset_after`` seconds after its last hit; and at most ``max_keys`` keys
@@ -26,6 +27,7 @@ from math import ceil, frexp, ldexp
 from typing import Any
 
 from ratekeeper.decision import Decision
+from ratekeeper.forks import renew_after_fork
 from ratekeeper.limit import Limit
 
 Clock = Callable[[], float]
@@ -63,6 +65,7 @@ class MemoryStore:
         self._filed: dict[float, set[Slot]] = {}  # filing time -> the keys filed under it
         self._times: list[float] = []  # the filing times, a heap
         self._due: set[Slot] = set()  # the keys of a filing time that came, not all looked at
+        renew_after_fork(self)
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply a hit of ``cost`` on ``key`` under ``limit`` atomically; return the decision."""
@@ -167,6 +170,9 @@ class MemoryStore:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
 
     def _insert(self, slot: Slot, state: Any, expires: float, now: float) -> None:
         entries = self._entries
