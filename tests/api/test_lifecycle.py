@@ -19,8 +19,11 @@ import pytest
 import redis.asyncio
 
 from ratekeeper import AsyncLimiter, Limit, Limiter
+from ratekeeper.config import open_config_store
+from ratekeeper.config.changes import Callback
 from ratekeeper.engine import AsyncEngine, Engine
 from ratekeeper.errors import ConfigStoreError, StoreError
+from ratekeeper.overrides import Override
 from ratekeeper.stores import open_async_store, open_store
 from ratekeeper.stores.redis import AsyncRedisStore
 from tests.servers import RedisServer, command, wait_until
@@ -149,6 +152,38 @@ def test_an_async_engine_is_an_async_context_manager(rules: Path, config_url: st
 
     assert set(asyncio.run(scenario())) >= ENGINE_THREADS
     assert names(threads() - before) == []
+
+
+class RefusesOneSubscription:
+    """A SQLite configuration store whose first ``subscribe`` fails, as one that is down."""
+
+    def __init__(self, url: str) -> None:
+        self.store = open_config_store(url)
+        self.refused = 0
+        self.get, self.set, self.close = self.store.get, self.store.set, self.store.close
+
+    def subscribe(self, callback: Callback) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise ConfigStoreError("down for now")
+        self.store.subscribe(callback)
+
+
+def test_a_failed_subscription_is_retried_at_the_next_expiry(
+    config_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = RefusesOneSubscription(config_url)
+    engine = Engine(config=config, default="3/minute", cache_ttl=0.05)  # type: ignore[arg-type]
+    try:
+        assert engine.decide("alice").limit == 3  # the engine decides all the same
+        assert config.refused == 1
+        assert "cannot follow the configuration store's changes" in caplog.text
+        wait_until(lambda: engine.planner._subscribed, 5.0, "the subscription")
+        engine.decide("alice")  # cached again
+        config.set("alice", Override(5, 60))
+        assert engine.decide("alice").limit == 5
+    finally:
+        engine.close()
 
 
 def client_ids(server: RedisServer) -> set[str]:

@@ -116,8 +116,7 @@ class _Core:
         """Start the background work now rather than at the first decision: reloading the
         rule files, and following the configuration store. Does nothing while it runs.
 
-        A configuration store that cannot be subscribed to yet is logged and tried again at
-        the next decision that misses the plan cache. Raises ``RuntimeError`` once closed.
+        Raises ``RuntimeError`` once closed.
         """
         if not self._start_unless_closed():
             raise RuntimeError("this engine is closed")
@@ -130,7 +129,8 @@ class _Core:
             if not self._running:
                 if self._watching:
                     self.watcher.start()
-                self._running = self.planner.start()
+                self.planner.start()
+                self._running = True
             return True
 
     def _load_key(self, key: str) -> Plan:

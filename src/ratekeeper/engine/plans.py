@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote
 
 from ratekeeper.engine.cache import TTLCache
+from ratekeeper.engine.ticker import Ticker
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
 from ratekeeper.errors import ConfigStoreError
 from ratekeeper.rules.matching import replaced_names
@@ -105,33 +106,40 @@ class Planner:
         self.config_errors = 0
         self._config_down_until = 0.0
         self._subscribed = False
+        self._ticker = Ticker(cache_ttl, self._tick, "ratekeeper-cache")
 
-    def start(self) -> bool:
-        """Expire the cache every ``cache_ttl`` seconds (on a thread) and follow the changes
-        the configuration store reports; again in a forked child, whose thread is gone.
+    def start(self) -> None:
+        """With a configuration store: follow the changes it reports, and expire the cache
+        every ``cache_ttl`` seconds on a thread; again in a forked child, whose thread is gone.
 
-        Returns False while the store cannot be subscribed to: a later ``start()`` tries again,
-        ``RETRY_AFTER_ERROR`` seconds on; meanwhile the cache's expiry bounds what is missed.
+        A store that cannot be subscribed to is logged, and tried again at each expiry; until
+        then the expiry bounds how long a change goes unseen.
         """
-        if self.config is None:
-            return True
-        self.cache.start()
-        if self._subscribed:  # in a forked child too: the store keeps its subscribers
-            return True
-        if self.clock() < self._config_down_until:
-            return False
+        if self.config is not None:
+            self._subscribe()
+            self._ticker.start()
+
+    def close(self) -> None:
+        self._ticker.stop()
+
+    def _tick(self) -> None:
+        self.cache.expire()
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        if self._subscribed or self.config is None:  # a forked child keeps its subscription
+            return
         try:
             self.config.subscribe(self._changed)
         except ConfigStoreError as error:
             self.config_errors += 1
-            self._config_down_until = self.clock() + RETRY_AFTER_ERROR
-            log.warning("cannot follow the configuration store's changes yet: %s", error)
-            return False
+            log.warning(
+                "cannot follow the configuration store's changes; trying again in %gs: %s",
+                self.cache.ttl,
+                error,
+            )
+            return
         self._subscribed = True
-        return True
-
-    def close(self) -> None:
-        self.cache.stop()
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
