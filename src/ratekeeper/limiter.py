@@ -1,7 +1,8 @@
 """``Limiter`` and ``AsyncLimiter``: the Python API over a request store.
 
 The two classes are twins kept line-aligned: only I/O differs (``await`` on the store, and
-``asyncio.sleep`` instead of ``time.sleep``).
+``asyncio.sleep`` instead of ``time.sleep``). Both are context managers that close their store
+on exit; ``close()`` may be called again, and does nothing more.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import asyncio
 import functools
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, ParamSpec, TypeVar
+from types import TracebackType
+from typing import Any, ParamSpec, Self, TypeVar
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
@@ -171,6 +173,17 @@ class Limiter:
         """Release the store's connections."""
         self.store.close()
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
     def hit_many(self, hits: Iterable[HitLike], *, all_or_nothing: bool = True) -> list[Decision]:
         """Count several hits at once, e.g. ``[(ip, "5/minute"), (user, "10/hour")]``.
 
@@ -213,18 +226,27 @@ class Limiter:
     def limit(
         self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-        """Decorate a function (sync or async) so each call counts as a hit.
+        """Decorate a function so each call counts as a hit.
 
         ``key`` is a fixed string or a function of the call's arguments; by default all calls
         to the function share one key. A refused call raises ``RateLimitExceeded`` carrying
         ``retry_after``. ``limit`` may hold several limits (``"100/day; 10/minute"``): a call
         passes only if all allow, and a refused call consumes nothing. A bad ``limit`` or
         ``cost`` raises here, when the function is decorated.
+
+        An ``async def`` is refused with ``TypeError``: this limiter's store calls would block
+        its event loop. Decorate it with ``AsyncLimiter.limit``, over the same in-memory state
+        if need be: ``AsyncLimiter(AsyncMemoryStore(limiter.store))``.
         """
         limits = _limits(limit, self.algorithm)
         cost = check_cost(cost)
 
         def decorate(function: Callable[P, R]) -> Callable[P, R]:
+            if inspect.iscoroutinefunction(function):
+                raise TypeError(
+                    "Limiter.limit decorates sync functions, and its store calls would block the "
+                    "event loop of an async one; use AsyncLimiter.limit"
+                )
             key_of = _key_function(key, function)
 
             def check(args: Any, kwargs: Any) -> None:
@@ -235,15 +257,6 @@ class Limiter:
                 refusal = _refusal(decisions)
                 if refusal is not None:
                     raise RateLimitExceeded(refusal, name)
-
-            if inspect.iscoroutinefunction(function):
-
-                @functools.wraps(function)
-                async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    check(args, kwargs)
-                    return await function(*args, **kwargs)
-
-                return async_wrapper  # type: ignore[return-value]
 
             @functools.wraps(function)
             def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -319,6 +332,17 @@ class AsyncLimiter:
         """Release the store's connections."""
         await self.store.close()
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
     async def hit_many(
         self, hits: Iterable[HitLike], *, all_or_nothing: bool = True
     ) -> list[Decision]:
@@ -348,12 +372,17 @@ class AsyncLimiter:
 
     def limit(
         self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
-    ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-        """Decorate an async function so each call counts as a hit; see ``Limiter.limit``."""
+    ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
+        """Decorate an async function so each call counts as a hit; see ``Limiter.limit``.
+
+        The decorated function keeps its type: it is still a coroutine function.
+        """
         limits = _limits(limit, self.algorithm)
         cost = check_cost(cost)
 
-        def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        def decorate(
+            function: Callable[P, Coroutine[Any, Any, R]],
+        ) -> Callable[P, Coroutine[Any, Any, R]]:
             if not inspect.iscoroutinefunction(function):
                 raise TypeError("AsyncLimiter.limit decorates async functions; use Limiter.limit")
             key_of = _key_function(key, function)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from ratekeeper import Limit, Limiter, MemoryStore, RateLimitExceeded
@@ -127,16 +125,6 @@ def test_decorator_with_several_limits_consumes_nothing_when_refused(limiter: Li
     with pytest.raises(RateLimitExceeded):
         ping()
     assert limiter.peek("k", "3/hour").remaining == 2
-
-
-def test_decorator_on_async_function(limiter: Limiter) -> None:
-    @limiter.limit("1/minute")
-    async def work() -> str:
-        return "done"
-
-    assert asyncio.run(work()) == "done"
-    with pytest.raises(RateLimitExceeded):
-        asyncio.run(work())
 
 
 def test_concurrency_slots(limiter: Limiter) -> None:

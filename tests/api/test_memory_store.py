@@ -30,7 +30,7 @@ def test_max_keys_evicts_least_recently_used(clock: FakeClock) -> None:
 
 
 def test_idle_keys_expire_once_fully_available(clock: FakeClock) -> None:
-    store = MemoryStore(clock=clock, sweep_interval=10)
+    store = MemoryStore(clock=clock)
     short = Limit(1, 5, "gcra")
     long = Limit(1, 3600, "gcra")
     for key in range(100):
@@ -42,16 +42,6 @@ def test_idle_keys_expire_once_fully_available(clock: FakeClock) -> None:
     assert store.sweep() == 100
     assert len(store) == 1
     assert not store.apply("long", long).allowed  # the live key kept its state
-
-
-def test_a_new_key_triggers_the_sweep(clock: FakeClock) -> None:
-    store = MemoryStore(clock=clock, sweep_interval=10)
-    limit = Limit(1, 1, "token_bucket")
-    for key in range(50):
-        store.apply(str(key), limit)
-    clock.advance(11.0)
-    store.apply("new", limit)
-    assert len(store) == 1
 
 
 def test_peek_of_unknown_key_stores_nothing(clock: FakeClock) -> None:

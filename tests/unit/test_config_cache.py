@@ -1,4 +1,5 @@
-"""The engine's configuration cache: LRU order, expiry, and what it keeps aside as stale."""
+"""The engine's configuration cache: LRU order, expiry (by the planner's ticker), and what it
+keeps aside as stale."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import time
 
 import pytest
 
+from ratekeeper.config import open_config_store
 from ratekeeper.engine.cache import TTLCache
+from ratekeeper.engine.plans import Planner
+from ratekeeper.rules import RuleSet
 from tests.servers import wait_until
 
 
@@ -35,15 +39,20 @@ def test_expiry_empties_the_cache_but_keeps_the_last_values_aside() -> None:
 
 
 def test_no_entry_outlives_the_ttl() -> None:
-    cache: TTLCache[int] = TTLCache(10, 0.05)
-    cache.start()
+    config = open_config_store("sqlite://:memory:")
+    planner = Planner(
+        RuleSet.empty(), config=config, default=None, domain="", cache_size=10, cache_ttl=0.05
+    )
+    planner.start()
     try:
-        cache.put("k", 1)
+        planner.load_key("k")
+        assert planner.cache.get("k") is not None
         started = time.monotonic()
-        wait_until(lambda: cache.get("k") is None, 2.0, "expiry")
+        wait_until(lambda: planner.cache.get("k") is None, 2.0, "expiry")
         assert time.monotonic() - started <= 1.0
     finally:
-        cache.stop()
+        planner.close()
+        config.close()
 
 
 @pytest.mark.parametrize(("size", "ttl"), [(0, 1.0), (1, 0.0), (1, -1.0)])

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from ratekeeper.errors import ConfigError
+from ratekeeper.errors import ConfigError, ConfigStoreError
 from ratekeeper.overrides import Override
 
 logger = logging.getLogger("ratekeeper.config")
@@ -170,6 +170,7 @@ class PerProcess(Generic[C]):
         self._subscribers = Subscribers()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def _open(self) -> C:
         raise NotImplementedError
@@ -199,8 +200,12 @@ class PerProcess(Generic[C]):
             self._watch()
 
     def _connection(self) -> C:
-        """This process's connection, opened on first use; call it holding ``_lock``."""
+        """This process's connection, opened on first use; call it holding ``_lock``.
+
+        Raises ``ConfigStoreError`` once the store is closed."""
         if self._db is None:
+            if self._closed:
+                raise ConfigStoreError("the configuration store is closed")
             self._db = self._open()
         return self._db
 
@@ -208,6 +213,7 @@ class PerProcess(Generic[C]):
         """Stop and join the change thread and close the connection; closing twice is fine."""
         if self._pid != os.getpid():
             return  # never used in this process: the connection and the thread are the parent's
+        self._closed = True
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None:

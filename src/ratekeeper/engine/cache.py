@@ -1,9 +1,10 @@
 """The configuration cache: least recently used entries, none older than a time to live.
 
 A lookup is on the path of every decision, so a hit reads no clock: instead, ``expire()``
-empties the cache every ``ttl`` seconds (the engine calls it from a background thread), so no
-entry is older than ``ttl``. What was emptied is kept aside as the ``stale`` entries: the last
-known values, which a process falls back on while the configuration store is down.
+empties the cache every ``ttl`` seconds (the engine's planner calls it from a background
+thread), so no entry is older than ``ttl``. What was emptied is kept aside as the ``stale``
+entries: the last known values, which a process falls back on while the configuration store
+is down.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
-
-from ratekeeper.engine.ticker import Ticker
 
 V = TypeVar("V")
 
@@ -37,7 +36,6 @@ class TTLCache(Generic[V]):
         self._stale: dict[Hashable, V] = {}
         self.lookup = self._entries.get
         self.touch = self._entries.move_to_end
-        self._ticker = Ticker(ttl, self.expire, "ratekeeper-cache")
 
     def get(self, key: Hashable) -> V | None:
         value = self.lookup(key)
@@ -77,13 +75,6 @@ class TTLCache(Generic[V]):
         """Empty the cache, keeping its entries aside as stale."""
         self._stale = dict(self._entries)
         self._entries.clear()
-
-    def start(self) -> None:
-        """Call ``expire`` every ``ttl`` seconds on a daemon thread, until ``stop``."""
-        self._ticker.start()
-
-    def stop(self) -> None:
-        self._ticker.stop()
 
     def __len__(self) -> int:
         return len(self._entries)

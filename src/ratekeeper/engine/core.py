@@ -2,20 +2,31 @@
 
 The two classes are twins kept line-aligned: only I/O differs (the store is awaited, and a
 configuration lookup that misses the cache runs in a worker thread, off the event loop).
+
+Lifecycle: building an engine starts nothing. Its background work (reloading the rule files,
+following the configuration store's changes, expiring the plan cache) starts with the first
+decision, or ``start()``, once however many threads decide at once. A forked child starts it
+again at its first decision: an engine has no plan cached until it started in its process, so
+that decision misses the cache, and a hit on a cached plan does no lifecycle work at all.
+``close()`` stops it and closes the stores; a second ``close()`` does nothing. Both twins are
+context managers that close on exit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
 from ratekeeper.decision import Decision
 from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, verdict
 from ratekeeper.engine.reload import RuleWatcher
 from ratekeeper.engine.verdict import Descriptor, Entry, Verdict, unlimited
+from ratekeeper.forks import renew_after_fork
 from ratekeeper.inputs import MAX_COST, check_cost, check_hit
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
@@ -61,7 +72,8 @@ _SEQUENCES = (list, tuple)
 
 
 class _Core:
-    """What the twins share: the rules, the configuration store, the plan cache, the watcher."""
+    """What the twins share: the rules, the configuration store, the plan cache, the watcher,
+    and their lifecycle."""
 
     _memory: Callable[[], Any]
     _open: Callable[[str], Any]
@@ -95,12 +107,49 @@ class _Core:
             clock=clock,
         )
         self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
-        if paths and reload_interval is not None:
-            self.watcher.start()
+        self._watching = bool(paths) and reload_interval is not None
         self.store = opened
         self._apply = opened.apply
         cache = self.planner.cache
         self._lookup, self._touch = cache.lookup, cache.touch
+        self._lock = threading.Lock()
+        self._running = False  # started in this process
+        self._closed = False
+        renew_after_fork(self)
+
+    def start(self) -> None:
+        """Start the background work now rather than at the first decision: reloading the
+        rule files, and following the configuration store. Does nothing while it runs.
+
+        Raises ``RuntimeError`` once closed.
+        """
+        if not self._start_unless_closed():
+            raise RuntimeError("this engine is closed")
+
+    def _start_unless_closed(self) -> bool:
+        """``start()``, as the first decision calls it; False (and nothing started) once closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            if not self._running:
+                if self._watching:
+                    self.watcher.start()
+                self.planner.start()
+                self._running = True
+            return True
+
+    def _load_key(self, key: str) -> Plan:
+        """The plan of ``key``, on a cache miss: the first one starts the engine."""
+        if not self._running:
+            self._start_unless_closed()
+        return self.planner.load_key(key)
+
+    def _after_fork(self) -> None:
+        # A forked child: no thread survived. Empty the plan cache so that the first decision
+        # misses it and starts the engine again.
+        self._lock = threading.Lock()
+        self._running = False
+        self.planner.cache.expire()
 
     def _single(self, domain: str, descriptors: Sequence[Any]) -> Plan | None:
         """The cached plan of a check's only descriptor, or None: the general path decides.
@@ -178,7 +227,7 @@ class Engine(_Core):
             except KeyError:  # evicted by another thread meanwhile
                 pass
         else:
-            plan = self.planner.load_key(key)
+            plan = self._load_key(key)
         if plan.limit is None:
             return unlimited(cost)
         return self._apply(plan.identity, plan.limit, cost, None)
@@ -212,6 +261,8 @@ class Engine(_Core):
                 if plan.limit is None:
                     return single(plan, None)
                 return single(plan, self._apply(plan.identity, plan.limit, hits, None))
+        if not self._running:
+            self._start_unless_closed()
         plans, batch = prepare(self.planner, domain, requests(domain, descriptors, hits))
         if len(batch) == 1 and not all_or_nothing:
             decisions = [self._apply(*batch[0])]
@@ -220,12 +271,27 @@ class Engine(_Core):
         return verdict(plans, decisions)
 
     def close(self) -> None:
-        """Stop watching the rules and release the stores."""
+        """Stop the background work and close the stores; again, do nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self.watcher.stop()
         self.planner.close()
         if self.config is not None:
             self.config.close()
         self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 class AsyncEngine(_Core):
@@ -256,7 +322,7 @@ class AsyncEngine(_Core):
             except KeyError:  # evicted by another thread meanwhile
                 pass
         else:
-            plan = await self._load(self.planner.load_key, key)
+            plan = await self._load(self._load_key, key)
         if plan.limit is None:
             return unlimited(cost)
         return await self._apply(plan.identity, plan.limit, cost, None)
@@ -282,6 +348,8 @@ class AsyncEngine(_Core):
                 if plan.limit is None:
                     return single(plan, None)
                 return single(plan, await self._apply(plan.identity, plan.limit, hits, None))
+        if not self._running:
+            await self._load(self._start_unless_closed)
         batch_requests = requests(domain, descriptors, hits)
         if self.config is not None:
             for entries in self.planner.missing(domain, batch_requests):
@@ -296,12 +364,27 @@ class AsyncEngine(_Core):
         return verdict(plans, decisions)
 
     async def close(self) -> None:
-        """Stop watching the rules and release the stores."""
+        """Stop the background work and close the stores; again, do nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         await asyncio.to_thread(self.watcher.stop)
         await asyncio.to_thread(self.planner.close)
         if self.config is not None:
             self.config.close()
         await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     async def _load(self, load: Callable[..., Any], *args: Any) -> Any:
         """A cache miss: with a configuration store it is I/O, so it runs in a worker thread."""

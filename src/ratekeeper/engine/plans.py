@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ratekeeper.decision import deny
 from ratekeeper.engine.cache import TTLCache
+from ratekeeper.engine.ticker import Ticker
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
 from ratekeeper.errors import ConfigError, ConfigStoreError, InvalidInputError
 from ratekeeper.inputs import check_cost, check_key, check_text
@@ -63,10 +64,10 @@ class Planner:
 
     ``rules`` give limits by descriptor; ``config`` holds per-key overrides that win over them;
     ``default`` is the limit of a key that ``is_allowed`` finds no override for; ``domain`` is
-    the namespace of those keys. With a configuration store, the cache expires every
-    ``cache_ttl`` seconds and on every change the store reports. When the store fails, plans
-    come from the last known override, else the rules, and the store is left alone for
-    ``RETRY_AFTER_ERROR`` seconds of ``clock``.
+    the namespace of those keys. With a configuration store, once ``start()`` is called, the
+    cache expires every ``cache_ttl`` seconds and on every change the store reports. When the
+    store fails, plans come from the last known override, else the rules, and the store is left
+    alone for ``RETRY_AFTER_ERROR`` seconds of ``clock``.
     """
 
     def __init__(
@@ -88,12 +89,41 @@ class Planner:
         self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl)
         self.config_errors = 0
         self._config_down_until = 0.0
-        if config is not None:
-            config.subscribe(self._changed)
-            self.cache.start()
+        self._subscribed = False
+        self._ticker = Ticker(cache_ttl, self._tick, "ratekeeper-cache")
+
+    def start(self) -> None:
+        """With a configuration store: follow the changes it reports, and expire the cache
+        every ``cache_ttl`` seconds on a thread; again in a forked child, whose thread is gone.
+
+        A store that cannot be subscribed to is logged, and tried again at each expiry; until
+        then the expiry bounds how long a change goes unseen.
+        """
+        if self.config is not None:
+            self._subscribe()
+            self._ticker.start()
 
     def close(self) -> None:
-        self.cache.stop()
+        self._ticker.stop()
+
+    def _tick(self) -> None:
+        self.cache.expire()
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        if self._subscribed or self.config is None:  # a forked child keeps its subscription
+            return
+        try:
+            self.config.subscribe(self._changed)
+        except ConfigStoreError as error:
+            self.config_errors += 1
+            log.warning(
+                "cannot follow the configuration store's changes; trying again in %gs: %s",
+                self.cache.ttl,
+                error,
+            )
+            return
+        self._subscribed = True
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules

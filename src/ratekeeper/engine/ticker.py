@@ -6,14 +6,18 @@ import logging
 import threading
 from collections.abc import Callable
 
+from ratekeeper.forks import renew_after_fork
+
 log = logging.getLogger("ratekeeper.engine")
 
 
 class Ticker:
     """Calls ``action`` every ``interval`` seconds on a daemon thread named ``name``.
 
-    ``start()`` starts it; ``stop()`` stops it and waits for the thread. An exception from
-    ``action`` is logged and the ticking goes on: a background duty must outlive a surprise.
+    ``start()`` starts it, and does nothing while it runs; ``stop()`` stops it and waits for the
+    thread; either may be called again. A forked child has no thread until ``start()``. An
+    exception from ``action`` is logged and the ticking goes on: a background duty must
+    outlive a surprise.
     """
 
     def __init__(self, interval: float, action: Callable[[], object], name: str) -> None:
@@ -22,20 +26,36 @@ class Ticker:
         self.name = name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        renew_after_fork(self)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(self._stop,), name=self.name, daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+    @property
+    def running(self) -> bool:
+        """Whether the thread runs (in this process)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
             try:
                 self.action()
             except Exception:
                 log.exception("%s failed; trying again in %gs", self.name, self.interval)
+
+    def _after_fork(self) -> None:
+        # The thread did not survive, and its event's lock may be held for ever.
+        self._stop = threading.Event()
+        self._thread = None

@@ -102,6 +102,8 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         store_options = {name: options.pop(name) for name in names if name in options}
         check_url(url)
         kind = stores.AsyncRedisStore if asyncio else stores.RedisStore
+        if asyncio:  # a new client for each event loop the store serves
+            store_options["connect"] = lambda: open_client(url, asyncio, **options)
 
         def connect() -> Any:
             try:

@@ -3,11 +3,17 @@
 Consistency: exact. Every ``apply`` runs the algorithm's ``step`` under one lock, so decisions
 on a key are serialised across threads, and an asyncio task can never be interrupted inside one
 (the store never awaits). The state lives in this process only: several processes need a shared
-store such as Redis.
+store such as Redis. A forked child starts with a copy of the state and a fresh lock (a lock
+held by another thread at the fork would otherwise stay held in the child for ever).
 
 Memory is bounded two ways. A key whose limit is fully available again holds nothing worth
-keeping, so it expires ``reset_after`` seconds after its last hit and a periodic sweep drops it;
-and at most ``max_keys`` keys are kept, the least recently used evicted first.
+keeping, so it expires ``reset_after`` seconds after its last hit; and at most ``max_keys`` keys
+are kept, the least recently used evicted first. Expired keys are dropped a few at a time, by
+the calls that add a key (the only calls that grow the store), so no call ever scans the store:
+each key is filed under a time shortly after it expires (within a quarter of its time to live),
+and every new key looks at up to ``EXPIRE_PER_INSERT`` keys whose time has come, drops those
+that are expired, and files again those hit since. A hit on a key already kept does no
+expiry work at all.
 """
 
 from __future__ import annotations
@@ -16,11 +22,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from heapq import heappop, heappush
+from math import ceil, frexp, ldexp
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.errors import InvalidInputError
+from ratekeeper.forks import renew_after_fork
 from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
@@ -30,33 +39,37 @@ Clock = Callable[[], float]
 #: One hit in a batch: ``(key, limit, cost)``.
 Hit = tuple[str, Limit, int]
 
+Slot = tuple[str, str]
+
+#: How many due keys each new key looks at: more than one, so expiry outpaces the inserts.
+EXPIRE_PER_INSERT = 8
+
+#: The finest filing time (2**-4 s): a key is filed at a multiple of a power of two seconds.
+_FINEST = -4
+
 
 class MemoryStore:
     """Request store in this process's memory.
 
     ``clock`` returns seconds since the epoch (default ``time.time``; tests pass a
-    ``ratekeeper.testing.FakeClock``). ``max_keys`` bounds the number of keys kept;
-    ``sweep_interval`` is how often, in clock seconds, expired keys are dropped.
+    ``ratekeeper.testing.FakeClock``). ``max_keys`` bounds the number of keys kept.
     """
 
-    def __init__(
-        self,
-        *,
-        clock: Clock = time.time,
-        max_keys: int = 1_000_000,
-        sweep_interval: float = 30.0,
-    ) -> None:
+    def __init__(self, *, clock: Clock = time.time, max_keys: int = 1_000_000) -> None:
         if max_keys < 1:
             raise ValueError(f"max_keys must be at least 1, not {max_keys!r}")
         self.clock = clock
         self.max_keys = max_keys
-        self.sweep_interval = sweep_interval
-        # (limit id, key) -> [state, time the state expires], updated in place
-        self._entries: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()
+        # (limit id, key) -> [state, time the state expires, the filing set it is in]; the
+        # first two are updated in place by every hit
+        self._entries: OrderedDict[Slot, list[Any]] = OrderedDict()
         self._get = self._entries.get
         self._touch = self._entries.move_to_end
         self._lock = threading.Lock()
-        self._next_sweep = clock() + sweep_interval
+        self._filed: dict[float, set[Slot]] = {}  # filing time -> the keys filed under it
+        self._times: list[float] = []  # the filing times, a heap
+        self._due: set[Slot] = set()  # the keys of a filing time that came, not all looked at
+        renew_after_fork(self)
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply a hit of ``cost`` on ``key`` under ``limit`` atomically; return the decision."""
@@ -154,13 +167,19 @@ class MemoryStore:
 
     def reset(self, key: str, limit: Limit) -> None:
         """Forget everything ``limit`` counted for ``key``."""
+        slot = (limit.id, key)
         with self._lock:
-            self._entries.pop((limit.id, key), None)
+            entry = self._entries.pop(slot, None)
+            if entry is not None:
+                entry[2].discard(slot)
 
     def clear(self) -> None:
         """Forget every key."""
         with self._lock:
             self._entries.clear()
+            self._filed.clear()
+            self._times.clear()
+            self._due = set()
 
     def close(self) -> None:
         """Nothing to release; here so that every store can be closed alike."""
@@ -170,29 +189,73 @@ class MemoryStore:
         return Health(True)
 
     def sweep(self, now: float | None = None) -> int:
-        """Drop every expired key now; return how many were dropped."""
+        """Drop every expired key at once; return how many were dropped.
+
+        This scans every key under the lock; the store needs no such call, as it drops expired
+        keys a few at a time by itself, but it reclaims their memory at once.
+        """
         with self._lock:
-            return self._sweep(self.clock() if now is None else now)
+            if now is None:
+                now = self.clock()
+            entries = self._entries
+            expired = [slot for slot, entry in entries.items() if entry[1] <= now]
+            for slot in expired:
+                entries.pop(slot)[2].discard(slot)
+            return len(expired)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _insert(self, slot: tuple[str, str], state: Any, expires: float, now: float) -> None:
-        entries = self._entries
-        entries[slot] = [state, expires]
-        # Only a new key grows the store, so only a new key needs to make room.
-        if now >= self._next_sweep:
-            self._sweep(now)
-        if len(entries) > self.max_keys:
-            entries.popitem(last=False)
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
 
-    def _sweep(self, now: float) -> int:
+    def _insert(self, slot: Slot, state: Any, expires: float, now: float) -> None:
         entries = self._entries
-        expired = [slot for slot, (_, expires) in entries.items() if expires <= now]
-        for slot in expired:
-            del entries[slot]
-        self._next_sweep = now + self.sweep_interval
-        return len(expired)
+        entry = [state, expires, None]
+        entries[slot] = entry
+        self._file(slot, entry, now)
+        # Only a new key grows the store, so only a new key drops expired ones and makes room.
+        if self._due or self._times[0] <= now:
+            self._expire(now, EXPIRE_PER_INSERT)
+        if len(entries) > self.max_keys:
+            evicted, entry = entries.popitem(last=False)
+            entry[2].discard(evicted)
+
+    def _file(self, slot: Slot, entry: list[Any], now: float) -> None:
+        """File ``slot`` under a time a little after it expires: a multiple of a power of two
+        seconds that is at least an eighth of its time to live."""
+        expires = entry[1]
+        scale = frexp((expires - now) * 0.125)[1]  # 2**scale >= an eighth of the time to live
+        if scale < _FINEST:
+            scale = _FINEST
+        when = ldexp(ceil(ldexp(expires, -scale)), scale)
+        keys = self._filed.get(when)
+        if keys is None:
+            keys = self._filed[when] = set()
+            heappush(self._times, when)
+        keys.add(slot)
+        entry[2] = keys
+
+    def _expire(self, now: float, budget: int) -> None:
+        """Look at up to ``budget`` keys filed under a time that has come: drop the expired,
+        and file again those hit since they were filed."""
+        entries, times = self._entries, self._times
+        due = self._due
+        while budget:
+            if not due:
+                if not times or times[0] > now:
+                    return
+                due = self._due = self._filed.pop(heappop(times))
+                continue
+            slot = due.pop()
+            budget -= 1
+            entry = entries.get(slot)
+            if entry is None or entry[2] is not due:  # gone, or filed elsewhere since
+                continue
+            if entry[1] <= now:
+                del entries[slot]
+            else:
+                self._file(slot, entry, now)
 
 
 def check_release(limit: Limit, slots: Any) -> int:

@@ -44,7 +44,7 @@ error) raises ``StoreError``, the only one a failure policy answers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from ratekeeper.decision import Decision
@@ -285,15 +285,31 @@ class AsyncRedisStore(_Base):
     With ``batch=True`` (the default), the ``apply`` calls issued in one event-loop tick go to
     Redis together, as one script run per slot in one round trip; each call still gets exactly
     the decision it would have had alone, in the order the calls were made.
+
+    A client's connections belong to the event loop that opened them, so the store serves one
+    loop at a time, and closes the client's connections when that loop shuts down (as
+    ``asyncio.run`` returns) if ``close()`` has not. Used from a new loop (a second
+    ``asyncio.run``), it starts afresh on a new client made by ``connect()``, as the stores
+    ``open_async_store`` opens do; without ``connect`` it raises ``StoreError``.
     """
 
     _cluster = redis.asyncio.RedisCluster
 
     def __init__(
-        self, client: Any, *, prefix: str = "rk", tag: str = "limit", batch: bool = True
+        self,
+        client: Any,
+        *,
+        prefix: str = "rk",
+        tag: str = "limit",
+        batch: bool = True,
+        connect: Callable[[], Any] | None = None,
     ) -> None:
         super().__init__(client, prefix=prefix, tag=tag)
         self.batch = batch
+        self._connect = connect
+        self._served: asyncio.AbstractEventLoop | None = None  # the loop the client belongs to
+        self._loop: asyncio.AbstractEventLoop | None = None  # the same, until close()
+        self._guard: AsyncGenerator[None, None] | None = None  # closes the client with it
         self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
         self._futures: list[asyncio.Future[Decision]] = []
         self._sending: set[asyncio.Future[None]] = set()
@@ -307,12 +323,16 @@ class AsyncRedisStore(_Base):
             elif not key.isascii() or not key:
                 key = check_key(key)
             loop = asyncio.get_running_loop()
+            if loop is not self._loop:
+                await self._serve(loop)
             future: asyncio.Future[Decision] = loop.create_future()
             if not self._hits:
                 loop.call_soon(self._flush)
             self._hits.append((key, limit, cost))
             self._futures.append(future)
             return await future
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
         script, args = self._single(key, limit, cost, now)
         try:
             try:
@@ -327,6 +347,8 @@ class AsyncRedisStore(_Base):
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
         batches = self._batches(hits, now, all_or_nothing)
         if all_or_nothing and len(batches) > 1:
             return await self._apply_across(hits, batches)
@@ -388,9 +410,16 @@ class AsyncRedisStore(_Base):
                 raise outcome
 
     async def close(self) -> None:
-        await self.client.aclose()
+        guard, self._guard, self._loop = self._guard, None, None
+        if guard is None:
+            await self.client.aclose()
+        elif self._served is asyncio.get_running_loop():
+            await guard.aclose()  # which closes the client
+        # else the client belongs to another loop, which closes it as it shuts down
 
     async def reset(self, key: str, limit: Limit) -> None:
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
         try:
             await self.client.delete(state_key(limit, key, self.prefix, self.tag))
         except ERRORS as error:
@@ -405,6 +434,38 @@ class AsyncRedisStore(_Base):
                 raise mapped from error
             return Health(False, error=str(mapped))
         return Health(True)
+
+    async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve ``loop`` from now on: on a new client if the client served another loop."""
+        served = self._served
+        if served is not None and served is not loop:
+            if not served.is_closed():
+                raise StoreError(
+                    "an AsyncRedisStore serves one event loop at a time, and the loop it "
+                    "serves is still open; close that loop first, or use a store per loop"
+                )
+            if self._connect is None:
+                raise StoreError(
+                    "this AsyncRedisStore's client belongs to an event loop that has closed; "
+                    "open the store with open_async_store(url) to have it reconnect"
+                )
+            _Base.__init__(self, self._connect(), prefix=self.prefix, tag=self.tag)
+            self._hits, self._futures, self._sending = [], [], set()
+        self._served = self._loop = loop
+        self._guard = self._closing(self.client)
+        await self._guard.asend(None)
+
+    @staticmethod
+    async def _closing(client: Any) -> AsyncGenerator[None, None]:
+        """Wait, suspended, for the loop to shut down, then close ``client`` on it.
+
+        A loop shutting down (``asyncio.run`` returning) closes the async generators it runs,
+        which is the one moment its connections can still be closed cleanly.
+        """
+        try:
+            yield
+        finally:
+            await client.aclose()
 
     def _flush(self) -> None:
         hits, futures = self._hits, self._futures
