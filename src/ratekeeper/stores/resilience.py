@@ -32,8 +32,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from ratekeeper.decision import Decision
 from ratekeeper.errors import StoreError
@@ -43,6 +43,8 @@ from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit, MemoryStore, check_release
 
 log = logging.getLogger("ratekeeper.store")
+
+T = TypeVar("T")
 
 POLICIES = ("allow", "deny", "local")
 
@@ -199,51 +201,46 @@ class Resilient:
         self.policy = _Policy(on_store_error, local)
         self.breaker = self.policy.breaker
 
+    def _through(self, call: Callable[[], T]) -> T | None:
+        """``call()`` on the store, unless the breaker is open; None when it was not called
+        or failed (the policy answers). Any other exception is the caller's: it propagates."""
+        breaker = self.breaker
+        if not breaker.allows_call():
+            return None
+        try:
+            result = call()
+        except StoreError as error:
+            breaker.failed(error)
+            return None
+        except BaseException:
+            breaker.abandon()
+            raise
+        breaker.succeeded()
+        return result
+
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
-        if self.breaker.allows_call():
-            try:
-                decision: Decision = self.store.apply(key, limit, cost, now)
-            except StoreError as error:
-                self.breaker.failed(error)
-            except BaseException:
-                self.breaker.abandon()
-                raise
-            else:
-                self.breaker.succeeded()
-                return decision
-        return self.policy.decide([(key, limit, cost)], False)[0]
+        decision: Decision | None = self._through(lambda: self.store.apply(key, limit, cost, now))
+        if decision is None:
+            return self.policy.decide([(key, limit, cost)], False)[0]
+        return decision
 
     def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
-        if self.breaker.allows_call():
-            try:
-                decisions: list[Decision] = self.store.apply_many(
-                    hits, all_or_nothing=all_or_nothing, now=now
-                )
-            except StoreError as error:
-                self.breaker.failed(error)
-            except BaseException:
-                self.breaker.abandon()
-                raise
-            else:
-                self.breaker.succeeded()
-                return decisions
-        return self.policy.decide(hits, all_or_nothing)
+        decisions: list[Decision] | None = self._through(
+            lambda: self.store.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
+        )
+        if decisions is None:
+            return self.policy.decide(hits, all_or_nothing)
+        return decisions
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
-        if self.breaker.allows_call():
-            try:
-                decision: Decision = self.store.release(key, limit, slots, now)
-            except StoreError as error:
-                self.breaker.failed(error)
-            except BaseException:
-                self.breaker.abandon()
-                raise
-            else:
-                self.breaker.succeeded()
-                return decision
-        return self.policy.release(key, limit, slots)
+        decision: Decision | None = self._through(
+            lambda: self.store.release(key, limit, slots, now)
+        )
+        if decision is None:
+            return self.policy.release(key, limit, slots)
+        return decision
 
     def reset(self, key: str, limit: Limit) -> None:
         self.policy.local.reset(key, limit)
@@ -268,55 +265,50 @@ class AsyncResilient:
         self.policy = _Policy(on_store_error, local)
         self.breaker = self.policy.breaker
 
+    async def _through(self, call: Callable[[], Awaitable[T]]) -> T | None:
+        breaker = self.breaker
+        if not breaker.allows_call():
+            return None
+        try:
+            result = await call()
+        except StoreError as error:
+            breaker.failed(error)
+            return None
+        except BaseException:
+            breaker.abandon()
+            raise
+        breaker.succeeded()
+        return result
+
     async def apply(
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
     ) -> Decision:
-        if self.breaker.allows_call():
-            try:
-                decision: Decision = await self.store.apply(key, limit, cost, now)
-            except StoreError as error:
-                self.breaker.failed(error)
-            except BaseException:
-                self.breaker.abandon()
-                raise
-            else:
-                self.breaker.succeeded()
-                return decision
-        return self.policy.decide([(key, limit, cost)], False)[0]
+        decision: Decision | None = await self._through(
+            lambda: self.store.apply(key, limit, cost, now)
+        )
+        if decision is None:
+            return self.policy.decide([(key, limit, cost)], False)[0]
+        return decision
 
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
-        if self.breaker.allows_call():
-            try:
-                decisions: list[Decision] = await self.store.apply_many(
-                    hits, all_or_nothing=all_or_nothing, now=now
-                )
-            except StoreError as error:
-                self.breaker.failed(error)
-            except BaseException:
-                self.breaker.abandon()
-                raise
-            else:
-                self.breaker.succeeded()
-                return decisions
-        return self.policy.decide(hits, all_or_nothing)
+        decisions: list[Decision] | None = await self._through(
+            lambda: self.store.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
+        )
+        if decisions is None:
+            return self.policy.decide(hits, all_or_nothing)
+        return decisions
 
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None
     ) -> Decision:
-        if self.breaker.allows_call():
-            try:
-                decision: Decision = await self.store.release(key, limit, slots, now)
-            except StoreError as error:
-                self.breaker.failed(error)
-            except BaseException:
-                self.breaker.abandon()
-                raise
-            else:
-                self.breaker.succeeded()
-                return decision
-        return self.policy.release(key, limit, slots)
+        decision: Decision | None = await self._through(
+            lambda: self.store.release(key, limit, slots, now)
+        )
+        if decision is None:
+            return self.policy.release(key, limit, slots)
+        return decision
 
     async def reset(self, key: str, limit: Limit) -> None:
         self.policy.local.reset(key, limit)
