@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratekeeper import Limit, MemoryStore
-from ratekeeper.stores.memory import EXPIRE_PER_INSERT
+from ratekeeper.stores.memory import EXPIRE_PER_INSERT, LINGER
 from ratekeeper.testing import FakeClock
 from tests.conftest import T0
 
@@ -82,13 +82,33 @@ def test_a_key_hit_since_it_was_filed_is_kept_with_its_state(clock: FakeClock) -
     clock.advance(3.0)
     store.apply("busy", bucket, 2)  # one token left: full again at 6.25
     clock.advance(1.75)  # at its filing time, 5
-    store.apply("new", LONG)  # looks at "busy", live: files it again, for 6.25
+    store.apply("new", LONG)  # looks at "busy", live: files it again, LINGER (2 s) on: for 7
     assert len(store) == 2
     assert store.apply("busy", bucket, 0).remaining == 2  # 1 left + 1.75 s of refill
-    clock.advance(1.25)
+    clock.advance(1.25)  # full again at 6.25, but not looked at before 7
     store.apply("newer", LONG)
-    assert len(store) == 2  # "busy" is full again: dropped
-    assert filed_keys(store) == 2
+    assert len(store) == 3
+    clock.advance(0.75)
+    store.apply("newest", LONG)
+    assert len(store) == 3  # "busy" is full again: dropped
+    assert filed_keys(store) == 3
+
+
+def test_a_key_of_a_fast_limit_lingers_so_a_busy_key_is_not_made_anew_each_hit(
+    clock: FakeClock,
+) -> None:
+    store = MemoryStore(clock=clock)
+    fast = Limit(1_000_000, 1, "gcra")  # free again a microsecond after each hit
+    store.apply("busy", fast)
+    for number in range(15):
+        clock.advance(0.1)  # expired since its last hit
+        store.apply(f"new:{number}", LONG)  # inserts look at what is due
+        assert ("gcra:1000000/1", "busy") in store._entries  # kept: it is hit again below
+        store.apply("busy", fast)
+    clock.advance(LINGER)
+    store.apply("later", LONG)
+    store.apply("later2", LONG)
+    assert ("gcra:1000000/1", "busy") not in store._entries  # idle and free: dropped
 
 
 def test_size_stays_bounded_under_a_stream_of_new_keys(clock: FakeClock) -> None:

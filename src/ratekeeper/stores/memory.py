@@ -47,6 +47,11 @@ EXPIRE_PER_INSERT = 8
 #: The finest filing time (2**-4 s): a key is filed at a multiple of a power of two seconds.
 _FINEST = -4
 
+#: Seconds a key is kept at least after it was written, expired or not: a key hit again soon
+#: (a busy key of a fast limit, whose state frees up within microseconds) is updated in place
+#: rather than dropped and made anew on every hit.
+LINGER = 2.0
+
 
 class MemoryStore:
     """Request store in this process's memory.
@@ -222,9 +227,12 @@ class MemoryStore:
             entry[2].discard(evicted)
 
     def _file(self, slot: Slot, entry: list[Any], now: float) -> None:
-        """File ``slot`` under a time a little after it expires: a multiple of a power of two
-        seconds that is at least an eighth of its time to live."""
+        """File ``slot`` under a time a little after it expires (and at least ``LINGER``
+        seconds from now): a multiple of a power of two seconds that is at least an eighth of
+        its time to live."""
         expires = entry[1]
+        if expires < now + LINGER:
+            expires = now + LINGER
         scale = frexp((expires - now) * 0.125)[1]  # 2**scale >= an eighth of the time to live
         if scale < _FINEST:
             scale = _FINEST
