@@ -27,7 +27,7 @@ from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, ve
 from ratekeeper.engine.reload import RuleWatcher
 from ratekeeper.engine.verdict import Descriptor, Entry, Verdict, unlimited
 from ratekeeper.forks import renew_after_fork
-from ratekeeper.inputs import MAX_COST, check_cost, check_hit
+from ratekeeper.inputs import MAX_COST, check_cost, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
@@ -65,10 +65,6 @@ def _default(default: Limit | str | None) -> Limit | None:
     if len(limits) != 1:
         raise ValueError(f"the default limit must be one limit, not {default!r}")
     return limits[0]
-
-
-#: The classes of descriptor lists the one-descriptor fast path of ``check`` takes.
-_SEQUENCES = (list, tuple)
 
 
 class _Core:
@@ -210,16 +206,12 @@ class Engine(_Core):
     def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
 
-        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``.
+        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``:
+        the key is checked here, the cost by the store (or here when no limit applies), so
+        that a decision checks each once.
         """
-        if (
-            key.__class__ is not str
-            or cost.__class__ is not int
-            or not 0 <= cost <= MAX_COST
-            or not key.isascii()
-            or not key
-        ):
-            key, cost = check_hit(key, cost)
+        if key.__class__ is not str or not key.isascii() or not key:
+            key = check_key(key)
         plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
         if plan is not None:
             try:  # noqa: SIM105 - suppress() costs a context manager on every hit
@@ -229,8 +221,8 @@ class Engine(_Core):
         else:
             plan = self._load_key(key)
         if plan.limit is None:
-            return unlimited(cost)
-        return self._apply(plan.identity, plan.limit, cost, None)
+            return unlimited(check_cost(cost))
+        return self._apply(plan.identity, plan.limit, cost, None)  # the store checks the cost
 
     def is_allowed(self, key: str, cost: int = 1) -> bool:
         """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
@@ -253,12 +245,16 @@ class Engine(_Core):
         consumes unless all allow. Everything given is checked before anything is counted
         (``plans.requests``): a bad value raises ``InvalidInputError``.
         """
-        if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
-            hits = check_cost(hits)
-        if descriptors.__class__ in _SEQUENCES and len(descriptors) == 1 and not all_or_nothing:
+        if (
+            (descriptors.__class__ is list or descriptors.__class__ is tuple)
+            and len(descriptors) == 1
+            and not all_or_nothing
+        ):
             plan = self._single(domain, descriptors)
             if plan is not None:
                 if plan.limit is None:
+                    if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
+                        check_cost(hits)
                     return single(plan, None)
                 return single(plan, self._apply(plan.identity, plan.limit, hits, None))
         if not self._running:
@@ -305,16 +301,12 @@ class AsyncEngine(_Core):
     async def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
 
-        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``.
+        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``:
+        the key is checked here, the cost by the store (or here when no limit applies), so
+        that a decision checks each once.
         """
-        if (
-            key.__class__ is not str
-            or cost.__class__ is not int
-            or not 0 <= cost <= MAX_COST
-            or not key.isascii()
-            or not key
-        ):
-            key, cost = check_hit(key, cost)
+        if key.__class__ is not str or not key.isascii() or not key:
+            key = check_key(key)
         plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
         if plan is not None:
             try:  # noqa: SIM105 - suppress() costs a context manager on every hit
@@ -324,8 +316,8 @@ class AsyncEngine(_Core):
         else:
             plan = await self._load(self._load_key, key)
         if plan.limit is None:
-            return unlimited(cost)
-        return await self._apply(plan.identity, plan.limit, cost, None)
+            return unlimited(check_cost(cost))
+        return await self._apply(plan.identity, plan.limit, cost, None)  # the store checks it
 
     async def is_allowed(self, key: str, cost: int = 1) -> bool:
         """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
@@ -340,12 +332,16 @@ class AsyncEngine(_Core):
         all_or_nothing: bool = False,
     ) -> Verdict:
         """Decide one request of ``domain`` with Envoy's rate-limit semantics; see ``Engine``."""
-        if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
-            hits = check_cost(hits)
-        if descriptors.__class__ in _SEQUENCES and len(descriptors) == 1 and not all_or_nothing:
+        if (
+            (descriptors.__class__ is list or descriptors.__class__ is tuple)
+            and len(descriptors) == 1
+            and not all_or_nothing
+        ):
             plan = self._single(domain, descriptors)
             if plan is not None:
                 if plan.limit is None:
+                    if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
+                        check_cost(hits)
                     return single(plan, None)
                 return single(plan, await self._apply(plan.identity, plan.limit, hits, None))
         if not self._running:
