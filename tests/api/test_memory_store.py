@@ -58,7 +58,7 @@ def test_clear(clock: FakeClock) -> None:
 
 
 def test_rejects_a_useless_bound() -> None:
-    with pytest.raises(ValueError, match="max_keys must be at least 1"):
+    with pytest.raises(ValueError, match="max_keys must be an integer of at least 1"):
         MemoryStore(max_keys=0)
 
 

@@ -155,3 +155,21 @@ def test_unreachable_sentinels_honour_the_timeout() -> None:
             limiter.hit("k", LIMIT)
         # Two refused sentinels, no retries with backoff (which took 3 to 9 s a call).
         assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    "url", ["memory://", "redis://127.0.0.1:6379/0", "redis+sentinel://127.0.0.1:26379/primary"]
+)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_option_a_store_does_not_take_is_refused_when_it_is_opened(
+    url: str, asynchronous: bool
+) -> None:
+    opener = open_async_store if asynchronous else open_store
+    with pytest.raises(StoreConfigError, match="unexpected keyword argument 'socket_timeuot'"):
+        opener(url, socket_timeuot=1)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "many", 2.5, True])
+def test_a_memory_store_refuses_a_bad_size(bad: object) -> None:
+    with pytest.raises(ValueError, match="max_keys must be an integer of at least 1"):
+        open_store("memory://", max_keys=bad)

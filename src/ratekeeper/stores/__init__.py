@@ -80,11 +80,14 @@ class AsyncStore(Protocol):
 
 
 def _memory(url: str, options: dict[str, Any]) -> MemoryStore:
-    return MemoryStore(**options)
+    try:
+        return MemoryStore(**options)
+    except TypeError as error:  # an option it does not take
+        raise StoreConfigError(f"bad option for {url}: {error}") from None
 
 
 def _async_memory(url: str, options: dict[str, Any]) -> AsyncMemoryStore:
-    return AsyncMemoryStore(**options)
+    return AsyncMemoryStore(_memory(url, options))
 
 
 def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:

@@ -61,8 +61,8 @@ class MemoryStore:
     """
 
     def __init__(self, *, clock: Clock = time.time, max_keys: int = 1_000_000) -> None:
-        if max_keys < 1:
-            raise ValueError(f"max_keys must be at least 1, not {max_keys!r}")
+        if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
+            raise ValueError(f"max_keys must be an integer of at least 1, not {max_keys!r}")
         self.clock = clock
         self.max_keys = max_keys
         # (limit id, key) -> [state, time the state expires, the filing set it is in]; the

@@ -96,7 +96,7 @@ def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **opt
                 common["connection_class"] = _hiredis_packed_connection()
             elif not asyncio and "command_packer" not in common:
                 common["command_packer"] = packer
-        return module.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **common)
+        return _checked(module.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **common))
     if parts.scheme == "redis+cluster":
         cluster = redis.asyncio.cluster if asyncio else redis.cluster
         nodes = [cluster.ClusterNode(host, port) for host, port in _hosts(parts.netloc)]
@@ -120,9 +120,20 @@ def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **opt
         **common,
     )
     db = int(path[1]) if len(path) > 1 else 0
-    return sentinel.master_for(
-        path[0], db=db, password=_password(parts.netloc), retry=Retry(NoBackoff(), 0)
+    return _checked(
+        sentinel.master_for(
+            path[0], db=db, password=_password(parts.netloc), retry=Retry(NoBackoff(), 0)
+        )
     )
+
+
+def _checked(client: Any) -> Any:
+    """``client``, once one of its connections was built (no I/O): redis-py takes any option
+    when a client is made and refuses an unknown one only when it connects, so that an option
+    it does not take raises ``TypeError`` now rather than on first use."""
+    pool = client.connection_pool
+    pool.connection_class(**pool.connection_kwargs)
+    return client
 
 
 @lru_cache(maxsize=1)
