@@ -308,3 +308,15 @@ def test_a_store_serves_one_open_loop_at_a_time(redis_server: RedisServer) -> No
     finally:
         first.close()
     assert asyncio.run(store.apply("open", limit)).remaining == 8
+
+
+def test_an_async_redis_store_releases_and_pings_first_thing_on_a_new_loop(
+    redis_server: RedisServer,
+) -> None:
+    store = open_async_store(redis_server.url, prefix="loops-release")
+    slot = Limit(1, 60, "concurrency")
+    assert asyncio.run(store.apply("job", slot)).allowed
+    assert asyncio.run(store.release("job", slot)).granted == 1  # the first call of its loop
+    assert asyncio.run(store.ping()).ok
+    assert asyncio.run(store.apply("job", slot)).allowed
+    asyncio.run(store.close())

@@ -367,6 +367,8 @@ class AsyncRedisStore(_Base):
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None
     ) -> Decision:
         args = self._release_args(key, limit, slots, now)
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
         script = self._release_script
         try:
             try:
@@ -426,6 +428,8 @@ class AsyncRedisStore(_Base):
             raise failure(error) from error
 
     async def ping(self) -> Health:
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
         try:
             await self.client.ping()
         except ERRORS as error:
