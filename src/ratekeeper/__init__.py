@@ -5,6 +5,7 @@ The public surface is what ``__all__`` lists; everything else is internal.
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.config import ConfigStore, open_config_store
+from ratekeeper.decider import AsyncDecider, Decider
 from ratekeeper.decision import Decision
 from ratekeeper.engine import AsyncEngine, Descriptor, Engine, Status, Verdict
 from ratekeeper.errors import (
@@ -28,6 +29,7 @@ from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 
 __all__ = [
     "Algorithm",
+    "AsyncDecider",
     "AsyncEngine",
     "AsyncLimiter",
     "AsyncMemoryStore",
@@ -35,6 +37,7 @@ __all__ = [
     "ConfigError",
     "ConfigStore",
     "ConfigStoreError",
+    "Decider",
     "Decision",
     "Descriptor",
     "Engine",

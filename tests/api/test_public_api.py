@@ -9,6 +9,7 @@ from ratekeeper import AsyncLimiter, AsyncMemoryStore, Limiter, MemoryStore
 
 PUBLIC = [
     "Algorithm",
+    "AsyncDecider",
     "AsyncEngine",
     "AsyncLimiter",
     "AsyncMemoryStore",
@@ -16,6 +17,7 @@ PUBLIC = [
     "ConfigError",
     "ConfigStore",
     "ConfigStoreError",
+    "Decider",
     "Decision",
     "Descriptor",
     "Engine",

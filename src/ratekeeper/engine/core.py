@@ -23,11 +23,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from ratekeeper.decision import Decision
-from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, verdict
+from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, status, verdict
 from ratekeeper.engine.reload import RuleWatcher
-from ratekeeper.engine.verdict import Descriptor, Entry, Verdict, unlimited
+from ratekeeper.engine.verdict import Descriptor, Entry, Observer, Verdict, unlimited
+from ratekeeper.errors import InvalidLimitError
 from ratekeeper.forks import renew_after_fork
 from ratekeeper.inputs import MAX_COST, check_cost, check_key
+from ratekeeper.keys import identity
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
@@ -59,11 +61,22 @@ def _config(config: ConfigStore | str | None) -> ConfigStore | None:
 
 
 def _default(default: Limit | str | None) -> Limit | None:
-    if default is None or isinstance(default, Limit):
-        return default
-    limits = cached(default)
+    if default is None:
+        return None
+    return _one(default, "the default limit")
+
+
+def _one(limit: Limit | str, what: str) -> Limit:
+    """A ``Limit``, or a rate string holding exactly one (``InvalidLimitError`` otherwise)."""
+    if isinstance(limit, Limit):
+        return limit
+    if not isinstance(limit, str):
+        raise InvalidLimitError(
+            f"{what} is a Limit or a rate string such as '10/minute', not {limit!r}"
+        )
+    limits = cached(limit)
     if len(limits) != 1:
-        raise ValueError(f"the default limit must be one limit, not {default!r}")
+        raise InvalidLimitError(f"{what} must be one limit, not {limit!r}")
     return limits[0]
 
 
@@ -86,6 +99,7 @@ class _Core:
         cache_ttl: float = 60.0,
         reload_interval: float | None = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        observer: Observer | None = None,
     ) -> None:
         ruleset, paths = _rules(rules)
         if store is None or isinstance(store, str):
@@ -106,6 +120,7 @@ class _Core:
         self._watching = bool(paths) and reload_interval is not None
         self.store = opened
         self._apply = opened.apply
+        self.observer = observer
         cache = self.planner.cache
         self._lookup, self._touch = cache.lookup, cache.touch
         self._lock = threading.Lock()
@@ -171,6 +186,20 @@ class _Core:
                 pass
         return plan
 
+    def _given(self, key: str, limit: Limit | str) -> tuple[str, Limit]:
+        """The identity and limit of ``hit(key, limit)``: ``key`` in the engine's domain, as
+        ``decide`` counts it, so that a limit equal to the key's override shares its counter."""
+        if key.__class__ is not str or not key.isascii() or not key:
+            key = check_key(key)
+        if limit.__class__ is not Limit:
+            limit = _one(limit, "a hit's limit")
+        return identity(self.planner.domain, key), limit
+
+    def _observe(self, domain: str, plan: Plan, decision: Decision | None) -> None:
+        observer = self.observer
+        if observer is not None:
+            observer(domain, (status(plan, decision),))
+
     @property
     def rules(self) -> RuleSet:
         """The rules in force."""
@@ -221,8 +250,12 @@ class Engine(_Core):
         else:
             plan = self._load_key(key)
         if plan.limit is None:
-            return unlimited(check_cost(cost))
-        return self._apply(plan.identity, plan.limit, cost, None)  # the store checks the cost
+            decision = unlimited(check_cost(cost))
+        else:  # the store checks the cost
+            decision = self._apply(plan.identity, plan.limit, cost, None)
+        if self.observer is not None:
+            self._observe(self.planner.domain, plan, decision if plan.limit else None)
+        return decision
 
     def is_allowed(self, key: str, cost: int = 1) -> bool:
         """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
@@ -255,8 +288,12 @@ class Engine(_Core):
                 if plan.limit is None:
                     if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
                         check_cost(hits)
-                    return single(plan, None)
-                return single(plan, self._apply(plan.identity, plan.limit, hits, None))
+                    result = single(plan, None)
+                else:
+                    result = single(plan, self._apply(plan.identity, plan.limit, hits, None))
+                if self.observer is not None:
+                    self.observer(domain, result.statuses)
+                return result
         if not self._running:
             self._start_unless_closed()
         plans, batch = prepare(self.planner, domain, requests(domain, descriptors, hits))
@@ -264,7 +301,35 @@ class Engine(_Core):
             decisions = [self._apply(*batch[0])]
         else:
             decisions = self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
-        return verdict(plans, decisions)
+        result = verdict(plans, decisions)
+        if self.observer is not None:
+            self.observer(domain, result.statuses)
+        return result
+
+    def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key`` under ``limit`` (a ``Limit`` or a rate string),
+        given by the caller rather than found in the rules or overrides. The key is counted
+        in the engine's domain, as ``decide`` counts it."""
+        counted_as, limit = self._given(key, limit)
+        decision = self._apply(counted_as, limit, cost, None)
+        if self.observer is not None:
+            self._observe(self.planner.domain, Plan(counted_as, limit, None, False), decision)
+        return decision
+
+    def peek(self, key: str, limit: Limit | str | None = None) -> Decision:
+        """``key``'s state under ``limit``, or under the limit ``decide`` finds for it when
+        ``limit`` is None, counting nothing."""
+        return self.decide(key, 0) if limit is None else self.hit(key, limit, 0)
+
+    def reset(self, key: str, limit: Limit | str | None = None) -> None:
+        """Forget what ``limit`` counted for ``key`` (the limit ``decide`` finds when None)."""
+        if limit is None:
+            plan = self._load_key(check_key(key))
+            if plan.limit is not None:
+                self.store.reset(plan.identity, plan.limit)
+            return
+        counted_as, limit = self._given(key, limit)
+        self.store.reset(counted_as, limit)
 
     def close(self) -> None:
         """Stop the background work and close the stores; again, do nothing."""
@@ -316,8 +381,12 @@ class AsyncEngine(_Core):
         else:
             plan = await self._load(self._load_key, key)
         if plan.limit is None:
-            return unlimited(check_cost(cost))
-        return await self._apply(plan.identity, plan.limit, cost, None)  # the store checks it
+            decision = unlimited(check_cost(cost))
+        else:  # the store checks the cost
+            decision = await self._apply(plan.identity, plan.limit, cost, None)
+        if self.observer is not None:
+            self._observe(self.planner.domain, plan, decision if plan.limit else None)
+        return decision
 
     async def is_allowed(self, key: str, cost: int = 1) -> bool:
         """Whether a hit on ``key`` may go through: ``decide(key, cost).allowed``."""
@@ -342,8 +411,12 @@ class AsyncEngine(_Core):
                 if plan.limit is None:
                     if hits.__class__ is not int or not 0 <= hits <= MAX_COST:
                         check_cost(hits)
-                    return single(plan, None)
-                return single(plan, await self._apply(plan.identity, plan.limit, hits, None))
+                    result = single(plan, None)
+                else:
+                    result = single(plan, await self._apply(plan.identity, plan.limit, hits, None))
+                if self.observer is not None:
+                    self.observer(domain, result.statuses)
+                return result
         if not self._running:
             await self._load(self._start_unless_closed)
         batch_requests = requests(domain, descriptors, hits)
@@ -357,7 +430,32 @@ class AsyncEngine(_Core):
             decisions = (
                 await self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
             )
-        return verdict(plans, decisions)
+        result = verdict(plans, decisions)
+        if self.observer is not None:
+            self.observer(domain, result.statuses)
+        return result
+
+    async def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key`` under ``limit``; see ``Engine.hit``."""
+        counted_as, limit = self._given(key, limit)
+        decision = await self._apply(counted_as, limit, cost, None)
+        if self.observer is not None:
+            self._observe(self.planner.domain, Plan(counted_as, limit, None, False), decision)
+        return decision
+
+    async def peek(self, key: str, limit: Limit | str | None = None) -> Decision:
+        """``key``'s state, counting nothing; see ``Engine.peek``."""
+        return await (self.decide(key, 0) if limit is None else self.hit(key, limit, 0))
+
+    async def reset(self, key: str, limit: Limit | str | None = None) -> None:
+        """Forget what ``limit`` counted for ``key``; see ``Engine.reset``."""
+        if limit is None:
+            plan = await self._load(self._load_key, check_key(key))
+            if plan.limit is not None:
+                await self.store.reset(plan.identity, plan.limit)
+            return
+        counted_as, limit = self._given(key, limit)
+        await self.store.reset(counted_as, limit)
 
     async def close(self) -> None:
         """Stop the background work and close the stores; again, do nothing."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from ratekeeper.decision import Decision, allow
@@ -69,6 +70,12 @@ class Verdict(NamedTuple):
         return any(
             status.decision is not None and status.decision.degraded for status in self.statuses
         )
+
+
+#: Told of every decision an engine makes: ``observer(domain, statuses)``, the statuses in the
+#: request's order (one for ``decide`` and ``hit``, whose domain is the engine's own). Metrics
+#: hang here; an observer must be quick and must not raise.
+Observer = Callable[[str, tuple[Status, ...]], None]
 
 
 def unlimited(cost: int) -> Decision:

@@ -1,0 +1,54 @@
+"""What web middleware and other surfaces need of whatever decides: ``Decider`` and its twin.
+
+``Limiter`` and ``Engine`` are ``Decider``s; ``AsyncLimiter`` and ``AsyncEngine`` are
+``AsyncDecider``s (a remote client of the decision service will be one too). Code written
+against these protocols takes any of them: a limit given with the call (a ``Limit`` or a rate
+string) is counted on ``key``; ``peek`` counts nothing; ``reset`` forgets the key's count.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ratekeeper.decision import Decision
+    from ratekeeper.limit import Limit
+
+
+@runtime_checkable
+class Decider(Protocol):
+    """Decides hits: ``hit(key, limit, cost=1)``, ``peek(key, limit)``, ``reset(key, limit)``."""
+
+    def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision: ...
+
+    def peek(self, key: str, limit: Limit | str) -> Decision: ...
+
+    def reset(self, key: str, limit: Limit | str) -> None: ...
+
+
+@runtime_checkable
+class AsyncDecider(Protocol):
+    """The asyncio twin of ``Decider``."""
+
+    async def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision: ...
+
+    async def peek(self, key: str, limit: Limit | str) -> Decision: ...
+
+    async def reset(self, key: str, limit: Limit | str) -> None: ...
+
+
+if TYPE_CHECKING:  # mypy holds each of them to its protocol
+    from ratekeeper.engine import AsyncEngine, Engine
+    from ratekeeper.limiter import AsyncLimiter, Limiter
+
+    def _limiter(decider: Limiter) -> Decider:
+        return decider
+
+    def _engine(decider: Engine) -> Decider:
+        return decider
+
+    def _async_limiter(decider: AsyncLimiter) -> AsyncDecider:
+        return decider
+
+    def _async_engine(decider: AsyncEngine) -> AsyncDecider:
+        return decider
