@@ -1,0 +1,162 @@
+"""The one translation between a wire request and the engine, for every surface.
+
+A wire adapter (Envoy's gRPC ``ShouldRateLimit``, the HTTP JSON API and Envoy's ``POST /json``,
+nginx's ``auth_request``) parses its request into a ``Call``, and formats the ``Answer`` that
+``decide`` returns. Everything between is here, once: how costs follow from ``hits_addend``
+(Envoy's rules), how a limit sent with a descriptor becomes a ``Limit``, and how the engine's
+verdict becomes Envoy's statuses (``OK`` / ``OVER_LIMIT``, ``current_limit``,
+``limit_remaining``, ``duration_until_reset``). No I/O and no wire format here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Entry, Status, Verdict
+from ratekeeper.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.inputs import MAX_COST
+from ratekeeper.limit import Limit
+from ratekeeper.rules.model import UNITS
+
+if TYPE_CHECKING:
+    from ratekeeper.engine import AsyncEngine, Engine
+
+OK = "OK"
+OVER_LIMIT = "OVER_LIMIT"
+
+#: Envoy's units by period, for ``current_limit``; a period that is none of them is UNKNOWN.
+UNIT_OF_PERIOD = {seconds: name.upper() for name, seconds in UNITS.items()}
+#: The largest ``limit_remaining`` (a uint32): what Envoy's service answers when unlimited.
+MAX_REMAINING = UNLIMITED
+
+
+@dataclass(frozen=True, slots=True)
+class WireDescriptor:
+    """One descriptor as a wire sends it: its entries, a limit sent with it
+    (``(requests_per_unit, unit)``, the unit an Envoy unit name such as ``"MINUTE"``) and its
+    own ``hits_addend`` (None when not sent; 0 only looks)."""
+
+    entries: tuple[Entry, ...]
+    limit: tuple[int, str] | None = None
+    hits_addend: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One rate-limit request: a domain, its descriptors, and the request's ``hits_addend``
+    (0, Envoy's default, means 1)."""
+
+    domain: str
+    descriptors: tuple[WireDescriptor, ...]
+    hits_addend: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Limited:
+    """A status's ``current_limit``: ``requests_per_unit`` per ``unit``, and the rule's name."""
+
+    requests_per_unit: int
+    unit: str
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WireStatus:
+    """One descriptor's outcome as Envoy reports it; ``retry_after`` (seconds until a refused
+    hit could pass) is ratekeeper's, for HTTP's ``Retry-After``."""
+
+    code: str
+    current_limit: Limited | None
+    limit_remaining: int
+    duration_until_reset: float | None
+    retry_after: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The overall code and a status per descriptor, in the request's order."""
+
+    code: str
+    statuses: tuple[WireStatus, ...]
+    degraded: bool = False
+
+
+def costs(call: Call) -> list[int]:
+    """Each descriptor's cost, as Envoy's service counts them: its own ``hits_addend`` when
+    sent (0 only looks), else the request's, where 0 means 1."""
+    default = call.hits_addend or 1
+    return [default if one.hits_addend is None else one.hits_addend for one in call.descriptors]
+
+
+def descriptors(call: Call) -> list[Descriptor]:
+    """The engine's descriptors of ``call``; ``InvalidInputError`` for a bad value."""
+    if not call.domain:
+        raise InvalidInputError("a rate-limit request names its domain")
+    if not call.descriptors:
+        raise InvalidInputError("a rate-limit request has at least one descriptor")
+    result = []
+    for one, cost in zip(call.descriptors, costs(call), strict=True):
+        if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= MAX_COST:
+            raise InvalidInputError(f"hits_addend must be an integer from 0 to {MAX_COST}")
+        result.append(Descriptor(one.entries, _limit(one.limit), cost))
+    return result
+
+
+def _limit(sent: tuple[int, str] | None) -> Limit | None:
+    if sent is None:
+        return None
+    amount, unit = sent
+    seconds = UNITS.get(str(unit).lower())
+    if seconds is None:
+        raise InvalidInputError(
+            f"a limit's unit is one of {', '.join(UNITS).upper()}, not {unit!r}"
+        )
+    try:
+        return Limit(amount, seconds)
+    except InvalidLimitError as error:
+        raise InvalidInputError(f"a limit sent with a descriptor: {error}") from None
+
+
+def answer(verdict: Verdict) -> Answer:
+    """Envoy's answer for the engine's ``verdict``."""
+    return Answer(
+        OK if verdict.allowed else OVER_LIMIT,
+        tuple(_status(one) for one in verdict.statuses),
+        verdict.degraded,
+    )
+
+
+def _status(status: Status) -> WireStatus:
+    decision, limit, rule = status.decision, status.limit, status.rule
+    code = OK if status.allowed else OVER_LIMIT
+    if decision is None or limit is None:
+        if rule is not None and rule.unlimited:
+            return WireStatus(code, None, MAX_REMAINING, None)
+        if not status.allowed:  # a rule that is always over its limit (requests_per_unit 0)
+            unit = (rule.unit or "unknown").upper() if rule is not None else "UNKNOWN"
+            name = rule.name if rule is not None else None
+            return WireStatus(code, Limited(0, unit, name), 0, None, float("inf"))
+        return WireStatus(code, None, 0, None)
+    if rule is not None and rule.unit is not None and not status.overridden:
+        limited = Limited(rule.requests_per_unit, rule.unit.upper(), rule.name)
+    else:
+        name = rule.name if rule is not None else None
+        limited = Limited(limit.amount, UNIT_OF_PERIOD.get(limit.period, "UNKNOWN"), name)
+    return WireStatus(
+        code,
+        limited,
+        min(decision.remaining, MAX_REMAINING),
+        decision.reset_after,
+        decision.retry_after,
+    )
+
+
+def decide(engine: Engine, call: Call) -> Answer:
+    """``call`` decided by ``engine``."""
+    return answer(engine.check(call.domain, descriptors(call)))
+
+
+async def decide_async(engine: AsyncEngine, call: Call) -> Answer:
+    """``call`` decided by the asyncio ``engine``."""
+    return answer(await engine.check(call.domain, descriptors(call)))

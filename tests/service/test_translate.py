@@ -1,0 +1,140 @@
+"""The one translation between a wire request and the engine: costs from ``hits_addend`` as
+Envoy counts them, limits sent with descriptors, and Envoy's statuses for each verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from ratekeeper import AsyncEngine, Engine, InvalidInputError, MemoryStore
+from ratekeeper.rules import parse_rules
+from ratekeeper.service.translate import (
+    MAX_REMAINING,
+    OK,
+    OVER_LIMIT,
+    Call,
+    Limited,
+    WireDescriptor,
+    WireStatus,
+    costs,
+    decide,
+    decide_async,
+    descriptors,
+)
+from ratekeeper.stores.memory import AsyncMemoryStore
+from ratekeeper.testing import FakeClock
+
+RULES = """
+domain: test
+descriptors:
+  - key: generic_key
+    value: default
+    rate_limit: {unit: minute, requests_per_unit: 3, name: everyone}
+    descriptors:
+      - key: user
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true}
+  - key: blocked
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: tenant
+    rate_limit: {period: 5m, requests_per_unit: 2}
+  - key: probe
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+"""
+
+DEFAULT = (("generic_key", "default"),)
+
+
+@pytest.fixture
+def engine(clock: FakeClock) -> Engine:
+    return Engine(MemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
+
+
+def one(entries: tuple[tuple[str, str], ...], **fields: object) -> Call:
+    return Call("test", (WireDescriptor(entries, **fields),))  # type: ignore[arg-type]
+
+
+def test_costs_follow_envoys_hits_addend() -> None:
+    d = WireDescriptor(DEFAULT)
+    assert costs(Call("test", (d, d))) == [1, 1]  # unset or 0 means 1
+    assert costs(Call("test", (d,), hits_addend=4)) == [4]
+    own = WireDescriptor(DEFAULT, hits_addend=0)  # a descriptor's own 0 only looks
+    assert costs(Call("test", (d, own, WireDescriptor(DEFAULT, hits_addend=7)), 2)) == [2, 0, 7]
+
+
+def test_statuses_report_envoys_fields(engine: Engine, clock: FakeClock) -> None:
+    clock.set(1_699_999_990.0)  # 10 s into a minute
+    answers = [decide(engine, one(DEFAULT)) for _ in range(4)]
+    assert [a.code for a in answers] == [OK, OK, OK, OVER_LIMIT]
+    first = answers[0].statuses[0]
+    assert first == WireStatus(OK, Limited(3, "MINUTE", "everyone"), 2, 50.0, 0.0)
+    assert answers[3].statuses[0].limit_remaining == 0
+    assert answers[3].statuses[0].retry_after == 50.0
+
+
+def test_unlimited_no_rule_always_over_and_shadow(engine: Engine) -> None:
+    unlimited = decide(engine, one((("path", "/health"),))).statuses[0]
+    assert unlimited == WireStatus(OK, None, MAX_REMAINING, None)
+    nothing = decide(engine, one((("unknown", "x"),))).statuses[0]
+    assert nothing == WireStatus(OK, None, 0, None)
+    blocked = decide(engine, one((("blocked", "x"),)))
+    assert blocked.code == OVER_LIMIT
+    assert blocked.statuses[0].current_limit == Limited(0, "HOUR", None)
+    assert math.isinf(blocked.statuses[0].retry_after)
+    assert decide(engine, one((("probe", "p"),))).code == OK
+    shadowed = decide(engine, one((("probe", "p"),)))
+    assert shadowed.code == OK and shadowed.statuses[0].limit_remaining == 0
+
+
+def test_a_period_that_is_no_envoy_unit_is_unknown(engine: Engine) -> None:
+    status = decide(engine, one((("tenant", "t"),))).statuses[0]
+    assert status.current_limit == Limited(2, "UNKNOWN", None)
+
+
+def test_a_limit_sent_with_a_descriptor_and_per_descriptor_costs(engine: Engine) -> None:
+    sent = one((("anything", "x"),), limit=(5, "SECOND"), hits_addend=2)
+    statuses = [decide(engine, sent).statuses[0] for _ in range(3)]
+    assert [s.limit_remaining for s in statuses] == [3, 1, 1]
+    assert [s.code for s in statuses] == [OK, OK, OVER_LIMIT]
+    assert statuses[0].current_limit == Limited(5, "SECOND", None)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        Call("", (WireDescriptor(DEFAULT),)),
+        Call("test", ()),
+        one(DEFAULT, limit=(5, "FORTNIGHT")),
+        one(DEFAULT, limit=(0, "SECOND")),
+        one(DEFAULT, hits_addend=-1),
+        Call("test", (WireDescriptor(DEFAULT),), hits_addend=2**60),
+        one((("", "x"),)),
+    ],
+)
+def test_a_bad_call_is_refused_before_anything_is_counted(engine: Engine, call: Call) -> None:
+    with pytest.raises(InvalidInputError):
+        decide(engine, call)
+    assert len(engine.store) == 0  # type: ignore[arg-type]
+
+
+def test_the_async_path_decides_the_same(clock: FakeClock) -> None:
+    rules = parse_rules(RULES, "rules.yaml")
+    calls = [one(DEFAULT), one((*DEFAULT, ("user", "a"))), one(DEFAULT, hits_addend=2)] * 2
+    sync = Engine(MemoryStore(clock=FakeClock(clock())), rules=rules)
+    expected = [decide(sync, call) for call in calls]
+
+    async def run() -> list[object]:
+        engine = AsyncEngine(AsyncMemoryStore(clock=FakeClock(clock())), rules=rules)
+        return [await decide_async(engine, call) for call in calls]
+
+    assert asyncio.run(run()) == expected
+
+
+def test_descriptors_carry_their_costs() -> None:
+    call = Call("test", (WireDescriptor(DEFAULT), WireDescriptor(DEFAULT, hits_addend=0)), 3)
+    assert [d.hits for d in descriptors(call)] == [3, 0]
