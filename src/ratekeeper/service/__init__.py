@@ -1,0 +1,1 @@
+"""ratekeeper's decision service: the network surfaces that answer gateways and applications."""
