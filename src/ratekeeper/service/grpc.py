@@ -1,0 +1,103 @@
+"""Envoy's rate-limit service over gRPC: ``ShouldRateLimit`` and the standard health service.
+
+``RateLimitServicer`` only translates: an Envoy ``RateLimitRequest`` becomes a ``translate.Call``,
+the one ``AsyncEngine`` decides it (``translate.decide_async``), and the ``translate.Answer``
+becomes a ``RateLimitResponse`` whose statuses are in the request's order. A request ratekeeper
+refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit) is answered
+``INVALID_ARGUMENT`` with the reason. The asyncio server lets concurrent requests share the
+request store's batching. ``serve_grpc`` starts it, with the health service reporting SERVING
+for the overall server and for the rate-limit service.
+"""
+
+from __future__ import annotations
+
+import logging
+from math import isfinite
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from ratekeeper.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
+from ratekeeper.service.translate import OK, Answer, Call, WireDescriptor, decide_async
+
+if TYPE_CHECKING:
+    from ratekeeper.engine import AsyncEngine
+
+log = logging.getLogger("ratekeeper.service")
+
+#: The service's full name, as the health service reports it.
+SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
+
+Response = rls_pb2.RateLimitResponse
+_UNIT_NAMES = ratelimit_unit_pb2.RateLimitUnit
+
+
+def call_of(request: rls_pb2.RateLimitRequest) -> Call:
+    """The ``Call`` a ``RateLimitRequest`` asks for."""
+    descriptors = []
+    for descriptor in request.descriptors:
+        entries = tuple((entry.key, entry.value) for entry in descriptor.entries)
+        limit = None
+        if descriptor.HasField("limit"):
+            unit = _UNIT_NAMES.Name(descriptor.limit.unit)
+            limit = (descriptor.limit.requests_per_unit, unit)
+        hits = descriptor.hits_addend.value if descriptor.HasField("hits_addend") else None
+        descriptors.append(WireDescriptor(entries, limit, hits))
+    return Call(request.domain, tuple(descriptors), request.hits_addend)
+
+
+def response_of(answer: Answer) -> rls_pb2.RateLimitResponse:
+    """The ``RateLimitResponse`` of an ``Answer``."""
+    response = Response(overall_code=Response.OK if answer.code == OK else Response.OVER_LIMIT)
+    for one in answer.statuses:
+        status = response.statuses.add(
+            code=Response.OK if one.code == OK else Response.OVER_LIMIT,
+            limit_remaining=one.limit_remaining,
+        )
+        limited = one.current_limit
+        if limited is not None:
+            status.current_limit.requests_per_unit = min(limited.requests_per_unit, 2**32 - 1)
+            status.current_limit.unit = Response.RateLimit.Unit.Value(limited.unit)
+            if limited.name:
+                status.current_limit.name = limited.name
+        reset = one.duration_until_reset
+        if reset is not None and isfinite(reset):
+            status.duration_until_reset.FromNanoseconds(round(reset * 1e9))
+    return response
+
+
+class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
+    """``ShouldRateLimit`` over ``engine``."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def ShouldRateLimit(
+        self, request: rls_pb2.RateLimitRequest, context: Any
+    ) -> rls_pb2.RateLimitResponse:
+        try:
+            call = call_of(request)
+            answer = await decide_async(self.engine, call)
+        except (InvalidInputError, InvalidLimitError, ValueError) as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            raise  # abort raises; this line is never reached
+        return response_of(answer)
+
+
+async def serve_grpc(engine: AsyncEngine, address: str) -> tuple[grpc.aio.Server, int]:
+    """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
+    free one); return the started server and the port it listens on."""
+    server = grpc.aio.server()
+    rls_pb2_grpc.add_RateLimitServiceServicer_to_server(RateLimitServicer(engine), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"gRPC cannot listen on {address}")
+    await server.start()
+    for name in ("", SERVICE):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("gRPC (Envoy's rate-limit protocol, health) listening on %s", address)
+    return server, port

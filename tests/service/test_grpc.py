@@ -1,0 +1,192 @@
+"""Envoy's ShouldRateLimit over a real gRPC connection on loopback, decided by the engine.
+
+The server is ``serve_grpc`` over an ``AsyncEngine`` with rules; the client sends requests as
+Envoy does (domain, descriptors, hits_addend, a limit sent with a descriptor). Statuses come
+back in request order with Envoy's fields, equal to what the engine decides in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+import pytest
+from google.protobuf import wrappers_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ratekeeper import AsyncEngine
+from ratekeeper.rules import parse_rules
+from ratekeeper.service.grpc import SERVICE, call_of, response_of, serve_grpc
+from ratekeeper.service.proto import ratelimit_pb2, ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
+from ratekeeper.service.translate import decide_async
+from ratekeeper.stores.memory import AsyncMemoryStore
+from ratekeeper.testing import FakeClock
+
+RULES = """
+domain: test
+descriptors:
+  - key: generic_key
+    value: default
+    rate_limit: {unit: minute, requests_per_unit: 3, name: everyone}
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true}
+"""
+Response = rls_pb2.RateLimitResponse
+Descriptor = ratelimit_pb2.RateLimitDescriptor
+T = TypeVar("T")
+
+
+def request(
+    *descriptors: Descriptor, hits_addend: int = 0, domain: str = "test"
+) -> rls_pb2.RateLimitRequest:
+    return rls_pb2.RateLimitRequest(domain=domain, descriptors=descriptors, hits_addend=hits_addend)
+
+
+def descriptor(*entries: tuple[str, str], **fields: object) -> Descriptor:
+    return Descriptor(
+        entries=[Descriptor.Entry(key=key, value=value) for key, value in entries],
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+DEFAULT = ("generic_key", "default")
+
+
+def with_server(
+    clock: FakeClock,
+    talk: Callable[[rls_pb2_grpc.RateLimitServiceStub, grpc.aio.Channel], Awaitable[T]],
+) -> T:
+    async def main() -> T:
+        engine = AsyncEngine(AsyncMemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
+        server, port = await serve_grpc(engine, "127.0.0.1:0")
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                return await talk(rls_pb2_grpc.RateLimitServiceStub(channel), channel)
+        finally:
+            await server.stop(None)
+            await engine.close()
+
+    return asyncio.run(main())
+
+
+def test_envoys_request_is_decided_with_envoys_statuses(clock: FakeClock) -> None:
+    clock.set(1_699_999_990.0)  # 10 s into a minute
+
+    async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> list[Response]:
+        sent = request(descriptor(DEFAULT), descriptor(DEFAULT, ("user", "alice")))
+        return [await stub.ShouldRateLimit(sent, timeout=10) for _ in range(3)]
+
+    first, second, third = with_server(clock, talk)
+    assert first.overall_code == Response.OK
+    everyone, alice = first.statuses
+    assert (everyone.code, everyone.limit_remaining) == (Response.OK, 2)
+    assert everyone.current_limit == Response.RateLimit(
+        requests_per_unit=3, unit=Response.RateLimit.MINUTE, name="everyone"
+    )
+    assert everyone.duration_until_reset.ToTimedelta().total_seconds() == 50.0
+    assert (alice.limit_remaining, alice.current_limit.unit) == (1, Response.RateLimit.HOUR)
+    assert second.overall_code == Response.OK
+    assert third.overall_code == Response.OVER_LIMIT
+    assert [s.code for s in third.statuses] == [Response.OK, Response.OVER_LIMIT]
+    assert [s.limit_remaining for s in third.statuses] == [0, 0]
+
+
+def test_hits_addend_and_a_limit_sent_with_a_descriptor(clock: FakeClock) -> None:
+    async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> list[Response]:
+        sent = descriptor(
+            ("anything", "x"),
+            limit=Descriptor.RateLimitOverride(
+                requests_per_unit=5, unit=ratelimit_unit_pb2.RateLimitUnit.SECOND
+            ),
+        )
+        looking = descriptor(DEFAULT, hits_addend=wrappers_pb2.UInt64Value(value=0))
+        return [
+            await stub.ShouldRateLimit(request(sent, looking, hits_addend=2), timeout=10)
+            for _ in range(3)
+        ]
+
+    answers = with_server(clock, talk)
+    assert [[s.limit_remaining for s in a.statuses] for a in answers] == [[3, 3], [1, 3], [1, 3]]
+    assert [a.overall_code for a in answers] == [Response.OK, Response.OK, Response.OVER_LIMIT]
+    assert answers[0].statuses[0].current_limit.unit == Response.RateLimit.SECOND
+
+
+def test_unlimited_and_no_rule_answer_as_envoy(clock: FakeClock) -> None:
+    async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> Response:
+        return await stub.ShouldRateLimit(
+            request(descriptor(("path", "/health")), descriptor(("other", "x"))), timeout=10
+        )
+
+    answer = with_server(clock, talk)
+    unlimited, nothing = answer.statuses
+    assert (unlimited.limit_remaining, unlimited.HasField("current_limit")) == (4294967295, False)
+    assert (nothing.limit_remaining, nothing.HasField("current_limit")) == (0, False)
+    assert answer.overall_code == Response.OK
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        request(descriptor(DEFAULT), domain=""),
+        request(),
+        request(descriptor(("", "x"))),
+        request(descriptor(DEFAULT, limit=Descriptor.RateLimitOverride(requests_per_unit=5))),
+    ],
+    ids=["empty domain", "no descriptors", "empty key", "unknown unit"],
+)
+def test_an_invalid_request_is_invalid_argument(
+    clock: FakeClock, bad: rls_pb2.RateLimitRequest
+) -> None:
+    async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> grpc.StatusCode:
+        try:
+            await stub.ShouldRateLimit(bad, timeout=10)
+        except grpc.aio.AioRpcError as error:
+            return error.code()
+        return grpc.StatusCode.OK
+
+    assert with_server(clock, talk) == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_the_health_service_reports_serving(clock: FakeClock) -> None:
+    async def talk(_: rls_pb2_grpc.RateLimitServiceStub, channel: grpc.aio.Channel) -> list[int]:
+        stub = health_pb2_grpc.HealthStub(channel)
+        check = health_pb2.HealthCheckRequest
+        return [
+            (await stub.Check(check(service=name), timeout=10)).status  # type: ignore[attr-defined]
+            for name in ("", SERVICE)
+        ]
+
+    assert with_server(clock, talk) == [health_pb2.HealthCheckResponse.SERVING] * 2
+
+
+def test_the_wire_decides_as_the_engine_does_in_process(clock: FakeClock) -> None:
+    sequence = [
+        request(descriptor(DEFAULT), descriptor(DEFAULT, ("user", "bob"))),
+        request(descriptor(DEFAULT, ("user", "bob")), hits_addend=2),
+        request(descriptor(DEFAULT)),
+        request(descriptor(DEFAULT), descriptor(("path", "/health"))),
+    ]
+
+    async def over_the_wire(
+        stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel
+    ) -> list[bytes]:
+        return [
+            (await stub.ShouldRateLimit(one, timeout=10)).SerializeToString() for one in sequence
+        ]
+
+    wire = with_server(FakeClock(clock()), over_the_wire)
+
+    async def in_process() -> list[bytes]:
+        engine = AsyncEngine(
+            AsyncMemoryStore(clock=FakeClock(clock())), rules=parse_rules(RULES, "rules.yaml")
+        )
+        answers = [response_of(await decide_async(engine, call_of(one))) for one in sequence]
+        return [one.SerializeToString() for one in answers]
+
+    assert wire == asyncio.run(in_process())
