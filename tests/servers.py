@@ -169,7 +169,12 @@ class ServerProcess:
             except ServerExited:
                 if fixed or attempt == ATTEMPTS - 1:
                     raise
-                self.port = free_port()  # taken since it was chosen: try another
+                self._choose_ports()  # taken since they were chosen: try others
+
+    def _choose_ports(self) -> None:
+        """Choose new free ports for the next start; a server with more ports than ``port``
+        chooses them all here."""
+        self.port = free_port()
 
     def start(self) -> None:
         """Start the process and wait until it, not another server, answers on the port."""
