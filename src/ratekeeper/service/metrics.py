@@ -92,8 +92,9 @@ class Metrics:
     limit sent with a descriptor) or ``none`` (no limit applied). ``max_label_sets`` bounds
     the label sets of that counter; past it, new ones count as domain and rule ``other``.
 
-    ``track(engine)`` adds what is read when scraped, and tells which domains the rules name.
-    Thread-safe; the observer never raises.
+    ``track(engine)`` adds what is read when scraped, and tells which domains the rules name
+    (until then, only the domain of a rule that matched is known: the others count as
+    ``unknown``). Thread-safe; the observer never raises.
     """
 
     def __init__(self, *, max_label_sets: int = 1000) -> None:
