@@ -356,3 +356,18 @@ def test_without_the_server_extra_the_error_names_it() -> None:
     assert result.stdout.strip() == (
         "prometheus-client is not installed; install it with: pip install 'ratekeeper[server]'"
     )
+
+
+def test_docs_name_every_metric_exposed(metrics: Metrics, clock: FakeClock) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    documented = {line.split("`")[1] for line in doc.splitlines() if line.startswith("| `")}
+    engine = Engine(MemoryStore(clock=clock), default=Limit(5, 60))
+    metrics.track(engine)
+    engine.decide("k")
+    families = text_string_to_metric_families(metrics.text().decode())
+    exposed = {
+        family.name + "_total" if family.type == "counter" else family.name
+        for family in families
+        if not family.name.endswith("_created")
+    }
+    assert exposed == documented
