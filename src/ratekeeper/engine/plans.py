@@ -68,6 +68,10 @@ class Planner:
     cache expires every ``cache_ttl`` seconds and on every change the store reports. When the
     store fails, plans come from the last known override, else the rules, and the store is left
     alone for ``RETRY_AFTER_ERROR`` seconds of ``clock``.
+
+    ``cache_misses`` counts the plans loaded rather than found in the cache (counted where they
+    load, so that a hit costs nothing more); ``config_errors`` the configuration store's
+    failures and invalid overrides.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class Planner:
         self.clock = clock
         self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl)
         self.config_errors = 0
+        self.cache_misses = 0
         self._config_down_until = 0.0
         self._subscribed = False
         self._ticker = Ticker(cache_ttl, self._tick, "ratekeeper-cache")
@@ -158,6 +163,7 @@ class Planner:
         rule: Rule | None,
         fallback: Limit | None,
     ) -> Plan:
+        self.cache_misses += 1
         override = None
         if self.config is not None:
             stale = self.cache.stale(slot)
