@@ -437,3 +437,15 @@ def test_the_api_decides_as_the_engine(fake: FakeClock) -> None:
             assert direct.decision is not None
             assert status["remaining"] == direct.decision.remaining
             assert status["reset_after"] == direct.decision.reset_after
+
+
+def test_durations_as_protobufs_json_writes_them() -> None:
+    from ratekeeper.service.bodies import duration
+
+    assert [duration(s) for s in (60.0, 1.5, 0.25, 0.000001, 0.0)] == [
+        "60s",
+        "1.500s",
+        "0.250s",
+        "0.000001s",
+        "0s",
+    ]
