@@ -16,6 +16,7 @@ from ratekeeper.rules import parse_rules
 from ratekeeper.service.http import MAX_BODY, create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
+from tests.servers import free_port
 from tests.service.asgi import AppClient
 
 RULES = """
@@ -449,3 +450,26 @@ def test_durations_as_protobufs_json_writes_them() -> None:
         "0.000001s",
         "0s",
     ]
+
+
+@pytest.mark.parametrize(("policy", "status"), [("allow", 200), ("deny", 429)])
+def test_a_store_failure_is_answered_by_the_policy(policy: str, status: int) -> None:
+    from ratekeeper.stores import open_async_store
+
+    store = open_async_store(
+        f"redis://127.0.0.1:{free_port()}/0", on_store_error=policy, timeout=0.2
+    )
+    with AppClient(create_app(AsyncEngine(store), close_engine=True)) as client:
+        answer = client.post("/v1/check", json={"key": "k", "limit": "5/minute"})
+        assert answer.status_code == status
+        assert answer.headers["x-ratelimit-degraded"] == "true"
+        assert answer.json()["degraded"] is True
+        assert client.get("/readyz").status_code == 503
+
+
+def test_a_store_failure_without_a_policy_is_503() -> None:
+    from ratekeeper.stores import open_async_store
+
+    store = open_async_store(f"redis://127.0.0.1:{free_port()}/0", on_store_error=None, timeout=0.2)
+    with AppClient(create_app(AsyncEngine(store), close_engine=True)) as client:
+        problem(client.post("/v1/check", json={"key": "k", "limit": "5/minute"}), 503)
