@@ -17,7 +17,7 @@ import pytest
 
 from ratekeeper.errors import MissingExtraError
 from ratekeeper.service.settings import EXAMPLE_RULES
-from tests.servers import free_port, wait_until
+from tests.servers import RedisServer, free_port, wait_until
 
 TOKEN = "serve-token-0123456789abcdef"
 CHECK = {
@@ -153,3 +153,36 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     with pytest.raises(MissingExtraError, match=r"ratekeeper\[server\]"):
         app.require_server_extra()
+
+
+def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    url = redis_server.url
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ratekeeper.cli", "serve", "--http", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        env={**os.environ, "RATEKEEPER_WORKERS": "2", "RATEKEEPER_STORE": url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: _ready(base, process), 30, "ratekeeper serve --workers 2")
+        check = {"key": f"workers:{port}", "limit": "5/minute"}
+        with httpx.Client(base_url=base, timeout=10) as client:
+            codes = []
+            for _ in range(7):  # a new connection each time: any worker may answer
+                codes.append(httpx.post(f"{base}/v1/check", json=check, timeout=10).status_code)
+            assert codes == [200] * 5 + [429] * 2
+            assert client.get("/healthz").status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    _, stderr = process.communicate(timeout=10)
+    log = stderr.decode()
+    assert "with 2 workers" in log
+    assert log.count("request store: redis://") == 2
+    assert "POST /v1/check" not in log  # no access log

@@ -110,9 +110,12 @@ def configure_logging(log_format: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+    for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    access = logging.getLogger("uvicorn.access")  # one line per request: off
+    access.handlers[:] = []
+    access.propagate = False
 
 
 def _environment(settings: Settings) -> dict[str, str]:
