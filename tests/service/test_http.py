@@ -473,3 +473,24 @@ def test_a_store_failure_without_a_policy_is_503() -> None:
     store = open_async_store(f"redis://127.0.0.1:{free_port()}/0", on_store_error=None, timeout=0.2)
     with AppClient(create_app(AsyncEngine(store), close_engine=True)) as client:
         problem(client.post("/v1/check", json={"key": "k", "limit": "5/minute"}), 503)
+
+
+def test_a_key_decides_as_the_engine_hit(fake: FakeClock) -> None:
+    other = FakeClock(START)
+    engine = Engine(MemoryStore(clock=other), clock=other)
+    served = AsyncEngine(AsyncMemoryStore(clock=fake), clock=fake)
+    limits = ["3/second", "3/second", "10/minute", "3/second", "3/second", "3/second"]
+    steps = [0.0, 0.2, 0.0, 0.3, 0.0, 0.9]
+    with AppClient(create_app(served)) as client:
+        for step, limit in zip(steps, limits, strict=True):
+            fake.advance(step)
+            other.advance(step)
+            for cost in (1, 2):
+                direct = engine.hit("k", limit, cost)
+                answer = client.post("/v1/check", json={"key": "k", "limit": limit, "cost": cost})
+                status = answer.json()["statuses"][0]
+                assert answer.status_code == (200 if direct.allowed else 429)
+                assert (status["remaining"], status["reset_after"]) == (
+                    direct.remaining,
+                    direct.reset_after,
+                )

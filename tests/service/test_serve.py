@@ -162,7 +162,12 @@ def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) 
     process = subprocess.Popen(
         [sys.executable, "-m", "ratekeeper.cli", "serve", "--http", f"127.0.0.1:{port}"],
         cwd=tmp_path,
-        env={**os.environ, "RATEKEEPER_WORKERS": "2", "RATEKEEPER_STORE": url},
+        env={
+            **os.environ,
+            "RATEKEEPER_WORKERS": "2",
+            "RATEKEEPER_STORE": url,
+            "RATEKEEPER_LOG_FORMAT": "json",
+        },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -182,7 +187,9 @@ def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) 
             process.kill()
             process.wait(timeout=10)
     _, stderr = process.communicate(timeout=10)
-    log = stderr.decode()
-    assert "with 2 workers" in log
-    assert log.count("request store: redis://") == 2
-    assert "POST /v1/check" not in log  # no access log
+    lines = [json.loads(line) for line in stderr.decode().splitlines()]
+    messages = [line["message"] for line in lines]
+    assert {"time", "level", "logger", "message"} <= set(lines[0])
+    assert f"listening on http://127.0.0.1:{port} with 2 workers" in messages
+    assert messages.count(f"request store: {url}") == 2
+    assert not any("POST /v1/check" in message for message in messages)  # no access log

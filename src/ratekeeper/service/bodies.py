@@ -30,7 +30,7 @@ from typing import Any
 from ratekeeper.decision import Decision
 from ratekeeper.engine.verdict import UNLIMITED
 from ratekeeper.errors import ConfigError, InvalidInputError, InvalidLimitError
-from ratekeeper.inputs import MAX_COST, check_cost, check_key
+from ratekeeper.inputs import MAX_COST, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.overrides import Override
 from ratekeeper.rates import cached
@@ -119,7 +119,7 @@ def check(data: Any, path: Path = (), *, looks: bool = False) -> Check:
     key = _text(body["key"], (*path, "key"), "key")
     limit = _limit(body["limit"], (*path, "limit")) if body.get("limit") is not None else None
     cost = 0 if looks else _count(body.get("cost", 1), (*path, "cost"), "cost")
-    return KeyCheck(key, limit, check_cost(cost))
+    return KeyCheck(key, limit, cost)
 
 
 def key_of(data: Any) -> KeyCheck:
