@@ -441,7 +441,7 @@ def test_the_api_decides_as_the_engine(fake: FakeClock) -> None:
 
 
 def test_durations_as_protobufs_json_writes_them() -> None:
-    from ratekeeper.service.bodies import duration
+    from ratekeeper.service.envoy_json import duration
 
     assert [duration(s) for s in (60.0, 1.5, 0.25, 0.000001, 0.0)] == [
         "60s",

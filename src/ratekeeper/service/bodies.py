@@ -14,9 +14,7 @@ A check is one of (``cost`` and ``hits_addend`` default to 1; 0 only looks):
   {"requests_per_unit": n, "unit": "MINUTE"}, "hits_addend": n}], "hits_addend": n}`` is
   decided by the rules, as Envoy's rate-limit service decides it.
 
-Envoy's ``POST /json`` takes the same request as its gRPC ``RateLimitRequest`` in protobuf's
-JSON mapping (field names in snake_case or lowerCamelCase) and answers in that mapping too
-(``envoy_request`` and ``envoy_answer``).
+Envoy's ``POST /json`` has bodies of its own: ``ratekeeper.service.envoy_json``.
 """
 
 from __future__ import annotations
@@ -153,14 +151,15 @@ def _limit(value: Any, path: Path) -> Limit:
     )
 
 
-_CALL = ("domain", "descriptors", "hits_addend")
-_DESCRIPTOR = ("entries", "limit", "hits_addend")
-_ENTRY = ("key", "value")
-_OVERRIDE = ("requests_per_unit", "unit")
+#: The fields of each object of a descriptor check (Envoy's names, in snake_case).
+CALL = ("domain", "descriptors", "hits_addend")
+DESCRIPTOR = ("entries", "limit", "hits_addend")
+ENTRY = ("key", "value")
+OVERRIDE = ("requests_per_unit", "unit")
 
 
 def _call(data: dict[str, Any], path: Path, *, looks: bool) -> Call:
-    body = _object(data, path, _CALL, "a rate-limit request")
+    body = _object(data, path, CALL, "a rate-limit request")
     domain = _text(body.get("domain"), (*path, "domain"), "domain")
     listed = body.get("descriptors")
     if not isinstance(listed, list) or not listed:
@@ -181,21 +180,21 @@ def _call(data: dict[str, Any], path: Path, *, looks: bool) -> Call:
 
 
 def _descriptor(item: Any, path: Path) -> WireDescriptor:
-    body = _object(item, path, _DESCRIPTOR, "a descriptor")
+    body = _object(item, path, DESCRIPTOR, "a descriptor")
     entries = body.get("entries")
     if not isinstance(entries, list) or not entries:
         raise invalid("entries must be a non-empty array", (*path, "entries"))
     pairs = []
     for index, entry in enumerate(entries):
         at = (*path, "entries", index)
-        fields = _object(entry, at, _ENTRY, "an entry")
+        fields = _object(entry, at, ENTRY, "an entry")
         key = _text(fields.get("key"), (*at, "key"), "an entry's key")
         value = _text(fields.get("value", ""), (*at, "value"), "an entry's value", empty=True)
         pairs.append((key, value))
     limit = None
     if body.get("limit") is not None:
         at = (*path, "limit")
-        sent = _object(body["limit"], at, _OVERRIDE, "a descriptor's limit")
+        sent = _object(body["limit"], at, OVERRIDE, "a descriptor's limit")
         amount = _count(
             sent.get("requests_per_unit"), (*at, "requests_per_unit"), "requests_per_unit"
         )
@@ -271,116 +270,3 @@ def result(outcome: Decision | Answer) -> dict[str, Any]:
         "degraded": degraded,
         "statuses": statuses,
     }
-
-
-# Envoy's POST /json: protobuf's JSON mapping of RateLimitRequest and RateLimitResponse.
-
-_UNITS = ("UNKNOWN", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR", "WEEK")
-
-
-def _field(body: Mapping[str, Any], name: str, camel: str) -> Any:
-    return body[name] if name in body else body.get(camel)
-
-
-def _uint(value: Any, what: str) -> int:
-    if isinstance(value, str) and value.isdigit():  # protobuf's JSON may quote 64-bit integers
-        value = int(value)
-    if value.__class__ is not int or not 0 <= value <= MAX_COST:
-        raise InvalidInputError(f"{what} must be an unsigned integer, not {value!r}")
-    return int(value)
-
-
-def _only(body: Any, names: Sequence[str], what: str) -> Mapping[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidInputError(f"{what} must be an object")
-    allowed = set(names) | {_camel(name) for name in names}
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise InvalidInputError(f"unknown field {unknown[0]!r} in {what}")
-    return body
-
-
-def _camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(part.title() for part in rest)
-
-
-def envoy_request(data: Any) -> Call:
-    """The ``Call`` of a ``RateLimitRequest`` in protobuf's JSON; ``InvalidInputError`` when it
-    is not one (Envoy's service answers 400)."""
-    body = _only(data, _CALL, "the request")
-    domain = body.get("domain", "")
-    if not isinstance(domain, str):
-        raise InvalidInputError("domain must be a string")
-    listed = body.get("descriptors") or []
-    if not isinstance(listed, list):
-        raise InvalidInputError("descriptors must be an array")
-    result = []
-    for item in listed:
-        one = _only(item, _DESCRIPTOR, "a descriptor")
-        entries = one.get("entries") or []
-        if not isinstance(entries, list):
-            raise InvalidInputError("entries must be an array")
-        pairs = []
-        for entry in entries:
-            fields = _only(entry, _ENTRY, "an entry")
-            key, value = fields.get("key", ""), fields.get("value", "")
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise InvalidInputError("an entry's key and value are strings")
-            pairs.append((key, value))
-        limit = None
-        if one.get("limit") is not None:
-            sent = _only(one["limit"], _OVERRIDE, "a limit")
-            amount = _uint(
-                _field(sent, "requests_per_unit", "requestsPerUnit") or 0, "requests_per_unit"
-            )
-            unit = sent.get("unit", "UNKNOWN")
-            if unit.__class__ is int and 0 <= unit < len(_UNITS):
-                unit = _UNITS[unit]
-            if not isinstance(unit, str):
-                raise InvalidInputError("a limit's unit is a name or a number")
-            limit = (amount, unit)
-        hits = _field(one, "hits_addend", "hitsAddend")
-        result.append(
-            WireDescriptor(
-                tuple(pairs), limit, None if hits is None else _uint(hits, "hits_addend")
-            )
-        )
-    hits_addend = _uint(_field(body, "hits_addend", "hitsAddend") or 0, "hits_addend")
-    return Call(domain, tuple(result), hits_addend)
-
-
-def duration(seconds: float) -> str:
-    """``seconds`` as protobuf's JSON ``Duration``: ``"60s"``, ``"1.500s"``."""
-    nanos = round(seconds * 1e9)
-    whole, fraction = divmod(nanos, 1_000_000_000)
-    if not fraction:
-        return f"{whole}s"
-    digits = f"{fraction:09d}"
-    while digits.endswith("000"):
-        digits = digits[:-3]
-    return f"{whole}.{digits}s"
-
-
-def envoy_answer(answer: Answer) -> dict[str, Any]:
-    """A ``RateLimitResponse`` in protobuf's JSON, as Envoy's service sends it: default
-    values left out."""
-    statuses = []
-    for status in answer.statuses:
-        one: dict[str, Any] = {"code": status.code}
-        limited = status.current_limit
-        if limited is not None:
-            current: dict[str, Any] = {}
-            if limited.requests_per_unit:
-                current["requestsPerUnit"] = limited.requests_per_unit
-            if limited.unit != "UNKNOWN":
-                current["unit"] = limited.unit
-            if limited.name:
-                current["name"] = limited.name
-            one["currentLimit"] = current
-        if status.limit_remaining:
-            one["limitRemaining"] = status.limit_remaining
-        if status.duration_until_reset is not None:
-            one["durationUntilReset"] = duration(status.duration_until_reset)
-        statuses.append(one)
-    return {"overallCode": answer.code, "statuses": statuses}

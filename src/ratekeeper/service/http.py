@@ -47,7 +47,7 @@ from ratekeeper.errors import (
     StoreError,
 )
 from ratekeeper.overrides import Override
-from ratekeeper.service import bodies
+from ratekeeper.service import bodies, envoy_json
 from ratekeeper.service.openapi import document
 from ratekeeper.service.translate import OVER_LIMIT, Answer, Call, WireStatus, decide_async
 from ratekeeper.web.headers import rate_limit_headers
@@ -186,13 +186,13 @@ class Service:
         """``POST /json``: 200, 429 or 400 ``Bad Request``, as Envoy's service answers."""
         try:
             raw = await read_body(request)
-            call = bodies.envoy_request(json.loads(raw))
+            call = envoy_json.request(json.loads(raw))
             answer = await decide_async(self.engine, call)
         except (Problem, ValueError):  # InvalidInputError is a ValueError
             return PlainTextResponse("Bad Request\n", 400)
         status = 429 if answer.code == OVER_LIMIT else 200
         headers = {DEGRADED: "true"} if answer.degraded else None
-        return _json(bodies.envoy_answer(answer), status, headers)
+        return _json(envoy_json.response(answer), status, headers)
 
     async def healthcheck(self, request: Request) -> Response:
         """``GET /healthcheck``: ``OK``."""
