@@ -79,6 +79,16 @@ def _parser() -> argparse.ArgumentParser:
         help='load {"key": {"time_window_sec": 1, "capacity": 5}, ...} from a file, all or nothing',
     )
     import_.add_argument("file", help="a JSON file, or - for stdin")
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the decision service (HTTP JSON API, Envoy's /json); needs ratekeeper[server]",
+        description="Run the decision service. Every flag can also be given as a RATEKEEPER_* "
+        "variable (e.g. RATEKEEPER_ADMIN_TOKEN); a flag wins.",
+    )
+    from ratekeeper.service.settings import add_arguments
+
+    add_arguments(serve)
     return parser
 
 
@@ -98,6 +108,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from ratekeeper import commands
 
         return commands.limits(args)
+    if args.command == "serve":
+        from ratekeeper.service.app import serve
+        from ratekeeper.service.settings import Settings
+
+        return serve(Settings.read(args))
     parser.print_help()
     return 2
 

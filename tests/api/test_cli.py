@@ -115,4 +115,4 @@ def test_help_describes_only_what_exists() -> None:
     )
     text = " ".join(result.stdout.split())
     assert "library and decision engine" in text
-    assert "service" not in text
+    assert "serve run the decision service" in text

@@ -1,0 +1,176 @@
+"""``ratekeeper serve``: the decision service built from its settings, and run.
+
+``build_engine(settings)`` opens the request store (with the failure policy
+``on_store_error`` for a remote store), the configuration store and the rule files.
+``serve(settings)`` logs where it listens, which stores it opened (passwords masked) and how
+many rules it loaded from which files, then serves HTTP with uvicorn until SIGTERM or SIGINT:
+it stops accepting, finishes the requests in flight, closes the engine, and returns 0 (SIGINT
+ends as an interrupt). With ``workers`` above 1, each worker process builds its own engine from
+the same settings (``from_environment``).
+
+Starlette and uvicorn are the ``server`` extra, imported here only when serving: without them,
+``MissingExtraError`` names the extra to install.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from ratekeeper.errors import MissingExtraError
+from ratekeeper.redaction import redacted
+from ratekeeper.service.settings import Settings
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ratekeeper.engine import AsyncEngine
+
+log = logging.getLogger("ratekeeper.service")
+
+#: Seconds the service waits for requests in flight once told to stop.
+GRACE = 30
+
+
+def require_server_extra() -> None:
+    """Raise ``MissingExtraError`` unless starlette and uvicorn are installed."""
+    for package in ("starlette", "uvicorn"):
+        try:
+            __import__(package)
+        except ImportError:
+            raise MissingExtraError(package, "server") from None
+
+
+def build_engine(settings: Settings) -> AsyncEngine:
+    """The engine ``settings`` describe: request store, configuration store and rules."""
+    from ratekeeper.engine import AsyncEngine
+    from ratekeeper.stores import open_async_store
+
+    remote = not settings.store.startswith("memory:")
+    options: dict[str, Any] = {"on_store_error": settings.on_store_error} if remote else {}
+    store = open_async_store(settings.store, **options)
+    return AsyncEngine(store, rules=list(settings.rules), config=settings.config)
+
+
+def build_app(settings: Settings) -> Starlette:
+    """The HTTP app of ``settings``, which closes its engine when it shuts down."""
+    require_server_extra()
+    from ratekeeper.service.http import create_app
+
+    engine = build_engine(settings)
+    rules = engine.rules
+    domains = len(rules.domains)
+    log.info(
+        "loaded %d rules in %d domain%s from %s",
+        len(rules),
+        domains,
+        "" if domains == 1 else "s",
+        ", ".join(rules.sources) or "no files",
+    )
+    log.info("request store: %s", redacted(settings.store))
+    log.info("configuration store: %s", redacted(settings.config))
+    if settings.admin_token is None:
+        log.info("admin endpoints: off (no admin token)")
+    return create_app(engine, admin_token=settings.admin_token, close_engine=True)
+
+
+def from_environment() -> Starlette:
+    """A worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set (uvicorn's factory)."""
+    settings = Settings.read(None)
+    configure_logging(settings.log_format)
+    return build_app(settings)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(log_format: str) -> None:
+    """Log ratekeeper's and uvicorn's messages on stderr, as text lines or JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
+    access = logging.getLogger("uvicorn.access")  # one line per request: off
+    access.handlers[:] = []
+    access.propagate = False
+
+
+def _environment(settings: Settings) -> dict[str, str]:
+    values = {
+        "STORE": settings.store,
+        "CONFIG": settings.config,
+        "RULES": os.pathsep.join(settings.rules),
+        "HTTP": str(settings.http),
+        "GRPC": str(settings.grpc),
+        "ADMIN_TOKEN": settings.admin_token or "",
+        "ON_STORE_ERROR": settings.on_store_error,
+        "LOG_FORMAT": settings.log_format,
+        "WORKERS": str(settings.workers),
+    }
+    return {f"RATEKEEPER_{name}": value for name, value in values.items()}
+
+
+def serve(settings: Settings) -> int:
+    """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
+    require_server_extra()
+    import uvicorn
+
+    configure_logging(settings.log_format)
+    host, port = settings.http.host, settings.http.port
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_config": None,
+        "access_log": False,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": GRACE,
+        "server_header": False,
+    }
+    if settings.workers > 1:
+        os.environ.update(_environment(settings))
+        log.info("listening on http://%s with %d workers", settings.http, settings.workers)
+        uvicorn.run(
+            "ratekeeper.service.app:from_environment",
+            factory=True,
+            workers=settings.workers,
+            **common,
+        )
+        return 0
+    app = build_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, **common))
+    # uvicorn raises the signal that stopped it again once it has shut down; SIGTERM is then
+    # answered here, so that a graceful stop exits 0.
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: None)
+    try:
+        log.info("listening on http://%s", settings.http)
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if not server.started:
+        log.error("could not listen on http://%s", settings.http)
+        return 3
+    log.info("stopped")
+    return 0

@@ -1,0 +1,129 @@
+"""Envoy's ``POST /json``: its bodies in protobuf's JSON mapping.
+
+Envoy's rate-limit service takes the same request over HTTP as over gRPC, a
+``RateLimitRequest`` in protobuf's JSON mapping (field names in snake_case or lowerCamelCase,
+enums by name or number, 64-bit integers possibly quoted; an unknown field is an error), and
+answers a ``RateLimitResponse`` in that mapping: lowerCamelCase, default values left out,
+durations as ``"60s"``. The request becomes a ``translate.Call``; the answer comes from a
+``translate.Answer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ratekeeper.errors import InvalidInputError
+from ratekeeper.inputs import MAX_COST
+from ratekeeper.service.bodies import CALL, DESCRIPTOR, ENTRY, OVERRIDE
+from ratekeeper.service.translate import Answer, Call, WireDescriptor
+
+_UNITS = ("UNKNOWN", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR", "WEEK")
+
+
+def _field(body: Mapping[str, Any], name: str, camel: str) -> Any:
+    return body[name] if name in body else body.get(camel)
+
+
+def _uint(value: Any, what: str) -> int:
+    if isinstance(value, str) and value.isdigit():  # protobuf's JSON may quote 64-bit integers
+        value = int(value)
+    if value.__class__ is not int or not 0 <= value <= MAX_COST:
+        raise InvalidInputError(f"{what} must be an unsigned integer, not {value!r}")
+    return int(value)
+
+
+def _only(body: Any, names: Sequence[str], what: str) -> Mapping[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidInputError(f"{what} must be an object")
+    allowed = set(names) | {_camel(name) for name in names}
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidInputError(f"unknown field {unknown[0]!r} in {what}")
+    return body
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+def request(data: Any) -> Call:
+    """The ``Call`` of a ``RateLimitRequest`` in protobuf's JSON; ``InvalidInputError`` when it
+    is not one (Envoy's service answers 400)."""
+    body = _only(data, CALL, "the request")
+    domain = body.get("domain", "")
+    if not isinstance(domain, str):
+        raise InvalidInputError("domain must be a string")
+    listed = body.get("descriptors") or []
+    if not isinstance(listed, list):
+        raise InvalidInputError("descriptors must be an array")
+    result = []
+    for item in listed:
+        one = _only(item, DESCRIPTOR, "a descriptor")
+        entries = one.get("entries") or []
+        if not isinstance(entries, list):
+            raise InvalidInputError("entries must be an array")
+        pairs = []
+        for entry in entries:
+            fields = _only(entry, ENTRY, "an entry")
+            key, value = fields.get("key", ""), fields.get("value", "")
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise InvalidInputError("an entry's key and value are strings")
+            pairs.append((key, value))
+        limit = None
+        if one.get("limit") is not None:
+            sent = _only(one["limit"], OVERRIDE, "a limit")
+            amount = _uint(
+                _field(sent, "requests_per_unit", "requestsPerUnit") or 0, "requests_per_unit"
+            )
+            unit = sent.get("unit", "UNKNOWN")
+            if unit.__class__ is int and 0 <= unit < len(_UNITS):
+                unit = _UNITS[unit]
+            if not isinstance(unit, str):
+                raise InvalidInputError("a limit's unit is a name or a number")
+            limit = (amount, unit)
+        hits = _field(one, "hits_addend", "hitsAddend")
+        result.append(
+            WireDescriptor(
+                tuple(pairs), limit, None if hits is None else _uint(hits, "hits_addend")
+            )
+        )
+    hits_addend = _uint(_field(body, "hits_addend", "hitsAddend") or 0, "hits_addend")
+    return Call(domain, tuple(result), hits_addend)
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as protobuf's JSON ``Duration``: ``"60s"``, ``"1.500s"``."""
+    nanos = round(seconds * 1e9)
+    whole, fraction = divmod(nanos, 1_000_000_000)
+    if not fraction:
+        return f"{whole}s"
+    digits = f"{fraction:09d}"
+    while digits.endswith("000"):
+        digits = digits[:-3]
+    return f"{whole}.{digits}s"
+
+
+def response(answer: Answer) -> dict[str, Any]:
+    """A ``RateLimitResponse`` in protobuf's JSON, as Envoy's service sends it: default
+    values left out."""
+    statuses = []
+    for status in answer.statuses:
+        one: dict[str, Any] = {"code": status.code}
+        limited = status.current_limit
+        if limited is not None:
+            current: dict[str, Any] = {}
+            if limited.requests_per_unit:
+                current["requestsPerUnit"] = limited.requests_per_unit
+            if limited.unit != "UNKNOWN":
+                current["unit"] = limited.unit
+            if limited.name:
+                current["name"] = limited.name
+            one["currentLimit"] = current
+        if status.limit_remaining:
+            one["limitRemaining"] = status.limit_remaining
+        if status.duration_until_reset is not None:
+            one["durationUntilReset"] = duration(status.duration_until_reset)
+        statuses.append(one)
+    return {"overallCode": answer.code, "statuses": statuses}

@@ -1,0 +1,353 @@
+"""The decision service's HTTP surface: a Starlette app over one ``AsyncEngine``.
+
+``create_app(engine, admin_token=...)`` routes (every body JSON, every problem
+``application/problem+json``; see ``ratekeeper.service.bodies`` for the shapes):
+
+- ``POST /v1/check``: one check; 200 when allowed, 429 when refused, both with the rate-limit
+  headers of ``ratekeeper.web.headers``. ``POST /v1/check/batch``: an array of checks, all
+  parsed before any is counted, answered 200 with each result in order. ``POST /v1/peek``:
+  a check that counts nothing (cost 0), answered 200. ``POST /v1/reset``: forget a key's
+  count (204).
+- ``GET|PUT|DELETE /v1/overrides/{key}`` and ``GET /v1/overrides`` (``?domain=``,
+  ``?prefix=``): the configuration store's per-key overrides, behind ``Authorization: Bearer
+  <admin_token>`` (401 without it); with no token the routes answer 404.
+- ``GET /healthz`` (the process answers), ``GET /readyz`` (the request store answers; else
+  503), Envoy's ``POST /json`` and ``GET /healthcheck`` as Envoy's rate-limit service answers
+  them, and ``GET /openapi.json``.
+
+Bad input is a 4xx problem naming what and where (400 malformed JSON, 413 a body over
+``MAX_BODY``, 422 a value that is not valid), never a 500. A decision made by the store's
+failure policy is still a 200 or 429, with ``X-RateLimit-Degraded: true``; a store that fails
+without a policy, or a configuration store that fails, is a 503 problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from ratekeeper.decision import Decision
+from ratekeeper.engine.verdict import Status
+from ratekeeper.errors import (
+    ConfigError,
+    ConfigStoreError,
+    InvalidInputError,
+    InvalidLimitError,
+    StoreError,
+)
+from ratekeeper.overrides import Override
+from ratekeeper.service import bodies, envoy_json
+from ratekeeper.service.openapi import document
+from ratekeeper.service.translate import OVER_LIMIT, Answer, Call, WireStatus, decide_async
+from ratekeeper.web.headers import rate_limit_headers
+from ratekeeper.web.problems import MEDIA_TYPE, Problem
+
+if TYPE_CHECKING:
+    from ratekeeper.config import ConfigStore
+    from ratekeeper.engine import AsyncEngine
+
+log = logging.getLogger("ratekeeper.service")
+
+MAX_BODY = bodies.MAX_BODY
+#: Set on an answer some decision of which the store's failure policy made.
+DEGRADED = "X-RateLimit-Degraded"
+#: The most overrides one listing returns.
+MAX_LISTING = 1000
+#: Seconds ``/readyz`` waits for the request store.
+READY_TIMEOUT = 2.0
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> Response:
+    """The HTTP answer of ``problem``."""
+    return Response(problem.encode(), problem.status, headers, media_type=MEDIA_TYPE)
+
+
+def _answering(handler: Handler) -> Handler:
+    """``handler`` with ratekeeper's errors answered as problems; never a traceback."""
+
+    async def answer(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Problem as problem:
+            return problem_response(problem)
+        except (InvalidInputError, InvalidLimitError, ConfigError) as error:
+            return problem_response(Problem(422, "invalid", str(error)))
+        except (StoreError, ConfigStoreError) as error:
+            log.warning("%s %s: %s", request.method, request.url.path, error)
+            return problem_response(Problem(503, "unavailable", str(error)))
+
+    return answer
+
+
+async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The request's body, at most ``limit`` bytes (a 413 problem beyond)."""
+    too_large = Problem(413, "too-large", f"the body is over {limit} bytes")
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise too_large
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise Problem(400, "malformed", "the client went away before its body ended") from None
+    return b"".join(chunks)
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+        status,
+        headers,
+        media_type="application/json",
+    )
+
+
+class Service:
+    """The routes' handlers over one engine; see the module."""
+
+    def __init__(
+        self, engine: AsyncEngine, *, admin_token: str | None = None, ietf_headers: bool = False
+    ) -> None:
+        self.engine = engine
+        self.admin_token = admin_token
+        self.ietf_headers = ietf_headers
+
+    async def _decide(self, check: bodies.Check) -> Decision | Answer:
+        engine = self.engine
+        if isinstance(check, Call):
+            return await decide_async(engine, check)
+        if check.limit is None:
+            return await engine.decide(check.key, check.cost)
+        return await engine.hit(check.key, check.limit, check.cost)
+
+    async def _look(self, check: bodies.Check) -> Decision | Answer:
+        if isinstance(check, Call):
+            return await decide_async(self.engine, check)
+        return await self.engine.peek(check.key, check.limit)
+
+    def _headers(self, outcome: Decision | Answer, check: bodies.Check) -> dict[str, str]:
+        statuses: tuple[WireStatus | Status | Decision, ...]
+        if isinstance(outcome, Answer):
+            statuses = outcome.statuses
+        elif isinstance(check, bodies.KeyCheck) and check.limit is not None:  # its window known
+            statuses = (Status(outcome.allowed, outcome, check.limit, None, False, False),)
+        else:
+            statuses = (outcome,)
+        headers = rate_limit_headers(statuses, ietf=self.ietf_headers)
+        if outcome.degraded:
+            headers[DEGRADED] = "true"
+        return headers
+
+    async def check(self, request: Request) -> Response:
+        """``POST /v1/check``."""
+        check = bodies.check(bodies.loads(await read_body(request)))
+        outcome = await self._decide(check)
+        body = bodies.result(outcome)
+        return _json(body, 200 if body["allowed"] else 429, self._headers(outcome, check))
+
+    async def batch(self, request: Request) -> Response:
+        """``POST /v1/check/batch``."""
+        checks = bodies.batch(bodies.loads(await read_body(request)))
+        outcomes = [await self._decide(one) for one in checks]
+        results = [bodies.result(one) for one in outcomes]
+        headers = {DEGRADED: "true"} if any(one.degraded for one in outcomes) else {}
+        allowed = all(one["allowed"] for one in results)
+        return _json({"allowed": allowed, "results": results}, 200, headers)
+
+    async def peek(self, request: Request) -> Response:
+        """``POST /v1/peek``."""
+        check = bodies.check(bodies.loads(await read_body(request)), looks=True)
+        outcome = await self._look(check)
+        return _json(bodies.result(outcome), 200, self._headers(outcome, check))
+
+    async def reset(self, request: Request) -> Response:
+        """``POST /v1/reset``."""
+        given = bodies.key_of(bodies.loads(await read_body(request)))
+        await self.engine.reset(given.key, given.limit)
+        return Response(status_code=204)
+
+    # Envoy's HTTP side.
+
+    async def envoy_json(self, request: Request) -> Response:
+        """``POST /json``: 200, 429 or 400 ``Bad Request``, as Envoy's service answers."""
+        try:
+            raw = await read_body(request)
+            call = envoy_json.request(json.loads(raw))
+            answer = await decide_async(self.engine, call)
+        except (Problem, ValueError):  # InvalidInputError is a ValueError
+            return PlainTextResponse("Bad Request\n", 400)
+        status = 429 if answer.code == OVER_LIMIT else 200
+        headers = {DEGRADED: "true"} if answer.degraded else None
+        return _json(envoy_json.response(answer), status, headers)
+
+    async def healthcheck(self, request: Request) -> Response:
+        """``GET /healthcheck``: ``OK``."""
+        return PlainTextResponse("OK")
+
+    # Health.
+
+    async def healthz(self, request: Request) -> Response:
+        """``GET /healthz``: the process answers."""
+        return _json({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        """``GET /readyz``: 200 when the request store answers, else 503."""
+        try:
+            health = await asyncio.wait_for(self.engine.store.ping(), READY_TIMEOUT)
+        except Exception as error:  # a store that cannot even say how it is: not ready
+            detail = str(error) or type(error).__name__
+            return problem_response(
+                Problem(503, "unavailable", f"the store did not answer: {detail}")
+            )
+        store = {"ok": health.ok, "breaker": health.breaker, "error": health.error}
+        if not health.ok:
+            return _json({"status": "unavailable", "store": store}, 503)
+        return _json({"status": "ready", "store": store})
+
+    async def openapi(self, request: Request) -> Response:
+        """``GET /openapi.json``."""
+        return _json(document())
+
+    # Admin: the configuration store's overrides.
+
+    def _admin(self, request: Request) -> ConfigStore:
+        if self.admin_token is None:
+            raise Problem(404, "not-found", "the admin endpoints are off: no admin token is set")
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), self.admin_token.encode()
+        ):
+            raise Problem(
+                401, "unauthorized", "a bearer token is required", "/headers/authorization"
+            )
+        config = self.engine.config
+        if config is None:
+            raise Problem(503, "unavailable", "the service has no configuration store")
+        return config
+
+    async def override(self, request: Request) -> Response:
+        """``GET|PUT|DELETE /v1/overrides/{key}``."""
+        try:
+            config = self._admin(request)
+        except Problem as problem:
+            return _unauthorized(problem)
+        key = request.path_params["key"]
+        domain = request.query_params.get("domain", "")
+        if request.method == "GET":
+            found = await asyncio.to_thread(config.get, key, domain)
+            if found is None:
+                raise Problem(404, "not-found", f"no override for {key!r} in domain {domain!r}")
+            return _json({"domain": domain, "key": key, "override": found.to_dict()})
+        if request.method == "DELETE":
+            if not await asyncio.to_thread(config.delete, key, domain):
+                raise Problem(404, "not-found", f"no override for {key!r} in domain {domain!r}")
+            return Response(status_code=204)
+        data = bodies.loads(await read_body(request))
+        try:
+            override = Override.from_dict(data) if isinstance(data, dict) else None
+        except ConfigError as error:
+            raise bodies.invalid(str(error)) from None
+        if override is None:
+            raise bodies.invalid("an override is a JSON object of capacity and time_window_sec")
+        await asyncio.to_thread(config.set, key, override, domain)
+        return _json({"domain": domain, "key": key, "override": override.to_dict()})
+
+    async def overrides(self, request: Request) -> Response:
+        """``GET /v1/overrides?domain=&prefix=``: at most ``MAX_LISTING``, by domain then key."""
+        try:
+            config = self._admin(request)
+        except Problem as problem:
+            return _unauthorized(problem)
+        domain = request.query_params.get("domain")
+        prefix = request.query_params.get("prefix", "")
+
+        def listing() -> tuple[list[dict[str, Any]], bool]:
+            found: list[dict[str, Any]] = []
+            for one_domain, key, override in config.items(domain, prefix):
+                if len(found) == MAX_LISTING:
+                    return found, True
+                found.append({"domain": one_domain, "key": key, "override": override.to_dict()})
+            return found, False
+
+        found, truncated = await asyncio.to_thread(listing)
+        return _json({"overrides": found, "truncated": truncated})
+
+
+def _unauthorized(problem: Problem) -> Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="ratekeeper"'} if problem.status == 401 else None
+    return problem_response(problem, headers)
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    kinds = {404: "not-found", 405: "method"}
+    problem = Problem(error.status_code, kinds.get(error.status_code, "invalid"), str(error.detail))
+    return problem_response(problem, dict(error.headers or {}))
+
+
+async def _unexpected(request: Request, error: Exception) -> Response:
+    log.exception("%s %s failed", request.method, request.url.path)
+    problem = Problem(500, "unavailable", "the service failed to answer; see its log")
+    return problem_response(problem)
+
+
+def create_app(
+    engine: AsyncEngine,
+    *,
+    admin_token: str | None = None,
+    ietf_headers: bool = False,
+    close_engine: bool = False,
+) -> Starlette:
+    """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
+    endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
+    ``close_engine`` closes the engine when the app shuts down."""
+    service = Service(engine, admin_token=admin_token, ietf_headers=ietf_headers)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await asyncio.to_thread(engine.start)
+        try:
+            yield
+        finally:
+            if close_engine:
+                await engine.close()
+
+    def route(path: str, handler: Handler, methods: list[str]) -> Route:
+        return Route(path, _answering(handler), methods=methods)
+
+    routes = [
+        route("/v1/check", service.check, ["POST"]),
+        route("/v1/check/batch", service.batch, ["POST"]),
+        route("/v1/peek", service.peek, ["POST"]),
+        route("/v1/reset", service.reset, ["POST"]),
+        route("/v1/overrides", service.overrides, ["GET"]),
+        route("/v1/overrides/{key:path}", service.override, ["GET", "PUT", "DELETE"]),
+        route("/healthz", service.healthz, ["GET"]),
+        route("/readyz", service.readyz, ["GET"]),
+        route("/json", service.envoy_json, ["POST"]),
+        route("/healthcheck", service.healthcheck, ["GET"]),
+        route("/openapi.json", service.openapi, ["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected},
+    )

@@ -1,0 +1,198 @@
+"""The decision service's settings: from command-line flags and ``RATEKEEPER_*`` variables.
+
+Each setting has a flag and an environment variable; a flag given wins over the variable, and
+the variable over the default:
+
+========================  ============================  =====================================
+flag                      variable                      default
+========================  ============================  =====================================
+``--store URL``           ``RATEKEEPER_STORE``          ``memory://``
+``--config URL``          ``RATEKEEPER_CONFIG``         ``sqlite:///ratekeeper.db``
+``--rules PATH`` (many)   ``RATEKEEPER_RULES``          the example rules shipped with
+                          (paths joined by ``:``)       ratekeeper (``example_rules.yaml``)
+``--http HOST:PORT``      ``RATEKEEPER_HTTP``           ``127.0.0.1:8080``
+``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``
+``--admin-token TOKEN``   ``RATEKEEPER_ADMIN_TOKEN``    none: the admin endpoints are off
+``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``allow`` (or ``deny``, ``local``)
+``--log-format F``        ``RATEKEEPER_LOG_FORMAT``     ``text`` (or ``json``)
+``--workers N``           ``RATEKEEPER_WORKERS``        ``1``
+========================  ============================  =====================================
+
+``Settings.read(args, environ)`` checks every value and raises ``ConfigError`` listing each bad
+one, named by its flag (and its variable when it came from there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ratekeeper.errors import ConfigError
+
+EXAMPLE_RULES = str(Path(__file__).with_name("example_rules.yaml"))
+POLICIES = ("allow", "deny", "local")
+LOG_FORMATS = ("text", "json")
+STORE_SCHEMES = ("memory", "redis", "rediss", "redis+sentinel", "redis+cluster")
+CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
+MAX_WORKERS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A host and a TCP port to listen on."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``ratekeeper serve`` is told; see the module's table."""
+
+    store: str = "memory://"
+    config: str = "sqlite:///ratekeeper.db"
+    rules: tuple[str, ...] = (EXAMPLE_RULES,)
+    http: Address = Address("127.0.0.1", 8080)
+    grpc: Address = Address("127.0.0.1", 8081)
+    admin_token: str | None = field(default=None, repr=False)
+    on_store_error: str = "allow"
+    log_format: str = "text"
+    workers: int = 1
+
+    @classmethod
+    def read(
+        cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """The settings from ``args`` (parsed by a parser given ``add_arguments``; flags not
+        given are None) over ``environ`` (default ``os.environ``) over the defaults."""
+        given = vars(args) if args is not None else {}
+        env = os.environ if environ is None else environ
+        errors: list[str] = []
+        values: dict[str, Any] = {}
+        for name, parse in _PARSERS.items():
+            flag = "--" + name.replace("_", "-")
+            variable = "RATEKEEPER_" + name.upper()
+            raw: Any = given.get(name)
+            where = flag
+            if raw is None and variable in env:
+                raw = env[variable]
+                if name == "rules":
+                    raw = [path for path in raw.split(os.pathsep) if path]
+                where = f"{flag} (from ${variable})"
+            if raw is None:
+                continue
+            try:
+                values[name] = parse(raw)
+            except ValueError as error:
+                errors.append(f"{where}: {error}")
+        settings = cls(**values)
+        if settings.workers > 1 and settings.store.startswith("memory:"):
+            errors.append(
+                "--workers: more than one worker needs a shared store such as redis://; "
+                "with memory:// each worker would count alone"
+            )
+        if errors:
+            raise ConfigError(errors)
+        return settings
+
+
+def _url(schemes: tuple[str, ...]) -> Any:
+    def parse(value: str) -> str:
+        scheme, separator, _ = value.partition("://")
+        if not separator or scheme.lower() not in schemes:
+            from ratekeeper.redaction import redacted
+
+            known = ", ".join(f"{name}://" for name in schemes)
+            raise ValueError(
+                f"expected a URL starting with one of {known}, not {redacted(value)!r}"
+            )
+        return value
+
+    return parse
+
+
+def _rules(value: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    if not value:
+        raise ValueError("expected at least one rule file or directory")
+    for path in value:
+        if not Path(path).exists():
+            raise ValueError(f"no such file or directory: {path!r}")
+    return tuple(value)
+
+
+def _address(value: str) -> Address:
+    host, separator, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, not {value!r}")
+    return Address(host, int(port))
+
+
+def _token(value: str) -> str | None:
+    if value == "":
+        return None
+    if len(value) < 16 or any(
+        not character.isprintable() or character.isspace() for character in value
+    ):
+        raise ValueError("a token is at least 16 printable characters without spaces")
+    return value
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    return parse
+
+
+def _workers(value: str | int) -> int:
+    text = str(value).strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_WORKERS:
+        raise ValueError(f"expected a whole number from 1 to {MAX_WORKERS}, not {value!r}")
+    return int(text)
+
+
+_PARSERS: dict[str, Any] = {
+    "store": _url(STORE_SCHEMES),
+    "config": _url(CONFIG_SCHEMES),
+    "rules": _rules,
+    "http": _address,
+    "grpc": _address,
+    "admin_token": _token,
+    "on_store_error": _one_of(POLICIES),
+    "log_format": _one_of(LOG_FORMATS),
+    "workers": _workers,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the service's flags to ``parser``; each defaults to None (not given)."""
+    parser.add_argument("--store", metavar="URL", help="request store (default memory://)")
+    parser.add_argument(
+        "--config", metavar="URL", help="configuration store (default sqlite:///ratekeeper.db)"
+    )
+    parser.add_argument(
+        "--rules",
+        metavar="PATH",
+        action="append",
+        help="rule file or directory, repeatable (default: the example rules)",
+    )
+    parser.add_argument("--http", metavar="HOST:PORT", help="HTTP address (default 127.0.0.1:8080)")
+    parser.add_argument("--grpc", metavar="HOST:PORT", help="gRPC address (default 127.0.0.1:8081)")
+    parser.add_argument(
+        "--admin-token",
+        metavar="TOKEN",
+        help="bearer token of the override endpoints (default: they are off)",
+    )
+    parser.add_argument("--on-store-error", metavar="POLICY", help="allow (default), deny or local")
+    parser.add_argument("--log-format", metavar="FORMAT", help="text (default) or json")
+    parser.add_argument("--workers", metavar="N", help="worker processes (default 1)")

@@ -1,0 +1,128 @@
+"""The rate-limit headers of an HTTP answer, from the statuses of one decision.
+
+``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and ``X-RateLimit-Reset`` (seconds until the
+limit is fully available again, rounded up) describe the status closest to its limit: the one
+with the fewest hits remaining, a refusing one first. ``Retry-After`` (whole seconds, rounded
+up, at most a day; an infinite wait gives a day) is sent only when the decision refuses, and
+holds the longest wait of the refusing statuses. With ``ietf=True`` the IETF httpapi draft's
+fields (revision 10) are added: ``RateLimit-Policy: "name";q=100;w=60`` and
+``RateLimit: "name";r=50;t=30``.
+
+A status is a ``translate.WireStatus``, an engine ``Status`` or a bare ``Decision``. Statuses
+no limit applies to (unlimited, whitelisted) give no header.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from ratekeeper.decision import Decision
+from ratekeeper.engine.verdict import Status
+from ratekeeper.rules.model import UNITS
+from ratekeeper.service.translate import OK, WireStatus
+
+#: The longest ``Retry-After``: a day.
+MAX_RETRY_AFTER = 86_400
+
+LIMIT = "X-RateLimit-Limit"
+REMAINING = "X-RateLimit-Remaining"
+RESET = "X-RateLimit-Reset"
+RETRY_AFTER = "Retry-After"
+RATELIMIT = "RateLimit"
+RATELIMIT_POLICY = "RateLimit-Policy"
+
+
+class _Seen(NamedTuple):
+    allowed: bool
+    limit: int
+    remaining: int
+    reset: float
+    retry_after: float
+    window: float | None
+    name: str
+
+
+def seconds(value: float) -> int:
+    """``value`` seconds as a header's whole seconds: rounded up, 0 to ``MAX_RETRY_AFTER``."""
+    if math.isnan(value) or value <= 0:
+        return 0
+    if value >= MAX_RETRY_AFTER:
+        return MAX_RETRY_AFTER
+    return math.ceil(value)
+
+
+def _seen(status: WireStatus | Status | Decision) -> _Seen | None:
+    if isinstance(status, WireStatus):
+        limited = status.current_limit
+        if limited is None:
+            return None
+        return _Seen(
+            status.code == OK,
+            limited.requests_per_unit,
+            status.limit_remaining,
+            status.duration_until_reset or 0.0,
+            status.retry_after,
+            UNITS.get(limited.unit.lower()),
+            limited.name or "default",
+        )
+    if isinstance(status, Status):
+        decision, limit, rule = status.decision, status.limit, status.rule
+        if decision is None:
+            if status.allowed:
+                return None
+            name = (rule.name if rule is not None else None) or "default"
+            return _Seen(False, 0, 0, 0.0, math.inf, None, name)
+        name = (rule.name if rule is not None else None) or "default"
+        period = limit.period if limit is not None else None
+        return _Seen(
+            status.allowed,
+            decision.limit,
+            decision.remaining,
+            decision.reset_after,
+            decision.retry_after,
+            period,
+            name,
+        )
+    if status.limit == 0 and status.allowed:  # no limit applied (an unlimited key)
+        return None
+    return _Seen(
+        status.allowed,
+        status.limit,
+        status.remaining,
+        status.reset_after,
+        status.retry_after,
+        None,
+        "default",
+    )
+
+
+def rate_limit_headers(
+    statuses: Iterable[WireStatus | Status | Decision], *, ietf: bool = False
+) -> dict[str, str]:
+    """The rate-limit headers of a decision made of ``statuses`` (see the module's doc).
+
+    Example: one ``Decision(False, 10, 0, 42.5, 7.2)`` gives ``X-RateLimit-Limit: 10``,
+    ``X-RateLimit-Remaining: 0``, ``X-RateLimit-Reset: 43`` and ``Retry-After: 8``.
+    """
+    seen = [one for one in map(_seen, statuses) if one is not None]
+    if not seen:
+        return {}
+    closest = min(seen, key=lambda one: (one.allowed, one.remaining, -one.reset))
+    headers = {
+        LIMIT: str(closest.limit),
+        REMAINING: str(max(closest.remaining, 0)),
+        RESET: str(seconds(closest.reset)),
+    }
+    refused = [one.retry_after for one in seen if not one.allowed]
+    if refused:
+        headers[RETRY_AFTER] = str(seconds(max(refused)))
+    if ietf:
+        name = closest.name.replace("\\", "\\\\").replace('"', '\\"')
+        policy = f'"{name}";q={closest.limit}'
+        if closest.window is not None:
+            policy += f";w={seconds(closest.window) or 1}"
+        headers[RATELIMIT_POLICY] = policy
+        headers[RATELIMIT] = f'"{name}";r={max(closest.remaining, 0)};t={seconds(closest.reset)}'
+    return headers

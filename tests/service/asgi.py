@@ -1,0 +1,66 @@
+"""A synchronous client of an ASGI app in-process: the app runs, lifespan included, on an event
+loop in a thread of its own, and each request goes through httpx's ASGI transport there."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from starlette.applications import Starlette
+
+T = TypeVar("T")
+
+
+class AppClient:
+    """``with AppClient(app) as client: client.post("/v1/check", json=...)``."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://service"
+        )
+        self._lifespan: AbstractAsyncContextManager[Any] | None = None
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=60)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        self._lifespan = self.app.router.lifespan_context(self.app)
+        self._run(self._lifespan.__aenter__())
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._lifespan is not None
+        self._run(self._lifespan.__aexit__(None, None, None))
+        self._run(self._client.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def request(self, method: str, url: str, **options: Any) -> httpx.Response:
+        return self._run(self._client.request(method, url, **options))
+
+    def get(self, url: str, **options: Any) -> httpx.Response:
+        return self.request("GET", url, **options)
+
+    def post(self, url: str, **options: Any) -> httpx.Response:
+        return self.request("POST", url, **options)
+
+    def put(self, url: str, **options: Any) -> httpx.Response:
+        return self.request("PUT", url, **options)
+
+    def delete(self, url: str, **options: Any) -> httpx.Response:
+        return self.request("DELETE", url, **options)

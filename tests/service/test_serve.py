@@ -1,0 +1,195 @@
+"""``ratekeeper serve`` as a real process: it starts, logs what it opened, answers over TCP,
+and on SIGTERM finishes the requests in flight and exits 0. Also: importing ratekeeper brings
+no web framework in, and a missing extra is named."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ratekeeper.errors import MissingExtraError
+from ratekeeper.service.settings import EXAMPLE_RULES
+from tests.servers import RedisServer, free_port, wait_until
+
+TOKEN = "serve-token-0123456789abcdef"
+CHECK = {
+    "domain": "example",
+    "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}],
+}
+
+
+def _ready(base: str, process: subprocess.Popen[bytes]) -> bool:
+    if process.poll() is not None:
+        raise RuntimeError(f"ratekeeper serve exited with {process.returncode}")
+    try:
+        return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _start_slow_request(port: int, body: bytes) -> socket.socket:
+    """A request to /v1/check whose headers and half its body are sent: in flight."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = (
+        f"POST /v1/check HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    sock.sendall(head + body[: len(body) // 2])
+    return sock
+
+
+def _finish(sock: socket.socket, body: bytes) -> tuple[int, dict[str, object]]:
+    sock.sendall(body[len(body) // 2 :])
+    data = b""
+    while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < _length(data):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    head, _, payload = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(payload)
+
+
+def _length(data: bytes) -> int:
+    for line in data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
+def test_serve_answers_and_stops_gracefully(tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    environ = {**os.environ, "RATEKEEPER_ADMIN_TOKEN": TOKEN}
+    environ.pop("RATEKEEPER_STORE", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ratekeeper.cli", "serve", "--http", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: _ready(base, process), 30, "ratekeeper serve")
+        with httpx.Client(base_url=base, timeout=10) as client:
+            remaining = [
+                client.post("/v1/check", json=CHECK).json()["statuses"][0]["remaining"]
+                for _ in range(3)
+            ]
+            assert remaining == [99, 98, 97]
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            put = client.put(
+                "/v1/overrides/user:1", json={"capacity": 1, "time_window_sec": 60}, headers=auth
+            )
+            assert put.status_code == 200
+            assert [
+                client.post("/v1/check", json={"key": "user:1"}).status_code for _ in range(2)
+            ] == [200, 429]
+            assert client.post("/json", json=CHECK).json()["overallCode"] == "OK"
+
+            body = json.dumps(CHECK).encode()
+            in_flight = [_start_slow_request(port, body) for _ in range(3)]
+            assert client.get("/healthz").status_code == 200  # the server has read them meanwhile
+        assert (tmp_path / "ratekeeper.db").exists()
+
+        process.send_signal(signal.SIGTERM)
+        answers = [_finish(sock, body) for sock in in_flight]
+        assert [status for status, _ in answers] == [200, 200, 200]
+        assert sorted(one["statuses"][0]["remaining"] for _, one in answers) == [93, 94, 95]  # type: ignore[index]
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    _, stderr = process.communicate(timeout=10)
+    log = stderr.decode()
+    assert f"loaded 3 rules in 1 domain from {EXAMPLE_RULES}" in log
+    assert "request store: memory://" in log
+    assert "configuration store: sqlite:///ratekeeper.db" in log
+    assert f"listening on http://127.0.0.1:{port}" in log
+    assert "Traceback" not in log
+    assert TOKEN not in log
+
+
+def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "serve", "--workers", "2", "--http", "nowhere"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "error: --http: expected HOST:PORT" in result.stderr
+    assert "each worker would count alone" in result.stderr
+
+
+def test_importing_ratekeeper_brings_no_web_framework() -> None:
+    code = (
+        "import sys, ratekeeper, ratekeeper.cli, ratekeeper.service.settings; "
+        "print(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in ('starlette', 'uvicorn', 'httpx')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ratekeeper.service import app
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    with pytest.raises(MissingExtraError, match=r"ratekeeper\[server\]"):
+        app.require_server_extra()
+
+
+def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    url = redis_server.url
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ratekeeper.cli", "serve", "--http", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "RATEKEEPER_WORKERS": "2",
+            "RATEKEEPER_STORE": url,
+            "RATEKEEPER_LOG_FORMAT": "json",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: _ready(base, process), 30, "ratekeeper serve --workers 2")
+        check = {"key": f"workers:{port}", "limit": "5/minute"}
+        with httpx.Client(base_url=base, timeout=10) as client:
+            codes = []
+            for _ in range(7):  # a new connection each time: any worker may answer
+                codes.append(httpx.post(f"{base}/v1/check", json=check, timeout=10).status_code)
+            assert codes == [200] * 5 + [429] * 2
+            assert client.get("/healthz").status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    _, stderr = process.communicate(timeout=10)
+    lines = [json.loads(line) for line in stderr.decode().splitlines()]
+    messages = [line["message"] for line in lines]
+    assert {"time", "level", "logger", "message"} <= set(lines[0])
+    assert f"listening on http://127.0.0.1:{port} with 2 workers" in messages
+    assert messages.count(f"request store: {url}") == 2
+    assert not any("POST /v1/check" in message for message in messages)  # no access log

@@ -1,0 +1,106 @@
+"""The service's settings: flags over ``RATEKEEPER_*`` variables over defaults, each checked."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from ratekeeper.errors import ConfigError
+from ratekeeper.service.settings import EXAMPLE_RULES, Address, Settings, add_arguments
+
+TOKEN = "s3cret-token-0123456789"
+
+
+def read(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return Settings.read(parser.parse_args(argv), environ or {})
+
+
+def test_the_defaults() -> None:
+    settings = read([])
+    assert settings == Settings()
+    assert settings.store == "memory://"
+    assert settings.config == "sqlite:///ratekeeper.db"
+    assert settings.rules == (EXAMPLE_RULES,)
+    assert Path(EXAMPLE_RULES).is_file()
+    assert settings.http == Address("127.0.0.1", 8080)
+    assert settings.grpc == Address("127.0.0.1", 8081)
+    assert settings.admin_token is None
+    assert (settings.on_store_error, settings.log_format, settings.workers) == ("allow", "text", 1)
+
+
+def test_flags_win_over_the_environment(tmp_path: Path) -> None:
+    one, two = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    one.write_text("domain: a\n")
+    two.write_text("domain: b\n")
+    environ = {
+        "RATEKEEPER_STORE": "redis://127.0.0.1:1/0",
+        "RATEKEEPER_HTTP": "0.0.0.0:9000",
+        "RATEKEEPER_RULES": f"{one}:{two}",
+        "RATEKEEPER_ADMIN_TOKEN": TOKEN,
+        "RATEKEEPER_WORKERS": "4",
+        "RATEKEEPER_LOG_FORMAT": "json",
+    }
+    settings = read(["--http", "[::1]:9001", "--on-store-error", "deny"], environ)
+    assert settings.store == "redis://127.0.0.1:1/0"
+    assert settings.http == Address("::1", 9001)
+    assert str(settings.http) == "[::1]:9001"
+    assert settings.rules == (str(one), str(two))
+    assert settings.admin_token == TOKEN
+    assert TOKEN not in repr(settings)
+    assert (settings.on_store_error, settings.log_format, settings.workers) == ("deny", "json", 4)
+    assert read(["--rules", str(two)], environ).rules == (str(two),)
+
+
+def test_every_bad_value_is_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        read(
+            [
+                "--store",
+                "mongodb://x",
+                "--config",
+                "mysql://u:pw@h/db",
+                "--rules",
+                "/no/such/rules.yaml",
+                "--http",
+                "localhost",
+                "--grpc",
+                "127.0.0.1:70000",
+                "--admin-token",
+                "short",
+                "--on-store-error",
+                "ignore",
+                "--log-format",
+                "xml",
+                "--workers",
+                "0",
+            ]
+        )
+    errors = caught.value.errors
+    assert [error.split(":")[0] for error in errors] == [
+        "--store",
+        "--config",
+        "--rules",
+        "--http",
+        "--grpc",
+        "--admin-token",
+        "--on-store-error",
+        "--log-format",
+        "--workers",
+    ]
+    assert "pw" not in str(caught.value)
+    assert "expected one of allow, deny, local, not 'ignore'" in errors[6]
+
+
+def test_a_bad_variable_is_named_with_its_flag() -> None:
+    with pytest.raises(ConfigError, match=r"--workers \(from \$RATEKEEPER_WORKERS\): expected"):
+        read([], {"RATEKEEPER_WORKERS": "many"})
+
+
+def test_many_workers_need_a_shared_store() -> None:
+    with pytest.raises(ConfigError, match="each worker would count alone"):
+        read(["--workers", "2"])
+    assert read(["--workers", "2", "--store", "redis://127.0.0.1:6379"]).workers == 2
