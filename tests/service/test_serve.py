@@ -73,7 +73,16 @@ def test_serve_answers_and_stops_gracefully(tmp_path: Path) -> None:
     environ = {**os.environ, "RATEKEEPER_ADMIN_TOKEN": TOKEN}
     environ.pop("RATEKEEPER_STORE", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "ratekeeper.cli", "serve", "--http", f"127.0.0.1:{port}"],
+        [
+            sys.executable,
+            "-m",
+            "ratekeeper.cli",
+            "serve",
+            "--http",
+            f"127.0.0.1:{port}",
+            "--grpc",
+            f"127.0.0.1:{free_port()}",
+        ],
         cwd=tmp_path,
         env=environ,
         stdout=subprocess.PIPE,
@@ -117,6 +126,7 @@ def test_serve_answers_and_stops_gracefully(tmp_path: Path) -> None:
     assert "request store: memory://" in log
     assert "configuration store: sqlite:///ratekeeper.db" in log
     assert f"listening on http://127.0.0.1:{port}" in log
+    assert "gRPC (Envoy's rate-limit protocol, health) listening on 127.0.0.1:" in log
     assert "Traceback" not in log
     assert TOKEN not in log
 
@@ -160,7 +170,16 @@ def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) 
     base = f"http://127.0.0.1:{port}"
     url = redis_server.url
     process = subprocess.Popen(
-        [sys.executable, "-m", "ratekeeper.cli", "serve", "--http", f"127.0.0.1:{port}"],
+        [
+            sys.executable,
+            "-m",
+            "ratekeeper.cli",
+            "serve",
+            "--http",
+            f"127.0.0.1:{port}",
+            "--grpc",
+            f"127.0.0.1:{free_port()}",
+        ],
         cwd=tmp_path,
         env={
             **os.environ,

@@ -76,7 +76,17 @@ def build_app(settings: Settings) -> Starlette:
     log.info("configuration store: %s", redacted(settings.config))
     if settings.admin_token is None:
         log.info("admin endpoints: off (no admin token)")
-    return create_app(engine, admin_token=settings.admin_token, close_engine=True)
+    from ratekeeper.service.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.track(engine)
+    return create_app(
+        engine,
+        admin_token=settings.admin_token,
+        close_engine=True,
+        metrics=metrics,
+        grpc_address=str(settings.grpc),
+    )
 
 
 def from_environment() -> Starlette:

@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from ratekeeper.decision import Decision
 from ratekeeper.engine.verdict import Status
@@ -47,7 +47,7 @@ from ratekeeper.errors import (
     StoreError,
 )
 from ratekeeper.overrides import Override
-from ratekeeper.service import bodies, envoy_json
+from ratekeeper.service import bodies, envoy_json, nginx
 from ratekeeper.service.openapi import document
 from ratekeeper.service.translate import OVER_LIMIT, Answer, Call, WireStatus, decide_async
 from ratekeeper.web.headers import rate_limit_headers
@@ -56,12 +56,15 @@ from ratekeeper.web.problems import MEDIA_TYPE, Problem
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
 
 MAX_BODY = bodies.MAX_BODY
 #: Set on an answer some decision of which the store's failure policy made.
 DEGRADED = "X-RateLimit-Degraded"
+#: Seconds the gRPC server gives its calls in flight when the service stops.
+GRPC_GRACE = 10.0
 #: The most overrides one listing returns.
 MAX_LISTING = 1000
 #: Seconds ``/readyz`` waits for the request store.
@@ -197,6 +200,20 @@ class Service:
         headers = {DEGRADED: "true"} if answer.degraded else None
         return _json(envoy_json.response(answer), status, headers)
 
+    async def nginx(self, request: Request) -> Response:
+        """``GET /v1/nginx``: nginx's ``auth_request``. Only 200 (let through) or 403 (refused),
+        with the rate-limit headers; a request nginx could not describe is refused too, so that
+        nginx never turns the answer into a 500 (see ``service.nginx``)."""
+        try:
+            answer = await decide_async(self.engine, nginx.call_of(request.headers))
+        except ValueError as error:  # InvalidInputError is a ValueError
+            log.warning("nginx auth_request refused: %s", error)
+            return Response(status_code=nginx.REFUSED, headers={"X-RateLimit-Problem": "invalid"})
+        headers = rate_limit_headers(answer.statuses, ietf=self.ietf_headers)
+        if answer.degraded:
+            headers[DEGRADED] = "true"
+        return Response(status_code=nginx.status_of(answer), headers=headers)
+
     async def healthcheck(self, request: Request) -> Response:
         """``GET /healthcheck``: ``OK``."""
         return PlainTextResponse("OK")
@@ -315,25 +332,36 @@ def create_app(
     admin_token: str | None = None,
     ietf_headers: bool = False,
     close_engine: bool = False,
+    metrics: Metrics | None = None,
+    grpc_address: str | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
-    ``close_engine`` closes the engine when the app shuts down."""
+    ``close_engine`` closes the engine when the app shuts down. ``metrics`` (tracking
+    ``engine``) is served at ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit
+    service runs beside it on the same event loop, from startup to shutdown."""
     service = Service(engine, admin_token=admin_token, ietf_headers=ietf_headers)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(engine.start)
+        server = None
+        if grpc_address is not None:
+            from ratekeeper.service.grpc import serve_grpc
+
+            server, _ = await serve_grpc(engine, grpc_address)
         try:
             yield
         finally:
+            if server is not None:
+                await server.stop(GRPC_GRACE)
             if close_engine:
                 await engine.close()
 
     def route(path: str, handler: Handler, methods: list[str]) -> Route:
         return Route(path, _answering(handler), methods=methods)
 
-    routes = [
+    routes: list[BaseRoute] = [
         route("/v1/check", service.check, ["POST"]),
         route("/v1/check/batch", service.batch, ["POST"]),
         route("/v1/peek", service.peek, ["POST"]),
@@ -344,8 +372,11 @@ def create_app(
         route("/readyz", service.readyz, ["GET"]),
         route("/json", service.envoy_json, ["POST"]),
         route("/healthcheck", service.healthcheck, ["GET"]),
+        route("/v1/nginx", service.nginx, ["GET"]),
         route("/openapi.json", service.openapi, ["GET"]),
     ]
+    if metrics is not None:
+        routes.append(Mount("/metrics", app=metrics.app))
     return Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -311,6 +311,22 @@ def document() -> dict[str, Any]:
                 "responses": {"200": {"description": "OK", "content": {"text/plain": {}}}},
             }
         },
+        "/v1/nginx": {
+            "get": {
+                "summary": "nginx's auth_request: 200 lets the request through, 403 refuses it",
+                "description": (
+                    "nginx describes the request in headers: X-RateLimit-Domain, X-Real-IP "
+                    "(required), X-User, X-Original-URI and X-Original-Method. The answer has no "
+                    "body; it carries X-RateLimit-Limit, X-RateLimit-Remaining, "
+                    "X-RateLimit-Reset, and Retry-After on a refusal. Only 200 and 403 are ever "
+                    "sent, as nginx turns any other status into a 500."
+                ),
+                "responses": {
+                    "200": {"description": "let the request through"},
+                    "403": {"description": "over a limit, or a request nginx could not describe"},
+                },
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",

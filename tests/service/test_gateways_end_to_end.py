@@ -1,0 +1,123 @@
+"""``ratekeeper serve`` behind the real gateways: nginx's auth_request on its HTTP port and Envoy's
+rate-limit filter on its gRPC port, both from the shipped ``deploy/`` files.
+
+One service process, one rule file for the domain ``edge``. Within the limit, the application
+is reached and the rate-limit headers come back; over it, nginx answers 429 with Retry-After and
+Envoy 429 with ``x-envoy-ratelimited``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import httpx
+import pytest
+
+from tests.gateways import (
+    EnvoyServer,
+    NginxServer,
+    UpstreamServer,
+    envoy_config,
+    http_request,
+    nginx_config,
+)
+from tests.servers import free_ports, wait_until
+
+RULES = """
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: gcra, name: per_address}
+  - key: generic_key
+    value: default
+    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: gcra, name: everyone}
+"""
+
+
+class Served(NamedTuple):
+    http: int
+    grpc: int
+    process: subprocess.Popen[bytes]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    rules = tmp_path / "edge.yaml"
+    rules.write_text(RULES)
+    http, grpc = free_ports(2)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "ratekeeper.cli", "serve", "--rules", str(rules)),
+            *("--http", f"127.0.0.1:{http}", "--grpc", f"127.0.0.1:{grpc}"),
+        ],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"ratekeeper serve exited with {process.returncode}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{http}/readyz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_until(ready, 30, "ratekeeper serve")
+        yield Served(http, grpc, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            assert process.wait(timeout=30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Iterator[UpstreamServer]:
+    server = UpstreamServer(tmp_path / "app")
+    yield server
+    server.stop()
+
+
+def test_nginx_asks_ratekeeper_before_each_request(
+    tmp_path: Path, served: Served, upstream: UpstreamServer
+) -> None:
+    nginx = NginxServer(
+        tmp_path / "nginx", nginx_config(upstream_port=upstream.port, ratekeeper_port=served.http)
+    )
+    try:
+        answers = [http_request(nginx.port, f"/page/{n}") for n in range(4)]
+    finally:
+        nginx.stop()
+    assert [a.status for a in answers] == [200, 200, 200, 429]
+    assert [r["path"] for r in upstream.requests()] == ["/page/0", "/page/1", "/page/2"]
+    assert [a.headers.get("x-ratelimit-remaining") for a in answers] == ["2", "1", "0", "0"]
+    assert [a.headers.get("x-ratelimit-limit") for a in answers] == ["3"] * 4
+    assert int(answers[3].headers["retry-after"]) == 1200  # a GCRA slot of 3/hour
+
+
+def test_envoy_asks_ratekeeper_over_grpc(
+    tmp_path: Path, served: Served, upstream: UpstreamServer
+) -> None:
+    envoy = EnvoyServer(
+        tmp_path / "envoy", envoy_config(upstream_port=upstream.port, ratekeeper_port=served.grpc)
+    )
+    try:
+        answers = [http_request(envoy.port, f"/orders/{n}") for n in range(3)]
+    finally:
+        envoy.stop()
+    assert [a.status for a in answers] == [200, 200, 429]
+    assert answers[2].headers.get("x-envoy-ratelimited") == "true"
+    assert [a.headers.get("x-ratelimit-remaining") for a in answers] == ["1", "0", "0"]
+    assert [r["path"] for r in upstream.requests()] == ["/orders/0", "/orders/1"]
