@@ -12,6 +12,7 @@ for the overall server and for the rate-limit service.
 from __future__ import annotations
 
 import logging
+import time
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from ratekeeper.service.translate import OK, Answer, Call, WireDescriptor, decid
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -69,28 +71,37 @@ def response_of(answer: Answer) -> rls_pb2.RateLimitResponse:
 
 
 class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
-    """``ShouldRateLimit`` over ``engine``."""
+    """``ShouldRateLimit`` over ``engine``; each call's time goes to ``metrics``, if given."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, metrics: Metrics | None = None) -> None:
         self.engine = engine
+        self.metrics = metrics
 
     async def ShouldRateLimit(
         self, request: rls_pb2.RateLimitRequest, context: Any
     ) -> rls_pb2.RateLimitResponse:
+        started = time.perf_counter()
         try:
             call = call_of(request)
             answer = await decide_async(self.engine, call)
         except (InvalidInputError, InvalidLimitError, ValueError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             raise  # abort raises; this line is never reached
+        finally:
+            if self.metrics is not None:
+                self.metrics.observe_latency("grpc", time.perf_counter() - started)
         return response_of(answer)
 
 
-async def serve_grpc(engine: AsyncEngine, address: str) -> tuple[grpc.aio.Server, int]:
+async def serve_grpc(
+    engine: AsyncEngine, address: str, metrics: Metrics | None = None
+) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
-    free one); return the started server and the port it listens on."""
+    free one); return the started server and the port it listens on. ``metrics`` records each
+    call's time as the ``grpc`` surface's."""
     server = grpc.aio.server()
-    rls_pb2_grpc.add_RateLimitServiceServicer_to_server(RateLimitServicer(engine), server)
+    servicer = RateLimitServicer(engine, metrics)
+    rls_pb2_grpc.add_RateLimitServiceServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     port = server.add_insecure_port(address)

@@ -27,15 +27,17 @@ import asyncio
 import hmac
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route
 
 from ratekeeper.decision import Decision
 from ratekeeper.engine.verdict import Status
@@ -93,6 +95,19 @@ def _answering(handler: Handler) -> Handler:
             return problem_response(Problem(503, "unavailable", str(error)))
 
     return answer
+
+
+def _timed(handler: Handler, observe: Callable[[float], None]) -> Handler:
+    """``handler``, its time (a decision's, as its surface sees it) given to ``observe``."""
+
+    async def timed(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            return await handler(request)
+        finally:
+            observe(time.perf_counter() - started)
+
+    return timed
 
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
@@ -349,7 +364,7 @@ def create_app(
         if grpc_address is not None:
             from ratekeeper.service.grpc import serve_grpc
 
-            server, _ = await serve_grpc(engine, grpc_address)
+            server, _ = await serve_grpc(engine, grpc_address, metrics)
         try:
             yield
         finally:
@@ -358,25 +373,27 @@ def create_app(
             if close_engine:
                 await engine.close()
 
-    def route(path: str, handler: Handler, methods: list[str]) -> Route:
+    def route(path: str, handler: Handler, methods: list[str], surface: str = "") -> Route:
+        if surface and metrics is not None:
+            handler = _timed(handler, partial(metrics.observe_latency, surface))
         return Route(path, _answering(handler), methods=methods)
 
     routes: list[BaseRoute] = [
-        route("/v1/check", service.check, ["POST"]),
-        route("/v1/check/batch", service.batch, ["POST"]),
-        route("/v1/peek", service.peek, ["POST"]),
+        route("/v1/check", service.check, ["POST"], "http"),
+        route("/v1/check/batch", service.batch, ["POST"], "http"),
+        route("/v1/peek", service.peek, ["POST"], "http"),
         route("/v1/reset", service.reset, ["POST"]),
         route("/v1/overrides", service.overrides, ["GET"]),
         route("/v1/overrides/{key:path}", service.override, ["GET", "PUT", "DELETE"]),
         route("/healthz", service.healthz, ["GET"]),
         route("/readyz", service.readyz, ["GET"]),
-        route("/json", service.envoy_json, ["POST"]),
+        route("/json", service.envoy_json, ["POST"], "http"),
         route("/healthcheck", service.healthcheck, ["GET"]),
-        route("/v1/nginx", service.nginx, ["GET"]),
+        route("/v1/nginx", service.nginx, ["GET"], "nginx"),
         route("/openapi.json", service.openapi, ["GET"]),
     ]
     if metrics is not None:
-        routes.append(Mount("/metrics", app=metrics.app))
+        routes.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
     return Starlette(
         routes=routes,
         lifespan=lifespan,
