@@ -4,6 +4,7 @@ The public surface is what ``__all__`` lists; everything else is internal.
 """
 
 from ratekeeper.algorithms import Algorithm
+from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
 from ratekeeper.config import ConfigStore, open_config_store
 from ratekeeper.decider import AsyncDecider, Decider
 from ratekeeper.decision import Decision
@@ -33,6 +34,7 @@ __all__ = [
     "AsyncEngine",
     "AsyncLimiter",
     "AsyncMemoryStore",
+    "AsyncRemoteLimiter",
     "AsyncStore",
     "ConfigError",
     "ConfigStore",
@@ -51,6 +53,7 @@ __all__ = [
     "Override",
     "RateLimitExceeded",
     "RatekeeperError",
+    "RemoteLimiter",
     "Rule",
     "RuleSet",
     "Status",
