@@ -13,10 +13,10 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from ratekeeper.algorithms import Algorithm
+from ratekeeper.closing import AsyncClosing, Closing
 from ratekeeper.decision import Decision
 from ratekeeper.errors import InvalidInputError, InvalidLimitError, RateLimitExceeded
 from ratekeeper.inputs import check_cost
@@ -126,7 +126,7 @@ def _concurrency_limit(limit: LimitLike) -> Limit:
     return limit
 
 
-class Limiter:
+class Limiter(Closing):
     """Decide whether hits may go through, against a request store.
 
     ``store`` is a store object or URL (default: a new in-memory store). ``algorithm`` is used
@@ -172,17 +172,6 @@ class Limiter:
     def close(self) -> None:
         """Release the store's connections."""
         self.store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def hit_many(self, hits: Iterable[HitLike], *, all_or_nothing: bool = True) -> list[Decision]:
         """Count several hits at once, e.g. ``[(ip, "5/minute"), (user, "10/hour")]``.
@@ -287,7 +276,7 @@ class Limiter:
             self.store.release(key, limit, 1)
 
 
-class AsyncLimiter:
+class AsyncLimiter(AsyncClosing):
     """The asyncio twin of ``Limiter``: the same methods, awaitable.
 
     ``store`` is an async store object or URL (default: a new in-memory store). Example::
@@ -331,17 +320,6 @@ class AsyncLimiter:
     async def close(self) -> None:
         """Release the store's connections."""
         await self.store.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def hit_many(
         self, hits: Iterable[HitLike], *, all_or_nothing: bool = True

@@ -19,9 +19,9 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
+from ratekeeper.closing import AsyncClosing, Closing
 from ratekeeper.decision import Decision
 from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, status, verdict
 from ratekeeper.engine.reload import RuleWatcher
@@ -210,7 +210,7 @@ class _Core:
         return self.watcher.check()
 
 
-class Engine(_Core):
+class Engine(_Core, Closing):
     """Decide requests by the limits that rules and the configuration store give them.
 
     ``store``: the request store (object or URL; default in memory). ``rules``: a ``RuleSet``,
@@ -343,19 +343,8 @@ class Engine(_Core):
             self.config.close()
         self.store.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncEngine(_Core):
+class AsyncEngine(_Core, AsyncClosing):
     """The asyncio twin of ``Engine``: the same arguments, and awaitable decisions."""
 
     _memory = AsyncMemoryStore
@@ -468,17 +457,6 @@ class AsyncEngine(_Core):
         if self.config is not None:
             self.config.close()
         await self.store.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def _load(self, load: Callable[..., Any], *args: Any) -> Any:
         """A cache miss: with a configuration store it is I/O, so it runs in a worker thread."""
