@@ -4,55 +4,23 @@ Limiter API decided by the service, and the failure policy while the service is 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from ratekeeper import InvalidInputError, InvalidLimitError, Limit, RateLimitExceeded, StoreError
 from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
-from tests.servers import free_port, free_ports, wait_until
+from tests.servers import free_port
+from tests.service.served import Served
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    directory = tmp_path_factory.mktemp("service")
-    http, grpc = free_ports(2)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "ratekeeper.cli", "serve"),
-            *("--http", f"127.0.0.1:{http}", "--grpc", f"127.0.0.1:{grpc}"),
-        ],
-        cwd=directory,
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{http}"
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"ratekeeper serve exited with {process.returncode}")
-        try:
-            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
+    served = Served(tmp_path_factory.mktemp("service"))
     try:
-        wait_until(ready, 30, "ratekeeper serve")
-        yield url
+        yield served.url
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        finally:
-            if process.poll() is None:
-                process.kill()
+        served.stop()
 
 
 def test_the_limiter_api_decided_by_the_service(service: str) -> None:

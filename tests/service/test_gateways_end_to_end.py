@@ -8,15 +8,9 @@ Envoy 429 with ``x-envoy-ratelimited``.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
-import httpx
 import pytest
 
 from tests.gateways import (
@@ -27,7 +21,7 @@ from tests.gateways import (
     http_request,
     nginx_config,
 )
-from tests.servers import free_ports, wait_until
+from tests.service.served import Served
 
 RULES = """
 domain: edge
@@ -40,47 +34,15 @@ descriptors:
 """
 
 
-class Served(NamedTuple):
-    http: int
-    grpc: int
-    process: subprocess.Popen[bytes]
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     rules = tmp_path / "edge.yaml"
     rules.write_text(RULES)
-    http, grpc = free_ports(2)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "ratekeeper.cli", "serve", "--rules", str(rules)),
-            *("--http", f"127.0.0.1:{http}", "--grpc", f"127.0.0.1:{grpc}"),
-        ],
-        cwd=tmp_path,
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"ratekeeper serve exited with {process.returncode}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{http}/readyz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
+    service = Served(tmp_path, "--rules", str(rules))
     try:
-        wait_until(ready, 30, "ratekeeper serve")
-        yield Served(http, grpc, process)
+        yield service
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            assert process.wait(timeout=30) == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
+        assert service.stop() == 0
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ no web framework in, and a missing extra is named."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -17,22 +16,14 @@ import pytest
 
 from ratekeeper.errors import MissingExtraError
 from ratekeeper.service.settings import EXAMPLE_RULES
-from tests.servers import RedisServer, free_port, wait_until
+from tests.servers import RedisServer
+from tests.service.served import Served
 
 TOKEN = "serve-token-0123456789abcdef"
 CHECK = {
     "domain": "example",
     "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}],
 }
-
-
-def _ready(base: str, process: subprocess.Popen[bytes]) -> bool:
-    if process.poll() is not None:
-        raise RuntimeError(f"ratekeeper serve exited with {process.returncode}")
-    try:
-        return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _start_slow_request(port: int, body: bytes) -> socket.socket:
@@ -68,28 +59,9 @@ def _length(data: bytes) -> int:
 
 
 def test_serve_answers_and_stops_gracefully(tmp_path: Path) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    environ = {**os.environ, "RATEKEEPER_ADMIN_TOKEN": TOKEN}
-    environ.pop("RATEKEEPER_STORE", None)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ratekeeper.cli",
-            "serve",
-            "--http",
-            f"127.0.0.1:{port}",
-            "--grpc",
-            f"127.0.0.1:{free_port()}",
-        ],
-        cwd=tmp_path,
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    served = Served(tmp_path, environ={"RATEKEEPER_ADMIN_TOKEN": TOKEN}, stderr=subprocess.PIPE)
+    port, base, process = served.http, served.url, served.process
     try:
-        wait_until(lambda: _ready(base, process), 30, "ratekeeper serve")
         with httpx.Client(base_url=base, timeout=10) as client:
             remaining = [
                 client.post("/v1/check", json=CHECK).json()["statuses"][0]["remaining"]
@@ -117,11 +89,8 @@ def test_serve_answers_and_stops_gracefully(tmp_path: Path) -> None:
         assert sorted(one["statuses"][0]["remaining"] for _, one in answers) == [93, 94, 95]  # type: ignore[index]
         assert process.wait(timeout=30) == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-    _, stderr = process.communicate(timeout=10)
-    log = stderr.decode()
+        served.kill()
+    log = served.log()
     assert f"loaded 3 rules in 1 domain from {EXAMPLE_RULES}" in log
     assert "request store: memory://" in log
     assert "configuration store: sqlite:///ratekeeper.db" in log
@@ -166,32 +135,11 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     url = redis_server.url
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ratekeeper.cli",
-            "serve",
-            "--http",
-            f"127.0.0.1:{port}",
-            "--grpc",
-            f"127.0.0.1:{free_port()}",
-        ],
-        cwd=tmp_path,
-        env={
-            **os.environ,
-            "RATEKEEPER_WORKERS": "2",
-            "RATEKEEPER_STORE": url,
-            "RATEKEEPER_LOG_FORMAT": "json",
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    environ = {"RATEKEEPER_WORKERS": "2", "RATEKEEPER_STORE": url, "RATEKEEPER_LOG_FORMAT": "json"}
+    served = Served(tmp_path, environ=environ, stderr=subprocess.PIPE)
+    port, base = served.http, served.url
     try:
-        wait_until(lambda: _ready(base, process), 30, "ratekeeper serve --workers 2")
         check = {"key": f"workers:{port}", "limit": "5/minute"}
         with httpx.Client(base_url=base, timeout=10) as client:
             codes = []
@@ -199,14 +147,10 @@ def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) 
                 codes.append(httpx.post(f"{base}/v1/check", json=check, timeout=10).status_code)
             assert codes == [200] * 5 + [429] * 2
             assert client.get("/healthz").status_code == 200
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
+        assert served.stop() == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-    _, stderr = process.communicate(timeout=10)
-    lines = [json.loads(line) for line in stderr.decode().splitlines()]
+        served.kill()
+    lines = [json.loads(line) for line in served.log().splitlines()]
     messages = [line["message"] for line in lines]
     assert {"time", "level", "logger", "message"} <= set(lines[0])
     assert f"listening on http://127.0.0.1:{port} with 2 workers" in messages

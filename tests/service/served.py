@@ -1,0 +1,78 @@
+"""``ratekeeper serve`` as a real process for the tests: started on free loopback ports (HTTP
+and gRPC) in a directory of its own, ready once ``/readyz`` answers 200, stopped with SIGTERM
+(killed if it does not end)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from tests.servers import free_ports, wait_until
+
+
+class Served:
+    """``Served(directory, *flags, environ=...)``: ``.http`` and ``.grpc`` (ports), ``.url``,
+    ``.process``. ``environ`` is added to this process's environment less its ``RATEKEEPER_*``
+    variables; ``stderr`` is where the log goes (``subprocess.PIPE`` to read it after
+    ``stop``)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *flags: str,
+        environ: Mapping[str, str] | None = None,
+        stdout: int | IO[bytes] = subprocess.DEVNULL,
+        stderr: int | IO[bytes] = subprocess.DEVNULL,
+    ) -> None:
+        self.http, self.grpc = free_ports(2)
+        self.url = f"http://127.0.0.1:{self.http}"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
+        self.process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "ratekeeper.cli", "serve", *flags),
+                *("--http", f"127.0.0.1:{self.http}", "--grpc", f"127.0.0.1:{self.grpc}"),
+            ],
+            cwd=directory,
+            env={**clean, **(environ or {})},
+            stdout=stdout,
+            stderr=stderr,
+        )
+        try:
+            wait_until(self._ready, 30, "ratekeeper serve")
+        except BaseException:
+            self.kill()
+            raise
+
+    def _ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"ratekeeper serve exited with {self.process.returncode}")
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, and wait for the exit status (killed if it has not ended by ``timeout``)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def log(self) -> str:
+        """What the process wrote on its stderr pipe; call once it has ended."""
+        _, stderr = self.process.communicate(timeout=10)
+        return (stderr or b"").decode()
