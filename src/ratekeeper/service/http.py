@@ -46,6 +46,7 @@ from ratekeeper.errors import (
     ConfigStoreError,
     InvalidInputError,
     InvalidLimitError,
+    StoreConfigError,
     StoreError,
 )
 from ratekeeper.overrides import Override
@@ -90,7 +91,7 @@ def _answering(handler: Handler) -> Handler:
             return problem_response(problem)
         except (InvalidInputError, InvalidLimitError, ConfigError) as error:
             return problem_response(Problem(422, "invalid", str(error)))
-        except (StoreError, ConfigStoreError) as error:
+        except (StoreError, StoreConfigError, ConfigStoreError) as error:
             log.warning("%s %s: %s", request.method, request.url.path, error)
             return problem_response(Problem(503, "unavailable", str(error)))
 
