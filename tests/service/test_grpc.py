@@ -117,6 +117,26 @@ def test_hits_addend_and_a_limit_sent_with_a_descriptor(clock: FakeClock) -> Non
     assert answers[0].statuses[0].current_limit.unit == Response.RateLimit.SECOND
 
 
+def test_a_limit_of_zero_sent_with_a_descriptor_is_always_over(clock: FakeClock) -> None:
+    async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> Response:
+        zero = Descriptor.RateLimitOverride(
+            requests_per_unit=0, unit=ratelimit_unit_pb2.RateLimitUnit.MINUTE
+        )
+        return await stub.ShouldRateLimit(
+            request(descriptor(DEFAULT), descriptor(("anything", "z"), limit=zero)), timeout=10
+        )
+
+    answer = with_server(clock, talk)
+    counted, zero = answer.statuses
+    assert answer.overall_code == Response.OVER_LIMIT
+    assert (counted.code, zero.code) == (Response.OK, Response.OVER_LIMIT)
+    assert (zero.current_limit.requests_per_unit, zero.current_limit.unit) == (
+        0,
+        Response.RateLimit.MINUTE,
+    )
+    assert zero.limit_remaining == 0
+
+
 def test_unlimited_and_no_rule_answer_as_envoy(clock: FakeClock) -> None:
     async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> Response:
         return await stub.ShouldRateLimit(

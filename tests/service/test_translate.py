@@ -104,13 +104,31 @@ def test_a_limit_sent_with_a_descriptor_and_per_descriptor_costs(engine: Engine)
     assert statuses[0].current_limit == Limited(5, "SECOND", None)
 
 
+def test_a_limit_of_zero_sent_with_a_descriptor_is_always_over_and_counts_nothing(
+    engine: Engine,
+) -> None:
+    zero = WireDescriptor(DEFAULT, limit=(0, "second"))
+    counted = WireDescriptor((("anything", "y"),), limit=(2, "SECOND"))
+    answers = [decide(engine, Call("test", (counted, zero))) for _ in range(3)]
+    assert [a.code for a in answers] == [OVER_LIMIT] * 3
+    assert [a.statuses[1] for a in answers] == [
+        WireStatus(OVER_LIMIT, Limited(0, "SECOND"), 0, None, float("inf"))
+    ] * 3
+    # the other descriptor is still counted, as Envoy's service counts every descriptor
+    assert [a.statuses[0].code for a in answers] == [OK, OK, OVER_LIMIT]
+    assert [a.statuses[0].limit_remaining for a in answers] == [1, 0, 0]
+    alone = decide(engine, Call("test", (zero,)))
+    assert alone.code == OVER_LIMIT and len(engine.store) == 1  # type: ignore[arg-type]
+    # in a domain no rule file names, no limit applies, a sent one included
+    assert decide(engine, Call("elsewhere", (zero,))).code == OK
+
+
 @pytest.mark.parametrize(
     "call",
     [
         Call("", (WireDescriptor(DEFAULT),)),
         Call("test", ()),
         one(DEFAULT, limit=(5, "FORTNIGHT")),
-        one(DEFAULT, limit=(0, "SECOND")),
         one(DEFAULT, hits_addend=-1),
         Call("test", (WireDescriptor(DEFAULT),), hits_addend=2**60),
         one((("", "x"),)),
@@ -124,7 +142,8 @@ def test_a_bad_call_is_refused_before_anything_is_counted(engine: Engine, call: 
 
 def test_the_async_path_decides_the_same(clock: FakeClock) -> None:
     rules = parse_rules(RULES, "rules.yaml")
-    calls = [one(DEFAULT), one((*DEFAULT, ("user", "a"))), one(DEFAULT, hits_addend=2)] * 2
+    zero = Call("test", (WireDescriptor(DEFAULT), WireDescriptor(DEFAULT, limit=(0, "HOUR"))))
+    calls = [one(DEFAULT), one((*DEFAULT, ("user", "a"))), one(DEFAULT, hits_addend=2), zero] * 2
     sync = Engine(MemoryStore(clock=FakeClock(clock())), rules=rules)
     expected = [decide(sync, call) for call in calls]
 

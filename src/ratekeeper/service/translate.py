@@ -3,13 +3,15 @@
 A wire adapter (Envoy's gRPC ``ShouldRateLimit``, the HTTP JSON API and Envoy's ``POST /json``,
 nginx's ``auth_request``) parses its request into a ``Call``, and formats the ``Answer`` that
 ``decide`` returns. Everything between is here, once: how costs follow from ``hits_addend``
-(Envoy's rules), how a limit sent with a descriptor becomes a ``Limit``, and how the engine's
-verdict becomes Envoy's statuses (``OK`` / ``OVER_LIMIT``, ``current_limit``,
+(Envoy's rules), how a limit sent with a descriptor becomes a ``Limit`` (sent as
+``requests_per_unit: 0``, it refuses every hit uncounted, as a rule of 0 does), and how the
+engine's verdict becomes Envoy's statuses (``OK`` / ``OVER_LIMIT``, ``current_limit``,
 ``limit_remaining``, ``duration_until_reset``). No I/O and no wire format here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -112,6 +114,8 @@ def _limit(sent: tuple[int, str] | None) -> Limit | None:
         raise InvalidInputError(
             f"a limit's unit is one of {', '.join(UNITS).upper()}, not {unit!r}"
         )
+    if amount == 0 and not isinstance(amount, bool):
+        return None  # always over: ``decide`` answers it without the engine
     try:
         return Limit(amount, seconds)
     except InvalidLimitError as error:
@@ -152,11 +156,44 @@ def _status(status: Status) -> WireStatus:
     )
 
 
+def _over(call: Call, domains: Container[str]) -> list[bool]:
+    """Which descriptors carry a limit of 0 in a known domain: Envoy's service holds them
+    always over their limit (in an unknown domain no limit applies, as for any sent limit)."""
+    known = call.domain in domains
+    return [known and one.limit is not None and one.limit[0] == 0 for one in call.descriptors]
+
+
+def _joined(call: Call, over: list[bool], verdict: Verdict | None) -> Answer:
+    """The answer of the engine's ``verdict`` on the descriptors not ``over``, with an
+    always-over status put back in place of each of the others."""
+    decided = iter(() if verdict is None else answer(verdict).statuses)
+    statuses = tuple(
+        _always_over(one.limit) if refused and one.limit is not None else next(decided)
+        for one, refused in zip(call.descriptors, over, strict=True)
+    )
+    code = OK if all(status.code == OK for status in statuses) else OVER_LIMIT
+    return Answer(code, statuses, verdict is not None and verdict.degraded)
+
+
+def _always_over(limit: tuple[int, str]) -> WireStatus:
+    return WireStatus(OVER_LIMIT, Limited(0, str(limit[1]).upper()), 0, None, float("inf"))
+
+
 def decide(engine: Engine, call: Call) -> Answer:
     """``call`` decided by ``engine``."""
-    return answer(engine.check(call.domain, descriptors(call)))
+    checked = descriptors(call)
+    over = _over(call, engine.rules.domains)
+    if not any(over):
+        return answer(engine.check(call.domain, checked))
+    rest = [one for one, refused in zip(checked, over, strict=True) if not refused]
+    return _joined(call, over, engine.check(call.domain, rest) if rest else None)
 
 
 async def decide_async(engine: AsyncEngine, call: Call) -> Answer:
     """``call`` decided by the asyncio ``engine``."""
-    return answer(await engine.check(call.domain, descriptors(call)))
+    checked = descriptors(call)
+    over = _over(call, engine.rules.domains)
+    if not any(over):
+        return answer(await engine.check(call.domain, checked))
+    rest = [one for one, refused in zip(checked, over, strict=True) if not refused]
+    return _joined(call, over, await engine.check(call.domain, rest) if rest else None)
