@@ -47,9 +47,7 @@ def _limits(limit: LimitLike, algorithm: Algorithm) -> tuple[Limit, ...]:
         raise InvalidLimitError(
             f"a limit is a Limit or a rate string such as '10/minute', not {limit!r}"
         )
-    if algorithm is Algorithm.FIXED_WINDOW:
-        return cached(limit)
-    return tuple(Limit(one.amount, one.period, algorithm) for one in cached(limit))
+    return cached(limit, algorithm)
 
 
 def _single(limit: LimitLike, algorithm: Algorithm) -> Limit:

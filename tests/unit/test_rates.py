@@ -1,6 +1,17 @@
 import pytest
 
-from ratekeeper import Algorithm, InvalidLimitError, Limit, parse, parse_many, parse_period
+from ratekeeper import (
+    Algorithm,
+    InvalidLimitError,
+    Limit,
+    Limiter,
+    MemoryStore,
+    parse,
+    parse_many,
+    parse_period,
+)
+from ratekeeper.rates import cached
+from ratekeeper.testing import FakeClock
 
 
 @pytest.mark.parametrize(
@@ -84,3 +95,27 @@ def test_invalid_limit_error_is_a_value_error() -> None:
 
 def test_limit_accepts_a_period_string() -> None:
     assert Limit(10, "5m") == Limit(10, 300)
+
+
+@pytest.mark.parametrize("algorithm", [a for a in Algorithm if a is not Algorithm.CONCURRENCY])
+def test_a_rate_string_is_parsed_once_per_algorithm_and_decides_as_its_limit(
+    algorithm: Algorithm,
+) -> None:
+    first = cached("3/second; 5/minute", algorithm)
+    assert cached("3/second; 5/minute", algorithm) is first  # the same objects: not rebuilt
+    assert [(one.amount, one.period, one.algorithm) for one in first] == [
+        (3, 1.0, algorithm),
+        (5, 60.0, algorithm),
+    ]
+    clock = FakeClock(1000.0)
+    by_string = Limiter(MemoryStore(clock=clock), algorithm=algorithm)
+    by_limit = Limiter(MemoryStore(clock=clock), algorithm=algorithm)
+    limit = Limit(3, 1.0, algorithm)
+    decided = []
+    for step in range(12):
+        clock.advance(0.125 * (step % 3))
+        string = by_string.hit("k", "3/second")
+        given = by_limit.hit("k", limit)
+        decided.append((string.allowed, string.remaining, given.allowed, given.remaining))
+    assert [d[:2] for d in decided] == [d[2:] for d in decided]
+    assert any(not d[0] for d in decided) and any(d[0] for d in decided)
