@@ -117,6 +117,28 @@ def _key_function(key: KeyLike, function: Callable[..., Any]) -> Callable[..., s
     return key
 
 
+class _Rates(dict[str, Limit]):
+    """Rate strings parsed for one algorithm, kept (up to ``RATES`` of them) so that a hit given
+    a string costs one dict lookup more than a hit given a ``Limit``."""
+
+    __slots__ = ("algorithm",)
+
+    def __init__(self, algorithm: Algorithm) -> None:
+        super().__init__()
+        self.algorithm = algorithm
+
+    def __missing__(self, text: str) -> Limit:
+        limit = _single(text, self.algorithm)
+        if len(self) >= RATES:
+            self.clear()
+        self[text] = limit
+        return limit
+
+
+#: How many rate strings a limiter keeps parsed.
+RATES = 256
+
+
 def _concurrency_limit(limit: LimitLike) -> Limit:
     limit = _single(limit, Algorithm.CONCURRENCY)
     if limit.algorithm is not Algorithm.CONCURRENCY:
@@ -151,16 +173,19 @@ class Limiter(Closing):
         self.algorithm = Algorithm(algorithm)
         self._sleep = sleep
         self._apply = store.apply
+        self._rates = _Rates(self.algorithm)
 
     def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
         if limit.__class__ is not Limit:
-            limit = _single(limit, self.algorithm)
+            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
         return self._apply(key, limit, cost, None)
 
     def peek(self, key: str, limit: LimitLike) -> Decision:
         """Report ``key``'s state under ``limit`` without consuming anything."""
-        return self.store.apply(key, _single(limit, self.algorithm), 0)
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
+        return self._apply(key, limit, 0, None)
 
     def reset(self, key: str, limit: LimitLike) -> None:
         """Forget what ``limit`` counted for ``key``."""
@@ -235,13 +260,17 @@ class Limiter(Closing):
                     "event loop of an async one; use AsyncLimiter.limit"
                 )
             key_of = _key_function(key, function)
+            store = self.store
 
             def check(args: Any, kwargs: Any) -> None:
                 name = key_of(*args, **kwargs)
-                decisions = self.store.apply_many(
-                    [(name, one, cost) for one in limits], all_or_nothing=True
-                )
-                refusal = _refusal(decisions)
+                if len(limits) == 1:
+                    decision = store.apply(name, limits[0], cost, None)
+                    refusal = None if decision.allowed else decision
+                else:
+                    refusal = _refusal(
+                        store.apply_many([(name, one, cost) for one in limits], all_or_nothing=True)
+                    )
                 if refusal is not None:
                     raise RateLimitExceeded(refusal, name)
 
@@ -299,16 +328,20 @@ class AsyncLimiter(AsyncClosing):
         self.store = store
         self.algorithm = Algorithm(algorithm)
         self._sleep = sleep
+        self._apply = store.apply
+        self._rates = _Rates(self.algorithm)
 
     async def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
-        if not isinstance(limit, Limit):
-            limit = _single(limit, self.algorithm)
-        return await self.store.apply(key, limit, cost)
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
+        return await self._apply(key, limit, cost, None)
 
     async def peek(self, key: str, limit: LimitLike) -> Decision:
         """Report ``key``'s state under ``limit`` without consuming anything."""
-        return await self.store.apply(key, _single(limit, self.algorithm), 0)
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
+        return await self._apply(key, limit, 0, None)
 
     async def reset(self, key: str, limit: LimitLike) -> None:
         """Forget what ``limit`` counted for ``key``."""
@@ -362,13 +395,19 @@ class AsyncLimiter(AsyncClosing):
             if not inspect.iscoroutinefunction(function):
                 raise TypeError("AsyncLimiter.limit decorates async functions; use Limiter.limit")
             key_of = _key_function(key, function)
+            store = self.store
 
             async def check(args: Any, kwargs: Any) -> None:
                 name = key_of(*args, **kwargs)
-                decisions = await self.store.apply_many(
-                    [(name, one, cost) for one in limits], all_or_nothing=True
-                )
-                refusal = _refusal(decisions)
+                if len(limits) == 1:
+                    decision = await store.apply(name, limits[0], cost, None)
+                    refusal = None if decision.allowed else decision
+                else:
+                    refusal = _refusal(
+                        await store.apply_many(
+                            [(name, one, cost) for one in limits], all_or_nothing=True
+                        )
+                    )
                 if refusal is not None:
                     raise RateLimitExceeded(refusal, name)
 

@@ -10,6 +10,7 @@ from ratekeeper import (
     parse_many,
     parse_period,
 )
+from ratekeeper.limiter import RATES
 from ratekeeper.rates import cached
 from ratekeeper.testing import FakeClock
 
@@ -119,3 +120,15 @@ def test_a_rate_string_is_parsed_once_per_algorithm_and_decides_as_its_limit(
         decided.append((string.allowed, string.remaining, given.allowed, given.remaining))
     assert [d[:2] for d in decided] == [d[2:] for d in decided]
     assert any(not d[0] for d in decided) and any(d[0] for d in decided)
+
+
+def test_a_limiter_keeps_a_bounded_number_of_rate_strings_parsed() -> None:
+    limiter = Limiter(MemoryStore(clock=FakeClock(0.0)), algorithm="token_bucket")
+    for amount in range(1, RATES * 2 + 2):
+        decision = limiter.hit(f"k{amount}", f"{amount}/minute")
+        assert (decision.allowed, decision.limit, decision.remaining) == (True, amount, amount - 1)
+    assert len(limiter._rates) <= RATES
+    with pytest.raises(InvalidLimitError):
+        limiter.hit("k", ["10/minute"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidLimitError):
+        limiter.peek("k", "ten/minute")
