@@ -116,8 +116,8 @@ def check(data: Any, path: Path = (), *, looks: bool = False) -> Check:
         raise invalid("a check names a key, or a domain and its descriptors", path)
     key = _text(body["key"], (*path, "key"), "key")
     limit = _limit(body["limit"], (*path, "limit")) if body.get("limit") is not None else None
-    cost = 0 if looks else _count(body.get("cost", 1), (*path, "cost"), "cost")
-    return KeyCheck(key, limit, cost)
+    cost = _count(body.get("cost", 1), (*path, "cost"), "cost")
+    return KeyCheck(key, limit, 0 if looks else cost)
 
 
 def key_of(data: Any) -> KeyCheck:
