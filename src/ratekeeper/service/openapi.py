@@ -70,6 +70,7 @@ _ADMIN = {
 _BAD = {
     "400": _problem("the body is not JSON"),
     "413": _problem("the body is over 64 KiB"),
+    "415": _problem("the body is said to be other than application/json"),
     "422": _problem("a value is not valid; pointer says where"),
     "503": _problem("a store failed and no failure policy answers"),
 }
