@@ -9,7 +9,7 @@ RATEKEEPER_EXTRAS="server"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cat >&2 <<'TRY'
 ==> starting ratekeeper serve; try, from another terminal:
-curl -i -X POST http://127.0.0.1:8080/v1/check -d '{"key": "user:1", "limit": "3/minute"}'
-curl -i -X POST http://127.0.0.1:8080/v1/check -d '{"domain": "example", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}'
+curl -i http://127.0.0.1:8080/v1/check -H 'Content-Type: application/json' -d '{"key": "user:1", "limit": "3/minute"}'
+curl -i http://127.0.0.1:8080/v1/check -H 'Content-Type: application/json' -d '{"domain": "example", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}'
 TRY
 exec "$VENV/bin/ratekeeper" serve "$@"

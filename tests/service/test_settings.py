@@ -104,3 +104,19 @@ def test_many_workers_need_a_shared_store() -> None:
     with pytest.raises(ConfigError, match="each worker would count alone"):
         read(["--workers", "2"])
     assert read(["--workers", "2", "--store", "redis://127.0.0.1:6379"]).workers == 2
+
+
+def test_ietf_headers_from_the_flag_or_the_variable() -> None:
+    assert read([]).ietf_headers is False
+    assert read(["--ietf-headers"]).ietf_headers is True
+    for value, expected in (
+        ("true", True),
+        ("1", True),
+        ("ON", True),
+        ("false", False),
+        ("", False),
+    ):
+        assert read([], {"RATEKEEPER_IETF_HEADERS": value}).ietf_headers is expected
+    assert read(["--ietf-headers"], {"RATEKEEPER_IETF_HEADERS": "false"}).ietf_headers is True
+    with pytest.raises(ConfigError, match=r"--ietf-headers \(from \$RATEKEEPER_IETF_HEADERS\)"):
+        read([], {"RATEKEEPER_IETF_HEADERS": "sometimes"})

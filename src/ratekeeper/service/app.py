@@ -83,6 +83,7 @@ def build_app(settings: Settings) -> Starlette:
     return create_app(
         engine,
         admin_token=settings.admin_token,
+        ietf_headers=settings.ietf_headers,
         close_engine=True,
         metrics=metrics,
         grpc_address=str(settings.grpc),
@@ -139,6 +140,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "ON_STORE_ERROR": settings.on_store_error,
         "LOG_FORMAT": settings.log_format,
         "WORKERS": str(settings.workers),
+        "IETF_HEADERS": "true" if settings.ietf_headers else "false",
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 

@@ -61,6 +61,15 @@ def invalid(detail: str, path: Path = ()) -> Problem:
     return Problem(422, "invalid", detail, pointer(path) if path else None)
 
 
+def is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` names JSON: ``application/json`` or ``application/*+json``,
+    parameters (``; charset=utf-8``) aside."""
+    media_type = content_type.partition(";")[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
 def loads(raw: bytes) -> Any:
     """The JSON value of a body; a 400 problem when it is not JSON."""
     try:
@@ -116,8 +125,8 @@ def check(data: Any, path: Path = (), *, looks: bool = False) -> Check:
         raise invalid("a check names a key, or a domain and its descriptors", path)
     key = _text(body["key"], (*path, "key"), "key")
     limit = _limit(body["limit"], (*path, "limit")) if body.get("limit") is not None else None
-    cost = 0 if looks else _count(body.get("cost", 1), (*path, "cost"), "cost")
-    return KeyCheck(key, limit, cost)
+    cost = _count(body.get("cost", 1), (*path, "cost"), "cost")
+    return KeyCheck(key, limit, 0 if looks else cost)
 
 
 def key_of(data: Any) -> KeyCheck:

@@ -22,15 +22,28 @@ _UNITS = ("UNKNOWN", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR", "WEEK")
 
 
 def _field(body: Mapping[str, Any], name: str, camel: str) -> Any:
+    if name in body and camel in body:  # as protobuf's parser, which takes a field once
+        raise InvalidInputError(f"{name} is given twice, as {name} and as {camel}")
     return body[name] if name in body else body.get(camel)
 
 
 def _uint(value: Any, what: str) -> int:
-    if isinstance(value, str) and value.isdigit():  # protobuf's JSON may quote 64-bit integers
+    if value is None:  # protobuf's JSON: null is the default
+        return 0
+    if isinstance(value, str) and value.isascii() and value.isdigit():  # a quoted 64-bit integer
         value = int(value)
+    value = _integral(value)
     if value.__class__ is not int or not 0 <= value <= MAX_COST:
         raise InvalidInputError(f"{what} must be an unsigned integer, not {value!r}")
     return int(value)
+
+
+def _integral(value: Any) -> Any:
+    """``value`` as an int when it is a float without a fraction (``3.0``), as protobuf's JSON
+    parser reads one; else unchanged."""
+    if value.__class__ is float and value.is_integer():
+        return int(value)
+    return value
 
 
 def _only(body: Any, names: Sequence[str], what: str) -> Mapping[str, Any]:
@@ -55,13 +68,15 @@ def request(data: Any) -> Call:
     domain = body.get("domain", "")
     if not isinstance(domain, str):
         raise InvalidInputError("domain must be a string")
-    listed = body.get("descriptors") or []
+    listed = body.get("descriptors")
+    listed = [] if listed is None else listed
     if not isinstance(listed, list):
         raise InvalidInputError("descriptors must be an array")
     result = []
     for item in listed:
         one = _only(item, DESCRIPTOR, "a descriptor")
-        entries = one.get("entries") or []
+        entries = one.get("entries")
+        entries = [] if entries is None else entries
         if not isinstance(entries, list):
             raise InvalidInputError("entries must be an array")
         pairs = []
@@ -75,9 +90,9 @@ def request(data: Any) -> Call:
         if one.get("limit") is not None:
             sent = _only(one["limit"], OVERRIDE, "a limit")
             amount = _uint(
-                _field(sent, "requests_per_unit", "requestsPerUnit") or 0, "requests_per_unit"
+                _field(sent, "requests_per_unit", "requestsPerUnit"), "requests_per_unit"
             )
-            unit = sent.get("unit", "UNKNOWN")
+            unit = _integral(sent.get("unit", "UNKNOWN"))
             if unit.__class__ is int and 0 <= unit < len(_UNITS):
                 unit = _UNITS[unit]
             if not isinstance(unit, str):
@@ -89,7 +104,7 @@ def request(data: Any) -> Call:
                 tuple(pairs), limit, None if hits is None else _uint(hits, "hits_addend")
             )
         )
-    hits_addend = _uint(_field(body, "hits_addend", "hitsAddend") or 0, "hits_addend")
+    hits_addend = _uint(_field(body, "hits_addend", "hitsAddend"), "hits_addend")
     return Call(domain, tuple(result), hits_addend)
 
 

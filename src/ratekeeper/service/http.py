@@ -16,7 +16,8 @@
   them, and ``GET /openapi.json``.
 
 Bad input is a 4xx problem naming what and where (400 malformed JSON, 413 a body over
-``MAX_BODY``, 422 a value that is not valid), never a 500. A decision made by the store's
+``MAX_BODY``, 415 a body said to be other than JSON, 422 a value that is not valid), never a
+500. A decision made by the store's
 failure policy is still a 200 or 429, with ``X-RateLimit-Degraded: true``; a store that fails
 without a policy, or a configuration store that fails, is a 503 problem.
 """
@@ -129,6 +130,20 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     return b"".join(chunks)
 
 
+async def read_json(request: Request) -> Any:
+    """The request's body as JSON: a 415 problem when it is said to be something else (no
+    ``Content-Type`` is taken as JSON), else as ``read_body`` and ``bodies.loads``."""
+    given = request.headers.get("content-type")
+    if given is not None and not bodies.is_json(given):
+        raise Problem(
+            415,
+            "media-type",
+            f"the body must be application/json, not {given[:100]!r}",
+            "/headers/content-type",
+        )
+    return bodies.loads(await read_body(request))
+
+
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(
         json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
@@ -176,14 +191,14 @@ class Service:
 
     async def check(self, request: Request) -> Response:
         """``POST /v1/check``."""
-        check = bodies.check(bodies.loads(await read_body(request)))
+        check = bodies.check(await read_json(request))
         outcome = await self._decide(check)
         body = bodies.result(outcome)
         return _json(body, 200 if body["allowed"] else 429, self._headers(outcome, check))
 
     async def batch(self, request: Request) -> Response:
         """``POST /v1/check/batch``."""
-        checks = bodies.batch(bodies.loads(await read_body(request)))
+        checks = bodies.batch(await read_json(request))
         outcomes = [await self._decide(one) for one in checks]
         results = [bodies.result(one) for one in outcomes]
         headers = {DEGRADED: "true"} if any(one.degraded for one in outcomes) else {}
@@ -192,13 +207,13 @@ class Service:
 
     async def peek(self, request: Request) -> Response:
         """``POST /v1/peek``."""
-        check = bodies.check(bodies.loads(await read_body(request)), looks=True)
+        check = bodies.check(await read_json(request), looks=True)
         outcome = await self._look(check)
         return _json(bodies.result(outcome), 200, self._headers(outcome, check))
 
     async def reset(self, request: Request) -> Response:
         """``POST /v1/reset``."""
-        given = bodies.key_of(bodies.loads(await read_body(request)))
+        given = bodies.key_of(await read_json(request))
         await self.engine.reset(given.key, given.limit)
         return Response(status_code=204)
 
@@ -293,7 +308,7 @@ class Service:
             if not await asyncio.to_thread(config.delete, key, domain):
                 raise Problem(404, "not-found", f"no override for {key!r} in domain {domain!r}")
             return Response(status_code=204)
-        data = bodies.loads(await read_body(request))
+        data = await read_json(request)
         try:
             override = Override.from_dict(data) if isinstance(data, dict) else None
         except ConfigError as error:

@@ -8,6 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from ratekeeper import __version__
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.inputs import MAX_COST
+from ratekeeper.rules.model import UNITS
+from ratekeeper.service.bodies import MAX_BATCH
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -26,33 +30,107 @@ def _problem(description: str) -> dict[str, Any]:
 
 
 _RATE_HEADERS = {
-    name: {
-        "description": text,
-        "schema": {"type": "integer" if name != "X-RateLimit-Degraded" else "string"},
-    }
-    for name, text in {
-        "X-RateLimit-Limit": "the limit of the status closest to its limit",
-        "X-RateLimit-Remaining": "hits it still allows",
-        "X-RateLimit-Reset": "seconds until it is fully available again",
-        "Retry-After": "seconds until a refused hit could pass (on 429 only; at most a day)",
-        "X-RateLimit-Degraded": "'true' when the store's failure policy made a decision",
-    }.items()
+    name: {"description": text, "schema": schema}
+    for name, text, schema in (
+        ("X-RateLimit-Limit", "the limit of the status closest to its limit", {"type": "integer"}),
+        ("X-RateLimit-Remaining", "hits it still allows", {"type": "integer"}),
+        ("X-RateLimit-Reset", "seconds until it is fully available again", {"type": "integer"}),
+        (
+            "Retry-After",
+            "seconds until a refused hit could pass (on 429 only; at most a day)",
+            {"type": "integer", "minimum": 0, "maximum": 86400},
+        ),
+        (
+            "X-RateLimit-Degraded",
+            "'true' when the store's failure policy made a decision",
+            {"enum": ["true"]},
+        ),
+        (
+            "RateLimit-Policy",
+            "with --ietf-headers: the IETF draft's policy of that status, '\"name\";q=10;w=60'",
+            {"type": "string"},
+        ),
+        (
+            "RateLimit",
+            "with --ietf-headers: the IETF draft's state of that status, '\"name\";r=4;t=30'",
+            {"type": "string"},
+        ),
+    )
+}
+_ADMIN = {
+    "401": {
+        **_problem("no or a wrong bearer token"),
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string", "pattern": "^Bearer "}}},
+    },
+    "404": _problem("no such override, or the admin endpoints are off"),
+    "422": _problem("a key, domain or prefix that is not valid"),
+    "503": _problem("the configuration store failed, or the service has none"),
 }
 
 _BAD = {
     "400": _problem("the body is not JSON"),
     "413": _problem("the body is over 64 KiB"),
+    "415": _problem("the body is said to be other than application/json"),
     "422": _problem("a value is not valid; pointer says where"),
     "503": _problem("a store failed and no failure policy answers"),
 }
 
-_ADMIN = {
-    "401": _problem("no or a wrong bearer token"),
-    "404": _problem("no such override, or the admin endpoints are off"),
-}
-
 _KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
 _DOMAIN = {"name": "domain", "in": "query", "schema": {"type": "string", "default": ""}}
+
+#: The largest cost, count or amount: ``ratekeeper.inputs.MAX_COST``.
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COST}
+_AMOUNT = {"type": "integer", "minimum": 1, "maximum": MAX_COST}
+_KEY_TEXT = {"type": "string", "minLength": 1}
+_UNIT = {
+    "enum": [name for unit in UNITS for name in (unit.upper(), unit)],
+    "description": "an Envoy unit, in upper or lower case",
+}
+_LIMIT = {
+    "oneOf": [
+        {
+            "type": "string",
+            "minLength": 1,
+            "examples": ["10/minute", "100 per hour", "5/30s"],
+            "description": "one rate string",
+        },
+        _ref("Override"),
+        {"type": "null"},
+    ],
+    "description": "counts the key under this limit; without it (or null), under the key's "
+    "override or the default",
+}
+
+#: A uint64 in protobuf's JSON: a number, or its decimal digits in a string; null is 0.
+_UINT = {
+    "oneOf": [
+        {"type": "integer", "minimum": 0, "maximum": MAX_COST},
+        {"type": "string", "pattern": "^[0-9]{1,15}$"},
+        {"type": "null"},
+    ]
+}
+_POSITIVE_UINT = {
+    "oneOf": [
+        {"type": "integer", "minimum": 1, "maximum": MAX_COST},
+        {"type": "string", "pattern": "^0*[1-9][0-9]{0,14}$"},
+    ]
+}
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+def _both(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A protobuf field under its two JSON names: snake_case and lowerCamelCase."""
+    return {name: schema, _camel(name): schema}
+
+
+def _once(name: str) -> dict[str, Any]:
+    """The field ``name`` under one of its two JSON names, not both."""
+    return {"not": {"required": [name, _camel(name)]}}
+
 
 _SCHEMAS: dict[str, Any] = {
     "KeyCheck": {
@@ -60,16 +138,9 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["key"],
         "additionalProperties": False,
         "properties": {
-            "key": {"type": "string", "minLength": 1},
-            "limit": {
-                "oneOf": [
-                    {"type": "string", "examples": ["10/minute"]},
-                    _ref("Override"),
-                ],
-                "description": "counts the key under this limit; without it, under the key's "
-                "override or the default",
-            },
-            "cost": {"type": "integer", "minimum": 0, "default": 1},
+            "key": _KEY_TEXT,
+            "limit": _LIMIT,
+            "cost": {**_COUNT, "default": 1, "description": "0 only looks"},
         },
     },
     "DescriptorCheck": {
@@ -77,14 +148,9 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["domain", "descriptors"],
         "additionalProperties": False,
         "properties": {
-            "domain": {"type": "string", "minLength": 1},
+            "domain": _KEY_TEXT,
             "descriptors": {"type": "array", "minItems": 1, "items": _ref("Descriptor")},
-            "hits_addend": {
-                "type": "integer",
-                "minimum": 0,
-                "default": 0,
-                "description": "0 means 1",
-            },
+            "hits_addend": {**_COUNT, "default": 0, "description": "0 means 1"},
         },
     },
     "Descriptor": {
@@ -98,28 +164,33 @@ _SCHEMAS: dict[str, Any] = {
                 "items": {
                     "type": "object",
                     "required": ["key"],
-                    "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                    "additionalProperties": False,
+                    "properties": {
+                        "key": _KEY_TEXT,
+                        "value": {"type": "string", "default": ""},
+                    },
                 },
             },
             "limit": {
-                "type": "object",
+                "type": ["object", "null"],
                 "required": ["requests_per_unit", "unit"],
-                "properties": {
-                    "requests_per_unit": {"type": "integer", "minimum": 0},
-                    "unit": {"enum": ["SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR"]},
-                },
+                "additionalProperties": False,
+                "properties": {"requests_per_unit": _AMOUNT, "unit": _UNIT},
             },
-            "hits_addend": {"type": "integer", "minimum": 0, "description": "0 only looks"},
+            "hits_addend": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "maximum": MAX_COST,
+                "description": "this descriptor's cost, instead of the request's; 0 only looks",
+            },
         },
     },
     "Check": {"oneOf": [_ref("KeyCheck"), _ref("DescriptorCheck")]},
     "Reset": {
         "type": "object",
         "required": ["key"],
-        "properties": {
-            "key": {"type": "string"},
-            "limit": {"oneOf": [{"type": "string"}, _ref("Override")]},
-        },
+        "additionalProperties": False,
+        "properties": {"key": _KEY_TEXT, "limit": _LIMIT},
     },
     "Status": {
         "type": "object",
@@ -159,12 +230,22 @@ _SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["capacity", "time_window_sec"],
         "additionalProperties": False,
+        "description": "a limit; a window, granularity and burst that do not fit together, or "
+        "a period string that is not one, are answered 422",
         "properties": {
-            "capacity": {"type": "integer", "minimum": 0},
-            "time_window_sec": {"type": ["number", "string"]},
-            "algorithm": {"type": "string", "default": "bucketed_window"},
-            "granularity": {"type": "number"},
-            "burst": {"type": "integer"},
+            "capacity": _AMOUNT,
+            "time_window_sec": {
+                "oneOf": [
+                    {"type": "number", "minimum": 0.001, "maximum": 3.1536e9},
+                    {"type": "string", "minLength": 1, "examples": ["5m", "1 hour"]},
+                ],
+            },
+            "algorithm": {
+                "enum": [algorithm.value for algorithm in Algorithm],
+                "default": "bucketed_window",
+            },
+            "granularity": {"type": ["number", "null"], "exclusiveMinimum": 0},
+            "burst": {**_AMOUNT, "type": ["integer", "null"]},
         },
     },
     "StoredOverride": {
@@ -177,6 +258,7 @@ _SCHEMAS: dict[str, Any] = {
     },
     "Problem": {
         "type": "object",
+        "required": ["type", "title", "status", "detail"],
         "properties": {
             "type": {"type": "string"},
             "title": {"type": "string"},
@@ -187,7 +269,47 @@ _SCHEMAS: dict[str, Any] = {
     },
     "EnvoyRequest": {
         "type": "object",
-        "description": "envoy.service.ratelimit.v3.RateLimitRequest in protobuf's JSON",
+        "description": "envoy.service.ratelimit.v3.RateLimitRequest in protobuf's JSON: names "
+        "in snake_case or lowerCamelCase, 64-bit integers possibly quoted, null for a default",
+        "required": ["domain", "descriptors"],
+        "additionalProperties": False,
+        **_once("hits_addend"),
+        "properties": {
+            "domain": _KEY_TEXT,
+            "descriptors": {"type": "array", "minItems": 1, "items": _ref("EnvoyDescriptor")},
+            **_both("hits_addend", _UINT),
+        },
+    },
+    "EnvoyDescriptor": {
+        "type": "object",
+        "additionalProperties": False,
+        **_once("hits_addend"),
+        "properties": {
+            "entries": {
+                "type": ["array", "null"],
+                "items": {
+                    "type": "object",
+                    "required": ["key"],
+                    "additionalProperties": False,
+                    "properties": {"key": _KEY_TEXT, "value": {"type": "string"}},
+                },
+            },
+            "limit": {
+                "type": ["object", "null"],
+                "required": ["unit"],
+                "anyOf": [{"required": ["requests_per_unit"]}, {"required": ["requestsPerUnit"]}],
+                **_once("requests_per_unit"),
+                "additionalProperties": False,
+                "properties": {
+                    **_both("requests_per_unit", _POSITIVE_UINT),
+                    "unit": {
+                        "oneOf": [_UNIT, {"type": "integer", "minimum": 1, "maximum": 7}],
+                        "description": "a name, or its number in Envoy's enum",
+                    },
+                },
+            },
+            **_both("hits_addend", _UINT),
+        },
     },
     "EnvoyResponse": {
         "type": "object",
@@ -220,7 +342,14 @@ def document() -> dict[str, Any]:
                 "requestBody": {
                     "required": True,
                     "content": {
-                        "application/json": {"schema": {"type": "array", "items": _ref("Check")}}
+                        "application/json": {
+                            "schema": {
+                                "type": "array",
+                                "minItems": 1,
+                                "maxItems": MAX_BATCH,
+                                "items": _ref("Check"),
+                            }
+                        }
                     },
                 },
                 "responses": {"200": _json(_ref("BatchResult"), "every result, in order"), **_BAD},
@@ -321,6 +450,21 @@ def document() -> dict[str, Any]:
                     "X-RateLimit-Reset, and Retry-After on a refusal. Only 200 and 403 are ever "
                     "sent, as nginx turns any other status into a 500."
                 ),
+                "parameters": [
+                    {
+                        "name": name,
+                        "in": "header",
+                        "required": name == "X-Real-IP",
+                        "schema": {"type": "string", "minLength": int(name == "X-Real-IP")},
+                    }
+                    for name in (
+                        "X-RateLimit-Domain",
+                        "X-Real-IP",
+                        "X-User",
+                        "X-Original-URI",
+                        "X-Original-Method",
+                    )
+                ],
                 "responses": {
                     "200": {"description": "let the request through"},
                     "403": {"description": "over a limit, or a request nginx could not describe"},

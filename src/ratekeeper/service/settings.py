@@ -16,6 +16,8 @@ flag                      variable                      default
 ``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``allow`` (or ``deny``, ``local``)
 ``--log-format F``        ``RATEKEEPER_LOG_FORMAT``     ``text`` (or ``json``)
 ``--workers N``           ``RATEKEEPER_WORKERS``        ``1``
+``--ietf-headers``        ``RATEKEEPER_IETF_HEADERS``   off; adds the IETF ``RateLimit`` and
+                          (``true``/``false``, ...)     ``RateLimit-Policy`` fields
 ========================  ============================  =====================================
 
 ``Settings.read(args, environ)`` checks every value and raises ``ConfigError`` listing each bad
@@ -65,6 +67,7 @@ class Settings:
     on_store_error: str = "allow"
     log_format: str = "text"
     workers: int = 1
+    ietf_headers: bool = False
 
     @classmethod
     def read(
@@ -161,6 +164,17 @@ def _workers(value: str | int) -> int:
     return int(text)
 
 
+def _switch(value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, not {value!r}")
+
+
 _PARSERS: dict[str, Any] = {
     "store": _url(STORE_SCHEMES),
     "config": _url(CONFIG_SCHEMES),
@@ -171,6 +185,7 @@ _PARSERS: dict[str, Any] = {
     "on_store_error": _one_of(POLICIES),
     "log_format": _one_of(LOG_FORMATS),
     "workers": _workers,
+    "ietf_headers": _switch,
 }
 
 
@@ -196,3 +211,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on-store-error", metavar="POLICY", help="allow (default), deny or local")
     parser.add_argument("--log-format", metavar="FORMAT", help="text (default) or json")
     parser.add_argument("--workers", metavar="N", help="worker processes (default 1)")
+    parser.add_argument(
+        "--ietf-headers",
+        action="store_const",
+        const=True,
+        help="add the IETF RateLimit and RateLimit-Policy fields to answers",
+    )

@@ -5,8 +5,9 @@ limit is fully available again, rounded up) describe the status closest to its l
 with the fewest hits remaining, a refusing one first. ``Retry-After`` (whole seconds, rounded
 up, at most a day; an infinite wait gives a day) is sent only when the decision refuses, and
 holds the longest wait of the refusing statuses. With ``ietf=True`` the IETF httpapi draft's
-fields (revision 10) are added: ``RateLimit-Policy: "name";q=100;w=60`` and
-``RateLimit: "name";r=50;t=30``.
+fields (revision 10) are added, each a Structured Field list of one item naming the status by
+its rule's name: ``RateLimit-Policy: "name";q=100;w=60`` (quota; window in seconds) and
+``RateLimit: "name";r=50;t=30`` (remaining; seconds until the quota is whole again).
 
 A status is a ``translate.WireStatus``, an engine ``Status`` or a bare ``Decision``. Statuses
 no limit applies to (unlimited, whitelisted) give no header.
@@ -17,12 +18,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from typing import NamedTuple
+from urllib.parse import quote
 
 from ratekeeper.decision import Decision
 from ratekeeper.engine.verdict import Status
 from ratekeeper.rules.model import UNITS
 from ratekeeper.service.translate import OK, WireStatus
 
+#: What a Structured Field String holds as it is: printable ASCII, less ``%`` (its escape).
+_PRINTABLE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
 #: The longest ``Retry-After``: a day.
 MAX_RETRY_AFTER = 86_400
 
@@ -98,6 +102,22 @@ def _seen(status: WireStatus | Status | Decision) -> _Seen | None:
     )
 
 
+def _whole(value: float) -> int:
+    """``value`` seconds rounded up, as the IETF fields give them: no cap of a day, as a
+    window or a reset can be longer (an unknown one, infinite, gives a day)."""
+    if math.isnan(value) or value <= 0:
+        return 0
+    return MAX_RETRY_AFTER if math.isinf(value) else math.ceil(value)
+
+
+def _sf_string(text: str) -> str:
+    """``text`` as a Structured Field String (RFC 9651): quoted, ``\\`` and ``"`` escaped,
+    and any character outside printable ASCII, which such a string cannot hold,
+    percent-encoded (as ``%`` itself is)."""
+    escaped = quote(text, safe=_PRINTABLE).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
 def rate_limit_headers(
     statuses: Iterable[WireStatus | Status | Decision], *, ietf: bool = False
 ) -> dict[str, str]:
@@ -119,10 +139,10 @@ def rate_limit_headers(
     if refused:
         headers[RETRY_AFTER] = str(seconds(max(refused)))
     if ietf:
-        name = closest.name.replace("\\", "\\\\").replace('"', '\\"')
-        policy = f'"{name}";q={closest.limit}'
+        name = _sf_string(closest.name)
+        policy = f"{name};q={closest.limit}"
         if closest.window is not None:
-            policy += f";w={seconds(closest.window) or 1}"
+            policy += f";w={_whole(closest.window) or 1}"
         headers[RATELIMIT_POLICY] = policy
-        headers[RATELIMIT] = f'"{name}";r={max(closest.remaining, 0)};t={seconds(closest.reset)}'
+        headers[RATELIMIT] = f"{name};r={max(closest.remaining, 0)};t={_whole(closest.reset)}"
     return headers

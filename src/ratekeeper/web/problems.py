@@ -23,6 +23,7 @@ TYPES = {
     "not-found": "urn:ratekeeper:problem:not-found",
     "unavailable": "urn:ratekeeper:problem:unavailable",
     "method": "urn:ratekeeper:problem:method-not-allowed",
+    "media-type": "urn:ratekeeper:problem:unsupported-media-type",
 }
 
 
