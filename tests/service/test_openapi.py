@@ -87,7 +87,7 @@ CASES = [
             "domain": "test",
             "descriptors": [{**ONE[0], "limit": {"requests_per_unit": 0, "unit": "SECOND"}}],
         },
-        False,
+        True,  # always over, as in Envoy's service
     ),
     (
         "/v1/check",

@@ -109,12 +109,6 @@ _UINT = {
         {"type": "null"},
     ]
 }
-_POSITIVE_UINT = {
-    "oneOf": [
-        {"type": "integer", "minimum": 1, "maximum": MAX_COST},
-        {"type": "string", "pattern": "^0*[1-9][0-9]{0,14}$"},
-    ]
-}
 
 
 def _camel(name: str) -> str:
@@ -175,7 +169,15 @@ _SCHEMAS: dict[str, Any] = {
                 "type": ["object", "null"],
                 "required": ["requests_per_unit", "unit"],
                 "additionalProperties": False,
-                "properties": {"requests_per_unit": _AMOUNT, "unit": _UNIT},
+                "properties": {
+                    "requests_per_unit": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": MAX_COST,
+                        "description": "0 is always over the limit, as in Envoy's service",
+                    },
+                    "unit": _UNIT,
+                },
             },
             "hits_addend": {
                 "type": ["integer", "null"],
@@ -301,7 +303,7 @@ _SCHEMAS: dict[str, Any] = {
                 **_once("requests_per_unit"),
                 "additionalProperties": False,
                 "properties": {
-                    **_both("requests_per_unit", _POSITIVE_UINT),
+                    **_both("requests_per_unit", _UINT),
                     "unit": {
                         "oneOf": [_UNIT, {"type": "integer", "minimum": 1, "maximum": 7}],
                         "description": "a name, or its number in Envoy's enum",
