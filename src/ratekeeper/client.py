@@ -104,14 +104,17 @@ def _answer(response: Any, url: str) -> dict[str, Any]:
 class _Base:
     """What the twins share: the address, the bodies, the checks (no I/O)."""
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, admin_token: str | None) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise StoreConfigError(f"a ratekeeper service URL is http(s)://host:port, not {url!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise StoreConfigError(f"timeout must be positive seconds, not {timeout!r}")
+        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token):
+            raise StoreConfigError("admin_token is the service's admin token, a non-empty string")
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self._errors = _httpx().HTTPError
+        self._admin = {} if admin_token is None else {"Authorization": f"Bearer {admin_token}"}
 
     def _check(self, key: str, limit: Limit, cost: int, now: float | None) -> dict[str, Any]:
         if now is not None:
@@ -134,13 +137,15 @@ class _Base:
 class ServiceStore(_Base):
     """A request store that asks the ratekeeper service at ``url`` (``http://host:port``)."""
 
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
-        super().__init__(url, timeout)
+    def __init__(
+        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, admin_token: str | None = None
+    ) -> None:
+        super().__init__(url, timeout, admin_token)
         self._client = _httpx().Client(base_url=self.url, timeout=self.timeout)
 
-    def _post(self, path: str, body: Any) -> Any:
+    def _post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
         try:
-            return self._client.post(path, json=body)
+            return self._client.post(path, json=body, headers=headers)
         except self._errors as error:
             raise StoreError(f"ratekeeper service {redacted(self.url)}: {error}") from error
 
@@ -161,7 +166,7 @@ class ServiceStore(_Base):
 
     def reset(self, key: str, limit: Limit) -> None:
         body = {"key": check_key(key), "limit": limit_body(limit)}
-        response = self._post("/v1/reset", body)
+        response = self._post("/v1/reset", body, self._admin)
         if response.status_code != 204:
             _answer(response, self.url)
 
@@ -179,13 +184,15 @@ class ServiceStore(_Base):
 class AsyncServiceStore(_Base):
     """The asyncio twin of ``ServiceStore``."""
 
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
-        super().__init__(url, timeout)
+    def __init__(
+        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, admin_token: str | None = None
+    ) -> None:
+        super().__init__(url, timeout, admin_token)
         self._client = _httpx().AsyncClient(base_url=self.url, timeout=self.timeout)
 
-    async def _post(self, path: str, body: Any) -> Any:
+    async def _post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
         try:
-            return await self._client.post(path, json=body)
+            return await self._client.post(path, json=body, headers=headers)
         except self._errors as error:
             raise StoreError(f"ratekeeper service {redacted(self.url)}: {error}") from error
 
@@ -210,7 +217,7 @@ class AsyncServiceStore(_Base):
 
     async def reset(self, key: str, limit: Limit) -> None:
         body = {"key": check_key(key), "limit": limit_body(limit)}
-        response = await self._post("/v1/reset", body)
+        response = await self._post("/v1/reset", body, self._admin)
         if response.status_code != 204:
             _answer(response, self.url)
 
@@ -229,7 +236,8 @@ class RemoteLimiter(Limiter):
     """The ``Limiter`` API, decided by the ratekeeper service at ``url``.
 
     ``timeout`` bounds each call (seconds); ``on_store_error`` answers while the service cannot
-    be reached, as for a Redis store. Example::
+    be reached, as for a Redis store. ``reset`` is an admin call: it needs the service's
+    ``admin_token``. Example::
 
         limiter = RemoteLimiter("http://127.0.0.1:8080")
         limiter.hit(f"user:{user_id}", "10/minute").allowed
@@ -242,10 +250,11 @@ class RemoteLimiter(Limiter):
         algorithm: Algorithm | str = Algorithm.FIXED_WINDOW,
         timeout: float = DEFAULT_TIMEOUT,
         on_store_error: str | None = "allow",
+        admin_token: str | None = None,
     ) -> None:
         from ratekeeper.stores.resilience import Resilient
 
-        store: Any = ServiceStore(url, timeout=timeout)
+        store: Any = ServiceStore(url, timeout=timeout, admin_token=admin_token)
         if on_store_error is not None:
             store = Resilient(store, on_store_error=on_store_error)
         super().__init__(store, algorithm=algorithm)
@@ -261,10 +270,11 @@ class AsyncRemoteLimiter(AsyncLimiter):
         algorithm: Algorithm | str = Algorithm.FIXED_WINDOW,
         timeout: float = DEFAULT_TIMEOUT,
         on_store_error: str | None = "allow",
+        admin_token: str | None = None,
     ) -> None:
         from ratekeeper.stores.resilience import AsyncResilient
 
-        store: Any = AsyncServiceStore(url, timeout=timeout)
+        store: Any = AsyncServiceStore(url, timeout=timeout, admin_token=admin_token)
         if on_store_error is not None:
             store = AsyncResilient(store, on_store_error=on_store_error)
         super().__init__(store, algorithm=algorithm)

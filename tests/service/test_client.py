@@ -8,15 +8,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from ratekeeper import InvalidInputError, InvalidLimitError, Limit, RateLimitExceeded, StoreError
+from ratekeeper import (
+    InvalidInputError,
+    InvalidLimitError,
+    Limit,
+    RateLimitExceeded,
+    StoreConfigError,
+    StoreError,
+)
 from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
 from tests.servers import free_port
 from tests.service.served import Served
 
+TOKEN = "client-admin-token-0123456789"
+
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    served = Served(tmp_path_factory.mktemp("service"))
+    served = Served(tmp_path_factory.mktemp("service"), environ={"RATEKEEPER_ADMIN_TOKEN": TOKEN})
     try:
         yield served.url
     finally:
@@ -24,7 +33,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_the_limiter_api_decided_by_the_service(service: str) -> None:
-    limiter = RemoteLimiter(service, timeout=5)
+    limiter = RemoteLimiter(service, timeout=5, admin_token=TOKEN)
     limit = Limit(3, 3600, "gcra")
     decisions = [limiter.hit("client:a", limit) for _ in range(4)]
     assert [d.allowed for d in decisions] == [True, True, True, False]
@@ -96,3 +105,24 @@ def test_the_async_client_decides_the_same(service: str) -> None:
         return found
 
     assert asyncio.run(main()) == [1, 0, 0, 0]
+
+
+def test_reset_is_an_admin_call(service: str) -> None:
+    limit = Limit(1, 3600)
+    plain = RemoteLimiter(service, timeout=5)
+    assert plain.hit("client:reset", limit).allowed
+    with pytest.raises(StoreConfigError, match="401"):
+        plain.reset("client:reset", limit)
+    assert not plain.hit("client:reset", limit).allowed  # nothing was forgotten
+    plain.close()
+
+    async def run() -> bool:
+        limiter = AsyncRemoteLimiter(service, timeout=5, admin_token=TOKEN)
+        await limiter.reset("client:reset", limit)
+        allowed = (await limiter.hit("client:reset", limit)).allowed
+        await limiter.close()
+        return allowed
+
+    assert asyncio.run(run())
+    with pytest.raises(StoreConfigError, match="admin_token"):
+        RemoteLimiter(service, admin_token="")

@@ -186,8 +186,16 @@ def test_batch_peek_and_reset(client: AppClient) -> None:
         ]
         == 0
     )
-    assert client.post("/v1/reset", json={"key": "a", "limit": "1/minute"}).status_code == 204
-    assert client.post("/v1/check", json={"key": "a", "limit": "1/minute"}).status_code == 200
+    reset = {"key": "a", "limit": "1/minute"}
+    for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"}):
+        refused = client.post("/v1/reset", json=reset, headers=headers)
+        assert (
+            refused.status_code == 401 and "bearer" in refused.headers["www-authenticate"].lower()
+        )
+    assert client.post("/v1/check", json=reset).status_code == 429  # nothing was forgotten
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert client.post("/v1/reset", json=reset, headers=auth).status_code == 204
+    assert client.post("/v1/check", json=reset).status_code == 200
 
 
 def test_a_bad_item_in_a_batch_counts_nothing(client: AppClient) -> None:

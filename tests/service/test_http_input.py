@@ -62,8 +62,12 @@ def untouched(client: AppClient) -> None:
     assert answer.json()["statuses"][0]["remaining"] == 2
 
 
+JSON = {"content-type": "application/json"}
+
+
 def post(client: AppClient, path: str, raw: bytes) -> Any:
-    return client.post(path, content=raw, headers={"content-type": "application/json"})
+    """``raw`` posted as JSON, with the admin token (which ``/v1/reset`` needs)."""
+    return client.post(path, content=raw, headers={**JSON, "authorization": f"Bearer {TOKEN}"})
 
 
 @pytest.mark.parametrize(
@@ -148,8 +152,10 @@ def test_a_key_that_is_no_utf_8_is_422(client: AppClient) -> None:
 
 
 def test_a_reset_of_an_empty_key_is_422(client: AppClient) -> None:
-    problem(client.post("/v1/reset", json={"key": ""}), 422, "/key")
-    problem(client.post("/v1/reset", json={"key": "k", "cost": 1}), 422, "/cost", "unknown")
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    problem(client.post("/v1/reset", json={"key": ""}, headers=auth), 422, "/key")
+    answer = client.post("/v1/reset", json={"key": "k", "cost": 1}, headers=auth)
+    problem(answer, 422, "/cost", "unknown")
 
 
 def test_an_unknown_domain_has_no_limit_as_in_envoys_service(client: AppClient) -> None:
@@ -165,7 +171,8 @@ def test_a_body_over_the_limit_is_413_on_every_route(client: AppClient) -> None:
     big = json.dumps({"key": "k" * MAX_BODY, "limit": LIMIT}).encode()
     auth = {"authorization": f"Bearer {TOKEN}"}
     for path in ("/v1/check", "/v1/peek", "/v1/check/batch", "/v1/reset"):
-        problem(post(client, path, big), 413, None, str(MAX_BODY))
+        answer = client.post(path, content=big, headers={**JSON, **auth})
+        problem(answer, 413, None, str(MAX_BODY))
     problem(client.put("/v1/overrides/k", content=big, headers=auth), 413, None)
     # A Content-Length that lies small is caught as the body arrives.
     lying = {"content-length": "10", "content-type": "application/json"}
@@ -179,7 +186,8 @@ def test_a_body_over_the_limit_is_413_on_every_route(client: AppClient) -> None:
 def test_a_body_said_to_be_other_than_json_is_415(client: AppClient, content_type: str) -> None:
     raw = json.dumps({"key": "k", "limit": LIMIT}).encode()
     for path in ("/v1/check", "/v1/peek", "/v1/check/batch", "/v1/reset"):
-        answer = client.post(path, content=raw, headers={"content-type": content_type})
+        headers = {"content-type": content_type, "authorization": f"Bearer {TOKEN}"}
+        answer = client.post(path, content=raw, headers=headers)
         problem(answer, 415, "/headers/content-type", "application/json", content_type)
     untouched(client)
 

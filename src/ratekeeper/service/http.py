@@ -7,10 +7,11 @@
   headers of ``ratekeeper.web.headers``. ``POST /v1/check/batch``: an array of checks, all
   parsed before any is counted, answered 200 with each result in order. ``POST /v1/peek``:
   a check that counts nothing (cost 0), answered 200. ``POST /v1/reset``: forget a key's
-  count (204).
+  count (204), an admin endpoint.
 - ``GET|PUT|DELETE /v1/overrides/{key}`` and ``GET /v1/overrides`` (``?domain=``,
-  ``?prefix=``): the configuration store's per-key overrides, behind ``Authorization: Bearer
-  <admin_token>`` (401 without it); with no token the routes answer 404.
+  ``?prefix=``): the configuration store's per-key overrides. These and ``/v1/reset`` are
+  behind ``Authorization: Bearer <admin_token>`` (401 without it); with no token they answer
+  404.
 - ``GET /healthz`` (the process answers), ``GET /readyz`` (the request store answers; else
   503), Envoy's ``POST /json`` and ``GET /healthcheck`` as Envoy's rate-limit service answers
   them, and ``GET /openapi.json``.
@@ -212,7 +213,11 @@ class Service:
         return _json(bodies.result(outcome), 200, self._headers(outcome, check))
 
     async def reset(self, request: Request) -> Response:
-        """``POST /v1/reset``."""
+        """``POST /v1/reset``: an admin endpoint, as it gives a key its whole limit back."""
+        try:
+            self._authorize(request)
+        except Problem as problem:
+            return _unauthorized(problem)
         given = bodies.key_of(await read_json(request))
         await self.engine.reset(given.key, given.limit)
         return Response(status_code=204)
@@ -276,6 +281,15 @@ class Service:
     # Admin: the configuration store's overrides.
 
     def _admin(self, request: Request) -> ConfigStore:
+        self._authorize(request)
+        config = self.engine.config
+        if config is None:
+            raise Problem(503, "unavailable", "the service has no configuration store")
+        return config
+
+    def _authorize(self, request: Request) -> None:
+        """Nothing when ``request`` carries the admin token; else a 404 problem (no token is
+        set: the admin endpoints are off) or a 401 (compared in constant time)."""
         if self.admin_token is None:
             raise Problem(404, "not-found", "the admin endpoints are off: no admin token is set")
         given = request.headers.get("authorization", "")
@@ -286,10 +300,6 @@ class Service:
             raise Problem(
                 401, "unauthorized", "a bearer token is required", "/headers/authorization"
             )
-        config = self.engine.config
-        if config is None:
-            raise Problem(503, "unavailable", "the service has no configuration store")
-        return config
 
     async def override(self, request: Request) -> Response:
         """``GET|PUT|DELETE /v1/overrides/{key}``."""

@@ -366,9 +366,15 @@ def document() -> dict[str, Any]:
         },
         "/v1/reset": {
             "post": {
-                "summary": "Forget what a key's limit counted",
+                "summary": "Forget what a key's limit counted (admin: it gives the limit back)",
+                "security": admin,
                 "requestBody": _body("Reset"),
-                "responses": {"204": {"description": "forgotten"}, **_BAD},
+                "responses": {
+                    "204": {"description": "forgotten"},
+                    **_BAD,
+                    "401": _ADMIN["401"],
+                    "404": _problem("the admin endpoints are off: no admin token is set"),
+                },
             }
         },
         "/v1/overrides": {
