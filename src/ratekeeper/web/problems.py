@@ -23,6 +23,7 @@ TYPES = {
     "not-found": "urn:ratekeeper:problem:not-found",
     "unavailable": "urn:ratekeeper:problem:unavailable",
     "method": "urn:ratekeeper:problem:method-not-allowed",
+    "limited": "urn:ratekeeper:problem:rate-limited",
 }
 
 
