@@ -108,3 +108,20 @@ def test_exempt_paths() -> None:
     paths = ["/health", "/static/app.js", "/healthz", "/"]
     assert [exempt(Request("GET", p, {}, None)) for p in paths] == [True, True, False, False]
     assert exemption([]) is None
+
+
+def test_multipart_text_fields_are_read_and_files_left_out() -> None:
+    body = (
+        b"--XyZ\r\n"
+        b'Content-Disposition: form-data; name="username"\r\n\r\n'
+        b"al\xc3\xafce\r\n"
+        b"--XyZ\r\n"
+        b'Content-Disposition: form-data; name="avatar"; filename="a.png"\r\n'
+        b"Content-Type: image/png\r\n\r\n"
+        b"\x89PNG\r\n"
+        b"--XyZ--\r\n"
+    )
+    headers = {"content-type": "multipart/form-data; boundary=XyZ"}
+    seen = Request("POST", "/", headers, None, body=body)
+    assert seen.field("username") == "alïce"
+    assert seen.field("avatar") is None

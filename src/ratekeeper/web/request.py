@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
+from email.parser import BytesParser
+from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -94,9 +96,10 @@ class Request:
         return values[0] if values else None
 
     def field(self, name: str) -> str | None:
-        """Field ``name`` of a form (``application/x-www-form-urlencoded``) or JSON object
-        body: its first value, a string or a number as text; None when the body was not read,
-        is of another type, or has no such field."""
+        """Field ``name`` of a form (``application/x-www-form-urlencoded``, or a text field of
+        ``multipart/form-data``) or of a JSON object body: its first value, a string or a
+        number as text; None when the body was not read, is of another type, or has no such
+        field."""
         if self._fields is None:
             self._fields = _fields(self.header("content-type") or "", self.body)
         return self._fields.get(name)
@@ -109,6 +112,8 @@ def _fields(content_type: str, body: bytes | None) -> dict[str, str]:
     if media == "application/x-www-form-urlencoded":
         text = body.decode("utf-8", "replace")
         return {name: values[0] for name, values in parse_qs(text).items()}
+    if media == "multipart/form-data":
+        return _multipart(content_type, body)
     if media == "application/json" or media.endswith("+json"):
         try:
             data = json.loads(body)
@@ -122,3 +127,21 @@ def _fields(content_type: str, body: bytes | None) -> dict[str, str]:
             if isinstance(value, str | int | float) and not isinstance(value, bool)
         }
     return {}
+
+
+def _multipart(content_type: str, body: bytes) -> dict[str, str]:
+    """The text fields of a ``multipart/form-data`` body (files left out)."""
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    message = BytesParser(policy=HTTP).parsebytes(head + body)
+    if not message.is_multipart():
+        return {}
+    fields: dict[str, str] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str) or part.get_filename() is not None or name in fields:
+            continue
+        payload = part.get_payload(decode=True)
+        if isinstance(payload, bytes):
+            charset = part.get_content_charset() or "utf-8"
+            fields[name] = payload.decode(charset, "replace")
+    return fields
