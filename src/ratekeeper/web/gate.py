@@ -11,9 +11,10 @@ out (``ratekeeper.web.replies``).
   default); with None, each route counts apart (its method and template), as the per-route
   adapters do.
 - Several limits of one request are decided in one ``hit_many`` when the decider has one (a
-  ``Limiter`` or ``AsyncLimiter``); with ``all_or_nothing`` (the default) a refused request then
-  consumes none of them. Other deciders (an ``Engine``, a remote client) decide them one by
-  one. The descriptors go to one ``check``, with the same ``all_or_nothing``.
+  ``Limiter`` or ``AsyncLimiter``), all or nothing: a refused request consumes none of them.
+  Other deciders (an ``Engine``, a remote client) decide them one by one. The descriptors go to
+  one ``check`` with Envoy's semantics, as a gateway's would: every limit counts, even when
+  another refuses. ``all_or_nothing`` True or False sets both ways alike.
 - A ``shadow`` limit is counted on its own and never refuses; a would-be refusal is logged at
   INFO on the ``ratekeeper.web`` logger, as is a rule's ``shadow_mode`` one.
 - An admitted hit on a leaky-bucket shaper carries a ``delay``: the gate waits it out (up to
@@ -105,7 +106,7 @@ class _Gate:
         domain: str | None = None,
         descriptors: Iterable[Key | KeyFunction] = (),
         cost: CostLike = 1,
-        all_or_nothing: bool = True,
+        all_or_nothing: bool | None = None,
         max_delay: float = 0.0,
     ) -> None:
         self.limits = tuple(limits)
@@ -127,7 +128,10 @@ class _Gate:
         self.scope = scope
         self.domain = domain
         self.cost = cost if callable(cost) else check_cost(cost)
-        self.all_or_nothing = bool(all_or_nothing)
+        if all_or_nothing is not None and not isinstance(all_or_nothing, bool):
+            raise TypeError(f"all_or_nothing is True, False or None, not {all_or_nothing!r}")
+        self.all_or_nothing = all_or_nothing is not False  # for the limits
+        self.all_or_nothing_rules = all_or_nothing is True  # for the descriptors
         self.max_delay = float(max_delay)
         self._many = _batches(decider)
 
@@ -222,7 +226,10 @@ class Gate(_Gate):
             verdict = None
             if plan.descriptors:
                 verdict = decider.check(
-                    self.domain, plan.descriptors, plan.cost, all_or_nothing=self.all_or_nothing
+                    self.domain,
+                    plan.descriptors,
+                    plan.cost,
+                    all_or_nothing=self.all_or_nothing_rules,
                 )
         except StoreError as error:
             log.warning("the request store failed and has no failure policy: %s", error)
@@ -265,7 +272,10 @@ class AsyncGate(_Gate):
             verdict = None
             if plan.descriptors:
                 verdict = await decider.check(
-                    self.domain, plan.descriptors, plan.cost, all_or_nothing=self.all_or_nothing
+                    self.domain,
+                    plan.descriptors,
+                    plan.cost,
+                    all_or_nothing=self.all_or_nothing_rules,
                 )
         except StoreError as error:
             log.warning("the request store failed and has no failure policy: %s", error)
