@@ -123,3 +123,18 @@ def test_a_flask_view_over_the_remote_address_and_a_trusted_proxy(clock: FakeClo
 
     assert [status("203.0.113.7", f"1.1.1.{n}") for n in range(2)] == [200, 429]
     assert [status("10.0.0.1", "198.51.100.1"), status("10.0.0.1", "198.51.100.1")] == [200, 429]
+
+
+def test_route_limiter_options_are_checked_when_built() -> None:
+    import pytest
+
+    from ratekeeper import AsyncLimiter
+
+    with pytest.raises(TypeError, match="asyncio"):
+        RateLimiter(AsyncLimiter())
+    with pytest.raises(TypeError, match="scope"):
+        RateLimiter(Limiter(), scope="x")
+    with pytest.raises(ValueError, match="max_body"):
+        RateLimiter(Limiter(), max_body=-1)
+    with pytest.raises(ValueError, match="RateLimit"):
+        RateLimiter(Limiter()).limit()

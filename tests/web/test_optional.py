@@ -33,3 +33,20 @@ def test_each_framework_module_imports_only_its_own() -> None:
     assert "fastapi" in imported_after("import ratekeeper.web.fastapi")
     assert "django" not in imported_after("import ratekeeper.web.flask")
     assert "flask" not in imported_after("import ratekeeper.web.django")
+
+
+def test_the_web_surface_is_what_its_all_says() -> None:
+    import ratekeeper.web
+
+    assert ratekeeper.web.__all__ == sorted(ratekeeper.web.__all__)
+    assert ratekeeper.web.__all__ == [
+        "AsyncGate",
+        "Gate",
+        "Key",
+        "Outcome",
+        "RateLimit",
+        "Replies",
+        "Reply",
+        "Request",
+        "keys",
+    ]

@@ -112,7 +112,8 @@ def replaying(messages: list[Message], receive: Receive) -> Receive:
 async def send_reply(send: Send, reply: Reply) -> None:
     """Send ``reply`` as the whole response."""
     headers = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in reply.headers]
-    headers.append((b"content-length", str(len(reply.body)).encode()))
+    if not any(name == b"content-length" for name, _ in headers):
+        headers.append((b"content-length", str(len(reply.body)).encode()))
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})
 

@@ -29,11 +29,10 @@ try:
 except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("django", "django") from None
 
-from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import RateLimit
-from ratekeeper.web.problems import Problem
-from ratekeeper.web.replies import Replies, Reply, problem_reply
-from ratekeeper.web.request import MAX_BODY, Request, joined
+from ratekeeper.web.replies import Reply
+from ratekeeper.web.request import Request, joined
+from ratekeeper.web.routes import RouteLimiter
 
 __all__ = ["RateLimiter", "request_of"]
 
@@ -75,39 +74,17 @@ def response_of(reply: Reply) -> Any:
     return response
 
 
-class RateLimiter:
+class RateLimiter(RouteLimiter):
     """Makes view decorators deciding with a ``Decider`` (``Limiter``, ``Engine``,
-    ``RemoteLimiter``); the options are ``ratekeeper.web.fastapi.RateLimiter``'s. A bad one
-    raises here."""
-
-    def __init__(
-        self,
-        decider: Any,
-        *,
-        max_body: int = MAX_BODY,
-        headers: bool = True,
-        ietf: bool = False,
-        degraded_header: str | None = "X-RateLimit-Degraded",
-        on_refused: Callable[[Request, Any], Reply] | None = None,
-        **options: Any,
-    ) -> None:
-        Gate(decider, **options)  # checks the options now
-        self.decider = decider
-        self.options = options
-        self.replies = Replies(
-            headers=headers, ietf=ietf, degraded_header=degraded_header, on_refused=on_refused
-        )
-        self.max_body = max_body
+    ``RemoteLimiter``); its options are ``RouteLimiter``'s."""
 
     def limit(
         self, *limits: RateLimit, scope: str | None = None
     ) -> Callable[[Callable[P, Any]], Callable[P, Any]]:
         """A decorator deciding ``limits`` for each call of a view (its first argument the
         ``HttpRequest``); in ``scope`` when given, else the view's route's own."""
-        if not limits:
-            raise ValueError("limit() needs at least one RateLimit")
-        gate = Gate(self.decider, limits, **{**self.options, "scope": scope})
-        replies, max_body = self.replies, self.max_body
+        gate = self.gate(limits, scope)
+        replies, max_body, too_large = self.replies, self.max_body, self.too_large
 
         def decorate(view: Callable[P, Any]) -> Callable[P, Any]:
             if inspect.iscoroutinefunction(view):
@@ -120,8 +97,7 @@ class RateLimiter:
                 if gate.needs_body(seen):
                     length = request.META.get("CONTENT_LENGTH") or 0
                     if int(length) > max_body:
-                        detail = f"a body read for a rate limit is at most {max_body} bytes"
-                        return response_of(problem_reply(Problem(413, "too-large", detail)))
+                        return response_of(too_large())
                     seen.body = request.body
                 outcome = gate.decide(seen)
                 if not outcome.allowed:

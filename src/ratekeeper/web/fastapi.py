@@ -18,7 +18,6 @@ For limits on every route, use ``ratekeeper.web.asgi.RateLimitMiddleware``.
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ratekeeper.errors import MissingExtraError
 
@@ -32,9 +31,8 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
 from ratekeeper.web.asgi import request_of
 from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.limits import RateLimit
-from ratekeeper.web.problems import Problem
-from ratekeeper.web.replies import Replies, Reply, problem_reply
-from ratekeeper.web.request import MAX_BODY, Request
+from ratekeeper.web.replies import Reply
+from ratekeeper.web.routes import RouteLimiter
 
 __all__ = ["RateLimited", "RateLimiter", "problem_handler"]
 
@@ -65,31 +63,11 @@ async def problem_handler(request: StarletteRequest, error: Exception) -> Respon
     return Response(reply.body, status_code=reply.status, headers=dict(reply.headers))
 
 
-class RateLimiter:
+class RateLimiter(RouteLimiter):
     """Makes per-route dependencies deciding with an ``AsyncDecider`` (``AsyncLimiter``,
-    ``AsyncEngine``, ``AsyncRemoteLimiter``). ``max_body``, ``headers``, ``ietf``,
-    ``degraded_header``, ``on_refused`` and the ``AsyncGate``'s options (``cost``,
-    ``all_or_nothing``, ``max_delay``, ``sleep``) are ``RateLimitMiddleware``'s; a bad one
-    raises here."""
+    ``AsyncEngine``, ``AsyncRemoteLimiter``); its options are ``RouteLimiter``'s."""
 
-    def __init__(
-        self,
-        decider: Any,
-        *,
-        max_body: int = MAX_BODY,
-        headers: bool = True,
-        ietf: bool = False,
-        degraded_header: str | None = "X-RateLimit-Degraded",
-        on_refused: Callable[[Request, Any], Reply] | None = None,
-        **options: Any,
-    ) -> None:
-        AsyncGate(decider, **options)  # checks the options now
-        self.decider = decider
-        self.options = options
-        self.replies = Replies(
-            headers=headers, ietf=ietf, degraded_header=degraded_header, on_refused=on_refused
-        )
-        self.max_body = max_body
+    _gate = AsyncGate
 
     def install(self, app: FastAPI) -> None:
         """Have ``app`` answer ``RateLimited`` with its problem+json reply."""
@@ -100,18 +78,15 @@ class RateLimiter:
     ) -> Callable[[StarletteRequest, Response], Awaitable[None]]:
         """A dependency deciding ``limits`` for each request of its route; in ``scope`` when
         given (routes naming one scope share their counters), else the route's own."""
-        if not limits:
-            raise ValueError("limit() needs at least one RateLimit")
-        gate = AsyncGate(self.decider, limits, **{**self.options, "scope": scope})
-        replies, max_body = self.replies, self.max_body
+        gate = self.gate(limits, scope)
+        replies, max_body, too_large = self.replies, self.max_body, self.too_large
 
         async def rate_limit(request: StarletteRequest, response: Response) -> None:
             seen = request_of(request.scope, native=request)
             if gate.needs_body(seen):
                 body = await request.body()
                 if len(body) > max_body:
-                    detail = f"a body read for a rate limit is at most {max_body} bytes"
-                    raise RateLimited(problem_reply(Problem(413, "too-large", detail)))
+                    raise RateLimited(too_large())
                 seen.body = body
             outcome = await gate.decide(seen)
             if not outcome.allowed:

@@ -22,7 +22,7 @@ from typing import Any
 from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
 from ratekeeper.web.problems import Problem
-from ratekeeper.web.replies import Replies, Reply, problem_reply
+from ratekeeper.web.replies import Replies, Reply, merged, problem_reply
 from ratekeeper.web.request import MAX_BODY, Request, joined
 
 Environ = dict[str, Any]
@@ -86,7 +86,8 @@ def read_body(environ: Environ, limit: int) -> bytes | None:
 def answer(start_response: StartResponse, reply: Reply) -> list[bytes]:
     """Start ``reply`` as the whole response; its body to return."""
     status = f"{reply.status} {HTTPStatus(reply.status).phrase}"
-    start_response(status, [*reply.headers, ("Content-Length", str(len(reply.body)))])
+    length = [("Content-Length", str(len(reply.body)))]
+    start_response(status, merged(reply.headers, length))
     return [reply.body]
 
 
