@@ -1,2 +1,28 @@
-"""What every HTTP surface of ratekeeper shares (the decision service and the middleware): the
-rate-limit response headers and problem-details bodies. Free of any web framework."""
+"""ratekeeper on the web: what every HTTP surface shares (rate-limit headers, problem details)
+and the integrations with web applications, free of any web framework.
+
+``RateLimit`` names a limit and the ``keys`` of a request it counts against; a ``Gate`` (or
+``AsyncGate``) decides a ``Request`` into an ``Outcome``. The adapters translate:
+``ratekeeper.web.asgi`` and ``ratekeeper.web.wsgi`` (middleware for any application), and
+``ratekeeper.web.fastapi``, ``ratekeeper.web.flask`` and ``ratekeeper.web.django`` (per-route
+limits), each of which imports its framework and is the extra of that name.
+"""
+
+from ratekeeper.web import keys
+from ratekeeper.web.gate import AsyncGate, Gate, Outcome
+from ratekeeper.web.keys import Key
+from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.replies import Replies, Reply
+from ratekeeper.web.request import Request
+
+__all__ = [
+    "AsyncGate",
+    "Gate",
+    "Key",
+    "Outcome",
+    "RateLimit",
+    "Replies",
+    "Reply",
+    "Request",
+    "keys",
+]

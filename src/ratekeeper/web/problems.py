@@ -24,6 +24,7 @@ TYPES = {
     "unavailable": "urn:ratekeeper:problem:unavailable",
     "method": "urn:ratekeeper:problem:method-not-allowed",
     "media-type": "urn:ratekeeper:problem:unsupported-media-type",
+    "limited": "urn:ratekeeper:problem:rate-limited",
 }
 
 

@@ -1,0 +1,136 @@
+"""The client's address, which a client cannot choose.
+
+The peer of a connection is the client unless it is one of the configured trusted proxies.
+Only then is the proxy's header read (``X-Forwarded-For`` by default, or RFC 7239's
+``Forwarded``), from right to left: each hop was written by the one after it, so the walk stops
+at the first hop that is not a trusted proxy, and that hop is the client. Whatever a client
+writes itself sits to the left of it and is never read. A hop that is not an address
+(``unknown``, an obfuscated name) stops the walk at the proxy that wrote it.
+
+Addresses come out in their normal form (``::ffff:10.0.0.1`` is ``10.0.0.1``; ports, brackets
+and quotes are dropped), so one client has one key. ``"unix"`` among the trusted networks
+trusts a peer without an address: a proxy on a Unix socket.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+
+from ratekeeper.web.request import Request
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: The proxy headers a ``ClientAddress`` can read.
+HEADERS = ("x-forwarded-for", "forwarded")
+#: The key of a peer whose address is not known and is no trusted proxy.
+UNKNOWN = "unknown"
+
+
+def parse_address(text: str | None) -> Address | None:
+    """The address in ``text`` (``1.2.3.4``, ``1.2.3.4:80``, ``[::1]:80``, ``"[::1]"``), or
+    None when there is none."""
+    if not text:
+        return None
+    text = text.strip().strip('"')
+    if text.startswith("["):
+        text = text[1 : text.find("]")] if "]" in text else text[1:]
+    elif text.count(":") == 1:  # IPv4 with a port; a bare IPv6 address has several colons
+        text = text.split(":", 1)[0]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def forwarded_hops(value: str) -> list[str]:
+    """The ``for`` of each element of a ``Forwarded`` header, in order; ``""`` for an element
+    without one. Commas and semicolons inside quoted strings are kept."""
+    hops: list[str] = []
+    for element in _split(value, ","):
+        found = ""
+        for pair in _split(element, ";"):
+            name, _, text = pair.partition("=")
+            if name.strip().lower() == "for":
+                found = text.strip()
+        hops.append(found)
+    return hops
+
+
+def _split(value: str, separator: str) -> list[str]:
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for char in value:
+        if char == '"':
+            quoted = not quoted
+        if char == separator and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
+class ClientAddress:
+    """A key function: the client's address, honouring ``header`` only from ``trusted``.
+
+    ``trusted`` holds networks (``"10.0.0.0/8"``, ``"127.0.0.1"``, ``"::1"``, ``"unix"``);
+    ``header`` is the one the proxies set, ``"X-Forwarded-For"`` or ``"Forwarded"``: name the
+    one your proxy writes, since a header it passes through untouched is the client's own. A
+    bad network or header raises ``ValueError`` here. Example::
+
+        address = ClientAddress(trusted=["10.0.0.0/8"])
+        address(request)  # "203.0.113.7"
+    """
+
+    def __init__(self, trusted: Iterable[str] = (), header: str = "X-Forwarded-For") -> None:
+        if isinstance(trusted, str):
+            raise ValueError(f"trusted is a list of networks, not the string {trusted!r}")
+        networks: list[Network] = []
+        self.unix = False
+        for network in trusted:
+            if network == "unix":
+                self.unix = True
+                continue
+            try:
+                networks.append(ipaddress.ip_network(network, strict=False))
+            except (TypeError, ValueError):
+                raise ValueError(f"not a trusted proxy network: {network!r}") from None
+        self.networks = tuple(networks)
+        self.header = header.lower()
+        if self.header not in HEADERS:
+            raise ValueError(f"header is 'X-Forwarded-For' or 'Forwarded', not {header!r}")
+
+    def __repr__(self) -> str:
+        trusted = [str(network) for network in self.networks] + (["unix"] if self.unix else [])
+        return f"ClientAddress(trusted={trusted!r}, header={self.header!r})"
+
+    def trusts(self, address: Address) -> bool:
+        """Whether ``address`` is one of the trusted proxies."""
+        return any(address in network for network in self.networks)
+
+    def __call__(self, request: Request) -> str:
+        peer = parse_address(request.client)
+        if peer is None and not (self.unix and not request.client):
+            return str(request.client or UNKNOWN)
+        if peer is not None and not self.trusts(peer):
+            return str(peer)
+        value = request.header(self.header)
+        if not value:
+            return str(peer) if peer is not None else UNKNOWN
+        hops = forwarded_hops(value) if self.header == "forwarded" else value.split(",")
+        client = peer
+        for hop in reversed(hops):
+            address = parse_address(hop)
+            if address is None:
+                break
+            client = address
+            if not self.trusts(address):
+                break
+        return str(client) if client is not None else UNKNOWN

@@ -1,0 +1,193 @@
+"""``RateLimitMiddleware``: rate limiting for any ASGI application (Starlette, FastAPI, ...).
+
+A pure ASGI middleware: no framework is imported. It decides each HTTP request with an
+``AsyncGate`` and answers a refused one itself (``ratekeeper.web.replies``); it passes through
+untouched what it does not handle: websocket and lifespan scopes, and exempt paths. An admitted
+request goes on to the application, its response carrying the rate-limit headers. When a key
+reads the body (``keys.field``), the body is read first, up to ``max_body`` bytes (longer is
+answered 413), and handed on to the application unchanged.
+
+Example (Starlette or FastAPI)::
+
+    app.add_middleware(
+        RateLimitMiddleware,
+        decider=AsyncLimiter("redis://127.0.0.1:6379/0"),
+        limits=[RateLimit("100/minute", key=keys.client_ip(trusted=["10.0.0.0/8"]))],
+        exempt=["/health"],
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from ratekeeper.web.gate import AsyncGate
+from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.problems import Problem
+from ratekeeper.web.replies import Replies, Reply, problem_reply
+from ratekeeper.web.request import MAX_BODY, Request, joined
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def user_of(scope: Scope) -> str | None:
+    """The authenticated user's id in ``scope["user"]`` (Starlette's authentication), or None."""
+    user = scope.get("user")
+    if user is None or getattr(user, "is_authenticated", True) is False:
+        return None
+    for name in ("identity", "display_name", "username"):
+        try:
+            value = getattr(user, name, None)
+        except NotImplementedError:  # Starlette's BaseUser leaves identity to subclasses
+            continue
+        if value:
+            return str(value)
+    return None
+
+
+def route_of(scope: Scope) -> str | None:
+    """The template of the route ``scope`` goes to: the one the router matched, or else the
+    first of the application's routes (``scope["app"].routes``) that matches it fully."""
+    matched = scope.get("route")
+    if matched is not None and getattr(matched, "path", None):
+        return str(matched.path)
+    app = scope.get("app")
+    for route in getattr(getattr(app, "router", app), "routes", None) or ():
+        matches = getattr(route, "matches", None)
+        if matches is None or not hasattr(route, "endpoint"):
+            continue
+        match, _ = matches(scope)
+        if getattr(match, "name", None) == "FULL":
+            return str(route.path)
+    return None
+
+
+def request_of(scope: Scope, native: Any = None) -> Request:
+    """The ``Request`` of an HTTP ``scope``."""
+    client = scope.get("client")
+    return Request(
+        scope.get("method", "GET"),
+        scope.get("path", "/"),
+        joined((n.decode("latin-1"), v.decode("latin-1")) for n, v in scope.get("headers", ())),
+        client[0] if client else None,
+        query_string=scope.get("query_string", b"").decode("latin-1"),
+        user=user_of(scope),
+        route=lambda: route_of(scope),
+        native=scope if native is None else native,
+    )
+
+
+async def read_body(receive: Receive, limit: int) -> tuple[bytes | None, list[Message]]:
+    """The whole body, or None past ``limit`` bytes; and the messages read, to replay."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if size > limit:
+            return None, messages
+        if not message.get("more_body", False):
+            break
+    return b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request"), messages
+
+
+def replaying(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that gives ``messages`` first, then what ``receive`` gives."""
+    pending = list(messages)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
+
+
+async def send_reply(send: Send, reply: Reply) -> None:
+    """Send ``reply`` as the whole response."""
+    headers = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in reply.headers]
+    if not any(name == b"content-length" for name, _ in headers):
+        headers.append((b"content-length", str(len(reply.body)).encode()))
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+def adding(send: Send, extra: list[tuple[str, str]]) -> Send:
+    """A ``send`` that adds the headers ``extra`` to the response, unless the app set them."""
+    encoded = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in extra]
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", ()))
+            present = {name.lower() for name, _ in headers}
+            headers += [(name, value) for name, value in encoded if name not in present]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_headers
+
+
+class RateLimitMiddleware:
+    """Rate-limit an ASGI ``app`` (see the module's doc).
+
+    ``decider`` is an ``AsyncDecider`` (``AsyncLimiter``, ``AsyncEngine``,
+    ``AsyncRemoteLimiter``); ``limits`` are ``RateLimit``s counted in ``scope`` (default
+    ``"app"``). ``domain`` and ``descriptors`` (keys) have an ``AsyncEngine`` decide each
+    request by its rules. ``exempt`` (path patterns or a test of the ``Request``) passes
+    requests through uncounted; ``max_body`` bounds a body read for a key. ``cost``,
+    ``all_or_nothing``, ``max_delay`` and ``sleep`` go to the ``AsyncGate``; ``headers``,
+    ``ietf``, ``degraded_header`` and ``on_refused`` to ``Replies``. A bad option raises here.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        decider: Any,
+        limits: list[RateLimit] | tuple[RateLimit, ...] = (),
+        *,
+        exempt: ExemptLike = (),
+        max_body: int = MAX_BODY,
+        headers: bool = True,
+        ietf: bool = False,
+        degraded_header: str | None = "X-RateLimit-Degraded",
+        on_refused: Callable[[Request, Any], Reply] | None = None,
+        **options: Any,
+    ) -> None:
+        self.app = app
+        self.gate = AsyncGate(decider, limits, **options)
+        self.replies = Replies(
+            headers=headers, ietf=ietf, degraded_header=degraded_header, on_refused=on_refused
+        )
+        self.exempt = exemption(exempt)
+        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
+            raise ValueError(f"max_body is a number of bytes, not {max_body!r}")
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = request_of(scope)
+        if self.exempt is not None and self.exempt(request):
+            await self.app(scope, receive, send)
+            return
+        if self.gate.needs_body(request):
+            body, messages = await read_body(receive, self.max_body)
+            if body is None:
+                detail = f"a body read for a rate limit is at most {self.max_body} bytes"
+                await send_reply(send, problem_reply(Problem(413, "too-large", detail)))
+                return
+            request.body = body
+            receive = replaying(messages, receive)
+        outcome = await self.gate.decide(request)
+        if not outcome.allowed:
+            await send_reply(send, self.replies.refusal(request, outcome))
+            return
+        extra = self.replies.admitted(outcome)
+        await self.app(scope, receive, adding(send, extra) if extra else send)

@@ -1,0 +1,97 @@
+"""Per-route limits for FastAPI: each ``RateLimiter.limit(...)`` is a dependency.
+
+Example::
+
+    limiter = RateLimiter(AsyncLimiter())
+    limiter.install(app)  # refusals answered as application/problem+json
+
+    @app.post("/orders", dependencies=[Depends(limiter.limit(RateLimit("5/second")))])
+    async def order() -> dict[str, str]: ...
+
+A route's limits count apart from every other route's unless they share a ``scope``. A refused
+request raises ``RateLimited``, an ``HTTPException`` of status 429 carrying ``Retry-After`` and
+the rate-limit headers; ``install(app)`` answers it with the problem+json body of
+``ratekeeper.web.replies`` (without it, FastAPI answers ``{"detail": ...}``). An admitted
+request's response gets the headers too, unless the route returns a ``Response`` of its own.
+For limits on every route, use ``ratekeeper.web.asgi.RateLimitMiddleware``.
+"""
+
+import json
+from collections.abc import Awaitable, Callable
+
+from ratekeeper.errors import MissingExtraError
+
+try:
+    from fastapi import FastAPI, HTTPException
+    from starlette.requests import Request as StarletteRequest
+    from starlette.responses import Response
+except ImportError:  # pragma: no cover - the extra is installed where this runs
+    raise MissingExtraError("fastapi", "fastapi") from None
+
+from ratekeeper.web.asgi import request_of
+from ratekeeper.web.gate import AsyncGate
+from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.replies import Reply
+from ratekeeper.web.routes import RouteLimiter
+
+__all__ = ["RateLimited", "RateLimiter", "problem_handler"]
+
+
+class RateLimited(HTTPException):
+    """A request refused by a limit (or whose store failed): ``reply`` is its answer."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        detail = problem_detail(reply)
+        headers = {n: v for n, v in reply.headers if n.lower() != "content-type"}
+        super().__init__(reply.status, detail, headers)
+
+
+def problem_detail(reply: Reply) -> str:
+    """The ``detail`` of ``reply``'s problem body, or its status's phrase."""
+    try:
+        return str(json.loads(reply.body)["detail"])
+    except (ValueError, KeyError, TypeError):
+        return "Too Many Requests"
+
+
+async def problem_handler(request: StarletteRequest, error: Exception) -> Response:
+    """Answer ``RateLimited`` with its reply: the exception handler ``install`` adds."""
+    reply = error.reply if isinstance(error, RateLimited) else None
+    if reply is None:  # pragma: no cover - only registered for RateLimited
+        raise error
+    return Response(reply.body, status_code=reply.status, headers=dict(reply.headers))
+
+
+class RateLimiter(RouteLimiter):
+    """Makes per-route dependencies deciding with an ``AsyncDecider`` (``AsyncLimiter``,
+    ``AsyncEngine``, ``AsyncRemoteLimiter``); its options are ``RouteLimiter``'s."""
+
+    _gate = AsyncGate
+
+    def install(self, app: FastAPI) -> None:
+        """Have ``app`` answer ``RateLimited`` with its problem+json reply."""
+        app.add_exception_handler(RateLimited, problem_handler)
+
+    def limit(
+        self, *limits: RateLimit, scope: str | None = None
+    ) -> Callable[[StarletteRequest, Response], Awaitable[None]]:
+        """A dependency deciding ``limits`` for each request of its route; in ``scope`` when
+        given (routes naming one scope share their counters), else the route's own."""
+        gate = self.gate(limits, scope)
+        replies, max_body, too_large = self.replies, self.max_body, self.too_large
+
+        async def rate_limit(request: StarletteRequest, response: Response) -> None:
+            seen = request_of(request.scope, native=request)
+            if gate.needs_body(seen):
+                body = await request.body()
+                if len(body) > max_body:
+                    raise RateLimited(too_large())
+                seen.body = body
+            outcome = await gate.decide(seen)
+            if not outcome.allowed:
+                raise RateLimited(replies.refusal(seen, outcome))
+            for name, value in replies.admitted(outcome):
+                response.headers.setdefault(name, value)
+
+        return rate_limit

@@ -1,0 +1,286 @@
+"""The decision of one web request, free of any framework: ``Gate`` and ``AsyncGate``.
+
+A gate holds what decides (a ``Decider``: ``Limiter``, ``Engine``, ``RemoteLimiter``, or
+their asyncio twins for ``AsyncGate``) and what to decide: ``RateLimit``s, each counted on
+its key, and Envoy-style ``descriptors`` (``Key``s) that ``Engine.check`` decides for
+``domain`` by the rules (overrides included). ``decide(request)`` returns an ``Outcome``; every
+adapter (ASGI, WSGI, FastAPI, Flask, Django) only translates the request in and the outcome
+out (``ratekeeper.web.replies``).
+
+- A limit without a ``scope`` of its own counts in the gate's ``scope`` (``"app"`` by
+  default); with None, each route counts apart (its method and template), as the per-route
+  adapters do.
+- Several limits of one request are decided in one ``hit_many`` when the decider has one (a
+  ``Limiter`` or ``AsyncLimiter``), all or nothing: a refused request consumes none of them.
+  Other deciders (an ``Engine``, a remote client) decide them one by one. The descriptors go to
+  one ``check`` with Envoy's semantics, as a gateway's would: every limit counts, even when
+  another refuses. ``all_or_nothing`` True or False sets both ways alike.
+- A ``shadow`` limit is counted on its own and never refuses; a would-be refusal is logged at
+  INFO on the ``ratekeeper.web`` logger, as is a rule's ``shadow_mode`` one.
+- An admitted hit on a leaky-bucket shaper carries a ``delay``: the gate waits it out (up to
+  ``max_delay`` seconds) before the request proceeds; a longer one is refused, its place in
+  the queue still taken.
+- When the store fails, the decider's ``on_store_error`` policy answers and the outcome is
+  ``degraded``; a decider without a policy raises ``StoreError``, which becomes an outcome
+  with ``unavailable`` set (answered 503).
+
+The twins are line-aligned: only I/O differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from ratekeeper.decision import Decision
+from ratekeeper.engine.verdict import Entry, Status, Verdict
+from ratekeeper.errors import StoreError
+from ratekeeper.inputs import check_cost
+from ratekeeper.limit import Limit
+from ratekeeper.web import keys
+from ratekeeper.web.keys import Key, KeyFunction
+from ratekeeper.web.limits import CostLike, RateLimit
+from ratekeeper.web.request import Request
+
+log = logging.getLogger("ratekeeper.web")
+
+#: One hit of a request: the counter's key, one limit, and the cost.
+Hit = tuple[str, Limit | str, int]
+
+
+class Outcome(NamedTuple):
+    """The decision on one request.
+
+    ``allowed``; ``statuses``, the decisions and rule statuses that enforce (shadow ones left
+    out), for the headers; ``retry_after``, the longest wait of the refusing ones (0 when
+    allowed); ``delay``, what an admitted request waited for a shaper; ``degraded``, a
+    store failure was answered by the failure policy; ``unavailable``, the store's error when
+    nothing could decide (then ``allowed`` is False).
+    """
+
+    allowed: bool
+    statuses: tuple[Decision | Status, ...] = ()
+    retry_after: float = 0.0
+    delay: float = 0.0
+    degraded: bool = False
+    unavailable: str | None = None
+
+
+#: What decides nothing: a request no limit applies to.
+NOTHING = Outcome(True)
+
+
+class _Plan(NamedTuple):
+    hits: list[Hit]
+    shadow: list[Hit]
+    descriptors: list[tuple[Entry, ...]]
+    cost: int
+
+
+def _is_async(decider: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(decider, "hit", None))
+
+
+def _batches(decider: Any) -> bool:
+    """Whether ``decider.hit_many`` decides several limits in one atomic store call."""
+    from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
+
+    remote = isinstance(decider, RemoteLimiter | AsyncRemoteLimiter)
+    return callable(getattr(decider, "hit_many", None)) and not remote
+
+
+class _Gate:
+    """What the twins share: the options, checked once, and the plan of a request (no I/O)."""
+
+    def __init__(
+        self,
+        decider: Any,
+        limits: Iterable[RateLimit] = (),
+        *,
+        scope: str | None = "app",
+        domain: str | None = None,
+        descriptors: Iterable[Key | KeyFunction] = (),
+        cost: CostLike = 1,
+        all_or_nothing: bool | None = None,
+        max_delay: float = 0.0,
+    ) -> None:
+        self.limits = tuple(limits)
+        for limit in self.limits:
+            if not isinstance(limit, RateLimit):
+                raise TypeError(f"limits holds RateLimit objects, not {limit!r}")
+        self.descriptors = tuple(keys.as_key(key) for key in descriptors)
+        if self.descriptors and domain is None:
+            raise ValueError("descriptors are decided by a rule file's domain: pass domain=")
+        if domain is not None and not callable(getattr(decider, "check", None)):
+            raise TypeError(f"descriptors need an Engine or AsyncEngine to decide, not {decider!r}")
+        if scope is not None and (not isinstance(scope, str) or not scope):
+            raise ValueError(f"a scope is a non-empty string or None, not {scope!r}")
+        if isinstance(max_delay, bool) or not isinstance(max_delay, int | float):
+            raise TypeError(f"max_delay is seconds, not {max_delay!r}")
+        if not 0 <= max_delay < math.inf:
+            raise ValueError(f"max_delay is seconds >= 0, not {max_delay!r}")
+        self.decider = decider
+        self.scope = scope
+        self.domain = domain
+        self.cost = cost if callable(cost) else check_cost(cost)
+        if all_or_nothing is not None and not isinstance(all_or_nothing, bool):
+            raise TypeError(f"all_or_nothing is True, False or None, not {all_or_nothing!r}")
+        self.all_or_nothing = all_or_nothing is not False  # for the limits
+        self.all_or_nothing_rules = all_or_nothing is True  # for the descriptors
+        self.max_delay = float(max_delay)
+        self._many = _batches(decider)
+
+    def needs_body(self, request: Request) -> bool:
+        """Whether deciding ``request`` reads its body: an adapter then reads it first."""
+        return any(limit.needs_body and limit.applies(request) for limit in self.limits) or any(
+            key.needs_body for key in self.descriptors
+        )
+
+    def _plan(self, request: Request) -> _Plan:
+        hits: list[Hit] = []
+        shadow: list[Hit] = []
+        scope = self.scope or f"{request.method} {request.route or request.path}"
+        for limit in self.limits:
+            if not limit.applies(request):
+                continue
+            counter = limit.counter(request, scope)
+            if counter is None:
+                continue
+            cost = limit.cost_of(request)
+            (shadow if limit.shadow else hits).extend((counter, one, cost) for one in limit.limits)
+        descriptors: list[tuple[Entry, ...]] = []
+        if self.domain is not None:
+            found = (key.entries(request) for key in self.descriptors)
+            descriptors = [entries for entries in found if entries]
+        cost = self.cost(request) if callable(self.cost) else self.cost
+        return _Plan(hits, shadow, descriptors, cost)
+
+    def _outcome(
+        self,
+        request: Request,
+        plan: _Plan,
+        decisions: Sequence[Decision],
+        shadowed: Sequence[Decision],
+        verdict: Verdict | None,
+    ) -> Outcome:
+        statuses: list[Decision | Status] = list(decisions)
+        allowed = all(decision.allowed for decision in decisions)
+        for (counter, limit, _), decision in zip(plan.shadow, shadowed, strict=True):
+            if not decision.allowed:
+                log.info("shadow mode: %s would refuse %r (%s)", limit, counter, request)
+        if verdict is not None:
+            allowed = allowed and verdict.allowed
+            for status in verdict.statuses:
+                if status.shadowed:
+                    log.info("shadow mode: rule %s would refuse %s", status.limit, request)
+                else:
+                    statuses.append(status)
+        found = [s if isinstance(s, Decision) else s.decision for s in statuses]
+        decided = [decision for decision in found if decision is not None]
+        degraded = any(d.degraded for d in decided) or any(d.degraded for d in shadowed)
+        if not allowed:
+            waits = [d.retry_after for d in decided if not d.allowed]
+            waits += [math.inf for s in statuses if not isinstance(s, Decision) and not s.allowed]
+            return Outcome(False, tuple(statuses), max(waits, default=0.0), 0.0, degraded)
+        delay = max((d.delay for d in decided), default=0.0)
+        if delay > self.max_delay:
+            return Outcome(False, tuple(statuses), delay, 0.0, degraded)
+        return Outcome(True, tuple(statuses), 0.0, delay, degraded)
+
+
+class Gate(_Gate):
+    """Decide web requests with a ``Decider`` (see the module's doc). ``sleep`` is how a
+    shaper's delay is waited out (tests pass a fake clock's ``sleep``). Options are checked
+    here: a bad one raises ``TypeError`` or ``ValueError``, an async decider ``TypeError``.
+    Example::
+
+        gate = Gate(Limiter(), [RateLimit("10/second")])
+        gate.decide(request).allowed
+    """
+
+    def __init__(
+        self, decider: Any, *args: Any, sleep: Callable[[float], None] = time.sleep, **options: Any
+    ) -> None:
+        if _is_async(decider):
+            raise TypeError(f"{decider!r} is asyncio's; a Gate needs a Limiter or Engine")
+        super().__init__(decider, *args, **options)
+        self._sleep = sleep
+
+    def decide(self, request: Request) -> Outcome:
+        """The decision on ``request``; a shaper's delay is waited out before it returns."""
+        plan = self._plan(request)
+        if not (plan.hits or plan.shadow or plan.descriptors):
+            return NOTHING
+        decider = self.decider
+        try:
+            if self._many and len(plan.hits) > 1:
+                decisions = decider.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
+            else:
+                decisions = [decider.hit(*hit) for hit in plan.hits]
+            shadowed = [decider.hit(*hit) for hit in plan.shadow]
+            verdict = None
+            if plan.descriptors:
+                verdict = decider.check(
+                    self.domain,
+                    plan.descriptors,
+                    plan.cost,
+                    all_or_nothing=self.all_or_nothing_rules,
+                )
+        except StoreError as error:
+            log.warning("the request store failed and has no failure policy: %s", error)
+            return Outcome(False, unavailable=str(error))
+        outcome = self._outcome(request, plan, decisions, shadowed, verdict)
+        if outcome.delay > 0.0:
+            self._sleep(outcome.delay)
+        return outcome
+
+
+class AsyncGate(_Gate):
+    """The asyncio twin of ``Gate``: ``await gate.decide(request)``, with an ``AsyncDecider``."""
+
+    def __init__(
+        self,
+        decider: Any,
+        *args: Any,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        **options: Any,
+    ) -> None:
+        if not _is_async(decider):
+            raise TypeError(
+                f"{decider!r} blocks; an AsyncGate needs an AsyncLimiter or AsyncEngine"
+            )
+        super().__init__(decider, *args, **options)
+        self._sleep = sleep
+
+    async def decide(self, request: Request) -> Outcome:
+        """The decision on ``request``; a shaper's delay is waited out before it returns."""
+        plan = self._plan(request)
+        if not (plan.hits or plan.shadow or plan.descriptors):
+            return NOTHING
+        decider = self.decider
+        try:
+            if self._many and len(plan.hits) > 1:
+                decisions = await decider.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
+            else:
+                decisions = [await decider.hit(*hit) for hit in plan.hits]
+            shadowed = [await decider.hit(*hit) for hit in plan.shadow]
+            verdict = None
+            if plan.descriptors:
+                verdict = await decider.check(
+                    self.domain,
+                    plan.descriptors,
+                    plan.cost,
+                    all_or_nothing=self.all_or_nothing_rules,
+                )
+        except StoreError as error:
+            log.warning("the request store failed and has no failure policy: %s", error)
+            return Outcome(False, unavailable=str(error))
+        outcome = self._outcome(request, plan, decisions, shadowed, verdict)
+        if outcome.delay > 0.0:
+            await self._sleep(outcome.delay)
+        return outcome

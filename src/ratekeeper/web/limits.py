@@ -1,0 +1,124 @@
+"""``RateLimit``: one limit of a web application, and who it counts against.
+
+A ``RateLimit`` names a limit (``"5/minute"``, several as ``"100/day; 10/minute"``, or a
+``Limit``), the ``key`` of a request it counts against (the client's address by default), and
+optionally a ``scope``, a ``cost``, the ``methods`` it applies to, an ``exempt`` test and
+``shadow`` mode. Every option is checked here, when the limit is built.
+
+The counter of a request is named by the scope and the key's entries
+(``scope:login|remote_address:10.0.0.1``, escaped by ``ratekeeper.keys.descriptor_key``), so
+routes that share a scope share their counters, and a route's own limits (scope None) count
+apart from every other route's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from ratekeeper.inputs import check_cost
+from ratekeeper.keys import descriptor_key
+from ratekeeper.limit import Limit
+from ratekeeper.rates import parse_many
+from ratekeeper.web import keys
+from ratekeeper.web.keys import Key, KeyFunction
+from ratekeeper.web.request import Request
+
+#: A request's cost: a fixed number, or a function of the request.
+CostLike = int | Callable[[Request], int]
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """One limit: ``limit`` on each ``key`` (see the module's doc). Example::
+
+        RateLimit("5/15 minutes", key=keys.field("username", str.casefold), scope="login")
+
+    ``key`` is a ``Key`` or a function of a ``Request`` (default: ``keys.client_ip()``,
+    which trusts no proxy); a request whose key is None is not counted. ``cost`` is an int or
+    a function of the request. ``methods`` limits only those methods (any when None);
+    ``exempt(request)`` true lets a request through uncounted; ``shadow`` counts and logs
+    but never refuses, and leaves the response's headers alone.
+    A bad limit raises ``InvalidLimitError``, a bad cost ``InvalidInputError``.
+    """
+
+    limit: Limit | str
+    key: Key | KeyFunction = field(default_factory=keys.client_ip)
+    scope: str | None = None
+    cost: CostLike = 1
+    methods: Iterable[str] | None = None
+    exempt: Callable[[Request], bool] | None = None
+    shadow: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.limit, str):
+            parse_many(self.limit)  # raises InvalidLimitError naming the bad part
+        elif not isinstance(self.limit, Limit):
+            raise TypeError(f"a limit is a Limit or a rate string, not {self.limit!r}")
+        object.__setattr__(self, "key", keys.as_key(self.key))
+        if not callable(self.cost):
+            object.__setattr__(self, "cost", check_cost(self.cost))
+        if self.methods is not None:
+            if isinstance(self.methods, str):
+                raise TypeError(f"methods is a list of methods, not the string {self.methods!r}")
+            object.__setattr__(self, "methods", frozenset(m.upper() for m in self.methods))
+        if self.scope is not None and (not isinstance(self.scope, str) or not self.scope):
+            raise ValueError(f"a scope is a non-empty string, not {self.scope!r}")
+
+    @property
+    def limits(self) -> tuple[Limit | str, ...]:
+        """The single limits this one holds: ``"100/day; 10/minute"`` is two."""
+        if isinstance(self.limit, Limit):
+            return (self.limit,)
+        return tuple(part.strip() for part in re.split(r"[;,]", self.limit) if part.strip())
+
+    @property
+    def needs_body(self) -> bool:
+        """Whether the key reads the request's body."""
+        return keys.as_key(self.key).needs_body
+
+    def applies(self, request: Request) -> bool:
+        """Whether ``request`` counts under this limit at all (method, exemption)."""
+        if self.methods is not None and request.method not in self.methods:
+            return False
+        return self.exempt is None or not self.exempt(request)
+
+    def counter(self, request: Request, scope: str) -> str | None:
+        """The key ``request`` counts under, in ``scope`` unless this limit names its own;
+        None when the key has no value for the request."""
+        entries = keys.as_key(self.key).entries(request)
+        if entries is None:
+            return None
+        return descriptor_key((("scope", self.scope or scope), *entries))
+
+    def cost_of(self, request: Request) -> int:
+        """What ``request`` costs under this limit."""
+        cost = self.cost
+        return cost(request) if callable(cost) else cost
+
+
+#: What an adapter lets through unlimited: path patterns (``"/health"``, ``"/static/*"``) or a
+#: test of the request.
+ExemptLike = Iterable[str] | Callable[[Request], bool]
+
+
+def exemption(exempt: ExemptLike) -> Callable[[Request], bool] | None:
+    """``exempt`` as a test of a request, or None when nothing is exempt. A path pattern
+    matches the whole path, ``*`` matching any run of characters (``fnmatch``)."""
+    if callable(exempt):
+        return exempt
+    if isinstance(exempt, str):
+        raise TypeError(f"exempt is a list of path patterns, not the string {exempt!r}")
+    patterns = tuple(exempt)
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern.startswith("/"):
+            raise ValueError(f"an exempt path pattern starts with '/', not {pattern!r}")
+    if not patterns:
+        return None
+    exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
+    globs = tuple(p for p in patterns if p not in exact)
+    return lambda request: (
+        request.path in exact or any(fnmatchcase(request.path, glob) for glob in globs)
+    )

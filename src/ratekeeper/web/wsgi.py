@@ -1,0 +1,148 @@
+"""``RateLimitMiddleware``: rate limiting for any WSGI application (Flask, Django, ...).
+
+The WSGI twin of ``ratekeeper.web.asgi``: it decides each request with a ``Gate`` (a
+``Limiter``, ``Engine`` or ``RemoteLimiter`` decides), answers a refused one itself, passes
+exempt paths through untouched, and adds the rate-limit headers to an admitted request's
+response. A body read for a key (``keys.field``) is handed on to the application unchanged.
+
+Example (Flask; for Django, wrap ``get_wsgi_application()`` in wsgi.py)::
+
+    app.wsgi_app = RateLimitMiddleware(
+        app.wsgi_app, Limiter("redis://127.0.0.1:6379/0"), [RateLimit("100/minute")]
+    )
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+from ratekeeper.web.gate import Gate
+from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.problems import Problem
+from ratekeeper.web.replies import Replies, Reply, merged, problem_reply
+from ratekeeper.web.request import MAX_BODY, Request, joined
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+#: The headers a WSGI server puts in the environ without the ``HTTP_`` prefix.
+_UNPREFIXED = {"CONTENT_TYPE": "content-type", "CONTENT_LENGTH": "content-length"}
+
+
+def _text(value: str) -> str:
+    """A WSGI string (bytes as latin-1) as the UTF-8 text it holds."""
+    return value.encode("latin-1").decode("utf-8", "replace")
+
+
+def request_of(environ: Environ, native: Any = None) -> Request:
+    """The ``Request`` of a WSGI ``environ``."""
+    pairs = (
+        (name[5:].replace("_", "-"), value)
+        if name.startswith("HTTP_")
+        else (_UNPREFIXED[name], value)
+        for name, value in environ.items()
+        if (name.startswith("HTTP_") or name in _UNPREFIXED) and isinstance(value, str)
+    )
+    return Request(
+        environ.get("REQUEST_METHOD", "GET"),
+        _text(environ.get("PATH_INFO", "/")),
+        joined(pairs),
+        environ.get("REMOTE_ADDR") or None,
+        query_string=environ.get("QUERY_STRING", ""),
+        user=environ.get("REMOTE_USER") or None,
+        native=environ if native is None else native,
+    )
+
+
+def read_body(environ: Environ, limit: int) -> bytes | None:
+    """The whole body of ``environ``'s request, or None past ``limit`` bytes. The environ's
+    input is replaced by the same bytes, for the application to read."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    if length > limit:
+        return None
+    if length:
+        body = stream.read(length)
+    elif environ.get("wsgi.input_terminated"):  # a chunked body: read to its end
+        body = stream.read(limit + 1)
+        if len(body) > limit:
+            return None
+    else:
+        body = b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    return bytes(body)
+
+
+def answer(start_response: StartResponse, reply: Reply) -> list[bytes]:
+    """Start ``reply`` as the whole response; its body to return."""
+    status = f"{reply.status} {HTTPStatus(reply.status).phrase}"
+    length = [("Content-Length", str(len(reply.body)))]
+    start_response(status, merged(reply.headers, length))
+    return [reply.body]
+
+
+def adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> StartResponse:
+    """A ``start_response`` that adds the headers ``extra``, unless the app set them."""
+
+    def start_with_headers(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
+        present = {name.lower() for name, _ in headers}
+        more = [(name, value) for name, value in extra if name.lower() not in present]
+        return start_response(status, [*headers, *more], *info)
+
+    return start_with_headers
+
+
+class RateLimitMiddleware:
+    """Rate-limit a WSGI ``app`` with a ``Decider`` (``Limiter``, ``Engine``,
+    ``RemoteLimiter``); the options are ``ratekeeper.web.asgi.RateLimitMiddleware``'s, the
+    decider's twin blocking. A bad option raises here."""
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        decider: Any,
+        limits: list[RateLimit] | tuple[RateLimit, ...] = (),
+        *,
+        exempt: ExemptLike = (),
+        max_body: int = MAX_BODY,
+        headers: bool = True,
+        ietf: bool = False,
+        degraded_header: str | None = "X-RateLimit-Degraded",
+        on_refused: Callable[[Request, Any], Reply] | None = None,
+        **options: Any,
+    ) -> None:
+        self.app = app
+        self.gate = Gate(decider, limits, **options)
+        self.replies = Replies(
+            headers=headers, ietf=ietf, degraded_header=degraded_header, on_refused=on_refused
+        )
+        self.exempt = exemption(exempt)
+        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
+            raise ValueError(f"max_body is a number of bytes, not {max_body!r}")
+        self.max_body = max_body
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        request = request_of(environ)
+        if self.exempt is not None and self.exempt(request):
+            return self.app(environ, start_response)
+        if self.gate.needs_body(request):
+            body = read_body(environ, self.max_body)
+            if body is None:
+                detail = f"a body read for a rate limit is at most {self.max_body} bytes"
+                return answer(start_response, problem_reply(Problem(413, "too-large", detail)))
+            request.body = body
+        outcome = self.gate.decide(request)
+        if not outcome.allowed:
+            return answer(start_response, self.replies.refusal(request, outcome))
+        extra = self.replies.admitted(outcome)
+        return self.app(environ, adding(start_response, extra) if extra else start_response)
