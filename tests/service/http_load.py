@@ -46,6 +46,11 @@ class Request:
             h11.EndOfMessage(),
         )
 
+    def encode(self) -> bytes:
+        """The request's bytes, as ``exchange`` writes them."""
+        state = h11.Connection(our_role=h11.CLIENT)
+        return b"".join(state.send(event) or b"" for event in self.events())
+
 
 @dataclass(frozen=True)
 class Exchange:
