@@ -265,7 +265,9 @@ def nginx_binary() -> str:
     return found
 
 
-def _nginx_main(directory: Path, status_port: int | None, token: str) -> str:
+def _nginx_main(
+    directory: Path, status_port: int | None, token: str, worker_connections: int = 256
+) -> str:
     """The main nginx.conf around ``site.conf``: every path nginx writes inside
     ``directory``. As root, the workers run as root too, so that they can reach
     ``directory`` (pytest's temporary directories are private to their owner); as another
@@ -282,7 +284,7 @@ def _nginx_main(directory: Path, status_port: int | None, token: str) -> str:
         "worker_processes 1;",
         f"pid {directory / 'nginx.pid'};",
         f"error_log {directory / 'error.log'} info;",
-        "events { worker_connections 256; }",
+        f"events {{ worker_connections {worker_connections}; }}",
         "http {",
         f"    access_log {directory / 'access.log'};",
         f"    client_body_temp_path {temp / 'client_body'};",
@@ -325,12 +327,20 @@ class NginxServer(ServerProcess):
     holds its pid and a status server of its own, on a second free port, answers with a
     token of this instance (so that no request reaches ``config`` while it starts).
     ``stop`` is nginx's fast shutdown (SIGTERM to the master); ``kill`` kills the whole
-    group, workers included, as a crash of the machine would.
+    group, workers included, as a crash of the machine would. ``worker_connections`` bounds
+    the connections its worker holds at once, clients' and upstreams' together.
     """
 
     name = "nginx"
 
-    def __init__(self, directory: Path, config: str, *, port: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: str,
+        *,
+        port: int | None = None,
+        worker_connections: int = 256,
+    ) -> None:
         if port is None and PORT not in config:
             raise ValueError(f"the config has no {PORT}: pass port")
         if port is not None and PORT in config:
@@ -339,6 +349,7 @@ class NginxServer(ServerProcess):
         self.directory = directory
         self.template = config
         self.token = uuid.uuid4().hex
+        self.worker_connections = worker_connections
         self.port, self.status_port = free_ports(2)
         if port is not None:
             self.port = port
@@ -362,7 +373,9 @@ class NginxServer(ServerProcess):
         (self.directory / "nginx.pid").unlink(missing_ok=True)
         (self.directory / "site.conf").write_text(_fill(self.template, {PORT: self.port}))
         main = self.directory / "nginx.conf"
-        main.write_text(_nginx_main(self.directory, self.status_port, self.token))
+        main.write_text(
+            _nginx_main(self.directory, self.status_port, self.token, self.worker_connections)
+        )
         args = [self.binary, "-p", str(self.directory), "-c", str(main)]
         args += ["-e", str(self._log())]
         with (self.directory / "nginx.out").open("ab") as out:

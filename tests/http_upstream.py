@@ -87,6 +87,7 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # a gateway may open hundreds of connections at once
 
     def __init__(self, port: int, role: str, log: Path) -> None:
         super().__init__(("127.0.0.1", port), Handler)

@@ -6,14 +6,16 @@
 
 Every client gets a socket timeout (``timeout`` seconds, default 0.25) and no blind retries, so
 that no call waits much longer than its timeout; a cluster client still follows MOVED/ASK
-redirections and refreshes its view of the cluster after a failover.
+redirections and refreshes its view of the cluster after a failover. Every form takes the
+timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can set); a
+``timeout`` option given in code wins over it.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ratekeeper.errors import MissingExtraError, StoreConfigError
 from ratekeeper.redaction import redacted
@@ -31,8 +33,27 @@ def _hosts(netloc: str) -> list[tuple[str, int]]:
     return hosts
 
 
+def split_timeout(url: str) -> tuple[str, float | None]:
+    """``url`` without its ``timeout`` query parameter, and that timeout in seconds (None when
+    it has none). Raises ``StoreConfigError`` for a timeout that is not positive seconds."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    given = [value for name, value in pairs if name == "timeout"]
+    if not given:
+        return url, None
+    try:
+        timeout = float(given[-1])
+    except ValueError:
+        timeout = 0.0
+    if not 0 < timeout < 3600:
+        raise StoreConfigError(f"timeout must be positive seconds, not {given[-1]!r}")
+    rest = urlencode([(name, value) for name, value in pairs if name != "timeout"])
+    return urlunsplit(parts._replace(query=rest)), timeout
+
+
 def check_url(url: str) -> None:
     """Raise ``StoreConfigError`` unless ``url`` is a well-formed Redis store URL; no I/O."""
+    url, _ = split_timeout(url)
     parts = urlsplit(url)
     path = [piece for piece in parts.path.split("/") if piece]
     if parts.scheme in ("redis", "rediss"):
@@ -65,12 +86,15 @@ def _password(netloc: str) -> str | None:
     return unquote(credentials.split(":", 1)[-1]) or None
 
 
-def open_client(url: str, asyncio: bool, timeout: float = DEFAULT_TIMEOUT, **options: Any) -> Any:
-    """Return a redis-py client (sync or asyncio) for ``url``.
+def open_client(url: str, asyncio: bool, timeout: float | None = None, **options: Any) -> Any:
+    """Return a redis-py client (sync or asyncio) for ``url``; ``timeout`` wins over the URL's.
 
     Raises ``StoreConfigError`` for a malformed URL, a bad ``timeout`` or an unknown option.
     """
     check_url(url)
+    url, in_url = split_timeout(url)
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT if in_url is None else in_url
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < 3600:
         raise StoreConfigError(f"timeout must be positive seconds, not {timeout!r}")
     try:

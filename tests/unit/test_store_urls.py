@@ -1,0 +1,48 @@
+"""A Redis store URL's ``?timeout=``: the timeout of every call, for every form of URL."""
+
+from __future__ import annotations
+
+import pytest
+
+from ratekeeper.errors import StoreConfigError
+from ratekeeper.stores import open_async_store, open_store
+from ratekeeper.stores.urls import DEFAULT_TIMEOUT, open_client, split_timeout
+
+
+def test_the_timeout_leaves_the_url_and_the_rest_stays() -> None:
+    assert split_timeout("redis://:pw@127.0.0.1:6379/2?timeout=2&health_check_interval=5") == (
+        "redis://:pw@127.0.0.1:6379/2?health_check_interval=5",
+        2.0,
+    )
+    assert split_timeout("redis+cluster://a:1,b:2?timeout=0.5") == ("redis+cluster://a:1,b:2", 0.5)
+    assert split_timeout("redis://127.0.0.1:6379/0") == ("redis://127.0.0.1:6379/0", None)
+
+
+def test_a_server_url_sets_the_clients_timeout() -> None:
+    client = open_client("redis://127.0.0.1:6379/0?timeout=2", asyncio=True)
+    assert client.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert client.connection_pool.connection_kwargs["socket_connect_timeout"] == 2.0
+    default = open_client("redis://127.0.0.1:6379/0", asyncio=False)
+    assert default.connection_pool.connection_kwargs["socket_timeout"] == DEFAULT_TIMEOUT
+
+
+def test_a_cluster_url_sets_the_clients_timeout() -> None:
+    client = open_client("redis+cluster://127.0.0.1:7000,127.0.0.1:7001?timeout=3", asyncio=True)
+    assert client.connection_kwargs["socket_timeout"] == 3.0
+
+
+def test_a_timeout_given_in_code_wins_over_the_urls() -> None:
+    client = open_client("redis://127.0.0.1:6379/0?timeout=2", asyncio=True, timeout=0.1)
+    assert client.connection_pool.connection_kwargs["socket_timeout"] == 0.1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "", "3600"])
+def test_a_bad_timeout_is_refused_when_the_store_is_opened(value: str) -> None:
+    for url in (
+        f"redis://127.0.0.1:6379/0?timeout={value}",
+        f"redis+cluster://a:1?timeout={value}",
+    ):
+        with pytest.raises(StoreConfigError, match="timeout must be positive seconds"):
+            open_store(url)
+        with pytest.raises(StoreConfigError, match="timeout must be positive seconds"):
+            open_async_store(url)
