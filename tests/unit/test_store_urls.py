@@ -46,3 +46,18 @@ def test_a_bad_timeout_is_refused_when_the_store_is_opened(value: str) -> None:
             open_store(url)
         with pytest.raises(StoreConfigError, match="timeout must be positive seconds"):
             open_async_store(url)
+
+
+@pytest.mark.parametrize("asyncio", [False, True])
+def test_a_cluster_client_retries_a_lost_connection_but_never_a_timeout(asyncio: bool) -> None:
+    """A script that timed out may have run: sent again, its hits would count twice."""
+    import redis
+
+    from ratekeeper.stores.urls import _cluster_class
+
+    kind = _cluster_class(asyncio)  # the sync client connects when built: its class is checked
+    assert redis.ConnectionError in kind.ERRORS_ALLOW_RETRY
+    assert not any(issubclass(e, redis.TimeoutError) for e in kind.ERRORS_ALLOW_RETRY)
+    if asyncio:
+        client = open_client("redis+cluster://127.0.0.1:7000", asyncio=True)
+        assert isinstance(client, kind) and client.retry.get_retries() == 1

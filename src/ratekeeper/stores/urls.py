@@ -6,9 +6,10 @@
 
 Every client gets a socket timeout (``timeout`` seconds, default 0.25) and no blind retries, so
 that no call waits much longer than its timeout; a cluster client still follows MOVED/ASK
-redirections and refreshes its view of the cluster after a failover. Every form takes the
-timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can set); a
-``timeout`` option given in code wins over it.
+redirections and refreshes its view of the cluster after a failover, retrying once after a
+lost connection but never after a timeout (a script that timed out may have run). Every form
+takes the timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can
+set); a ``timeout`` option given in code wins over it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,21 @@ from ratekeeper.errors import MissingExtraError, StoreConfigError
 from ratekeeper.redaction import redacted
 
 DEFAULT_TIMEOUT = 0.25
+
+
+@lru_cache(maxsize=2)
+def _cluster_class(asyncio: bool) -> Any:
+    """redis-py's cluster client, retrying once after a lost connection (to find a promoted
+    replica) but never after a timeout: a script that timed out may have run, and running it
+    again would count its hits twice."""
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    base: Any = redis.asyncio.cluster.RedisCluster if asyncio else redis.cluster.RedisCluster
+    allowed = tuple(
+        error for error in base.ERRORS_ALLOW_RETRY if not issubclass(error, redis.TimeoutError)
+    )
+    return type("RedisCluster", (base,), {"ERRORS_ALLOW_RETRY": allowed, "__module__": __name__})
 
 
 def _hosts(netloc: str) -> list[tuple[str, int]]:
@@ -124,10 +140,10 @@ def open_client(url: str, asyncio: bool, timeout: float | None = None, **options
     if parts.scheme == "redis+cluster":
         cluster = redis.asyncio.cluster if asyncio else redis.cluster
         nodes = [cluster.ClusterNode(host, port) for host, port in _hosts(parts.netloc)]
-        return cluster.RedisCluster(
+        return _cluster_class(asyncio)(
             startup_nodes=nodes,
             password=_password(parts.netloc),
-            retry=Retry(NoBackoff(), 1),
+            retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
             **common,
         )
     sentinel_module = redis.asyncio.sentinel if asyncio else redis.sentinel
