@@ -108,3 +108,27 @@ def test_limits_parse_from_strings() -> None:
     assert parse_limit("bucketed_window:10/minute:granularity=5") == Limit(
         10, 60, "bucketed_window", granularity=5.0
     )
+
+
+def test_the_fast_path_for_hits_of_cost_one_measures_as_the_general_one() -> None:
+    # Unit costs, some events out of order (as in a log written at completion time).
+    trace = mixed_trace(events=3_000)
+    times = list(trace.times)
+    for index in range(50, len(times), 97):
+        times[index] -= 1.3
+    events = [(now, key, 1) for now, key in zip(times, trace.keys, strict=True)]
+    limits = [limit for limit in LIMITS if limit.algorithm != "leaky_shaper"]
+
+    def measured(record: bool) -> list[tuple[object, ...]]:
+        return [
+            (
+                tally.admitted,
+                tally.false_allows,
+                tally.false_refusals,
+                sorted(tally.series.items()),
+                {name: (key.peak, key.admitted, key.requested) for name, key in tally.keys.items()},
+            )
+            for tally in replay(events, limits, width=1.0, record=record, chunk=500).tallies
+        ]
+
+    assert measured(record=False) == measured(record=True)

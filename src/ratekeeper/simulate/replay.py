@@ -15,9 +15,11 @@ have proceeded: now plus the queue's backlog), and the history is of those times
 Keys are independent, so a chunk of events is grouped by key and each key's events run through
 one tight loop (``_replay_key``) with its state in local variables: the fast path.
 
-For each key the history of admitted units is kept as sorted times with cumulative units, and a
-pointer to the first one still inside the window; entries more than two periods behind the
-latest judged time are dropped, so a key's memory is bounded by what it admits in two periods.
+For each key the history of admitted units is kept as their sorted times, one entry per unit,
+with a pointer to the first one still inside the window; entries more than two periods behind
+the latest judged time are dropped, so a key's memory is bounded by what it admits in two
+periods. The common case, hits of cost 1 with nothing recorded and no retries, takes a
+leaner loop (``_replay_units``) over the same history.
 """
 
 from __future__ import annotations
@@ -64,13 +66,11 @@ class KeyTally:
         "state",
         "times",
         "trim_at",
-        "units",
     )
 
     def __init__(self) -> None:
         self.state: Any = None
-        self.times: list[float] = []  # the times of admitted units, sorted
-        self.units: list[int] = [0]  # units[i]: units admitted before times[i]; [-1]: all
+        self.times: list[float] = []  # the times of admitted units, sorted, one per unit
         self.lo = 0  # the first entry of ``times`` inside the window of ``reach``
         self.reach = -inf  # the latest time judged
         self.trim_at = TRIM
@@ -113,13 +113,12 @@ def _replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, 
     shaper = tally.shaper
     slack = period * SLACK if shaper else 0.0
     state = key.state
-    times, units = key.times, key.units
-    append_time, append_units = times.append, units.append
+    times = key.times
+    append, extend = times.append, times.extend
     lo, reach, trim_at = key.lo, key.reach, key.trim_at
     size = len(times)
-    total = units[-1]
     last = times[-1] if times else -inf
-    peak = key.peak
+    peak, admitted_units = key.peak, key.admitted
     admitted = false_allows = false_refusals = 0
     delays = tally.delays
     decisions, delay_of = tally.decisions, tally.delay_of
@@ -134,9 +133,9 @@ def _replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, 
             reach = at
             while lo < size and times[lo] <= edge:
                 lo += 1
-            held = total - units[lo]
+            held = size - lo
         else:  # behind a time judged already: out of order
-            held = units[bisect_right(times, at)] - units[bisect_right(times, edge)]
+            held = bisect_right(times, at) - bisect_right(times, edge)
         if allowed:
             admitted += 1
             if cost:
@@ -148,10 +147,12 @@ def _replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, 
                 if at < last:
                     at = last  # the history stays sorted
                 last = at
-                append_time(at)
-                total += granted
-                append_units(total)
-                size += 1
+                if granted == 1:
+                    append(at)
+                else:
+                    extend(repeat(at, granted))
+                size += granted
+                admitted_units += granted
                 held += granted
                 if held > peak:
                     peak = held
@@ -174,35 +175,84 @@ def _replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, 
                         tally.retries += 1
                         key.requested += cost
         if lo >= trim_at:
-            # Drop the entries more than two periods behind the latest time judged.
-            cut = bisect_right(times, reach - 2 * period, 0, lo)
-            _bin(tally, times, units, cut)
-            del times[:cut]
-            del units[:cut]
-            lo -= cut
-            size -= cut
-            trim_at = lo + max(TRIM, size)
+            lo, size, trim_at = _trim(tally, times, lo, reach)
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
-    key.peak = peak
-    key.admitted = total
+    key.peak, key.admitted = peak, admitted_units
     tally.admitted += admitted
     tally.false_allows += false_allows
     tally.false_refusals += false_refusals
 
 
-def _bin(tally: LimitTally, times: list[float], units: list[int], stop: int) -> None:
-    """Add the admitted units of ``times[:stop]`` to the tally's time series."""
+def _replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> None:
+    """``_replay_key`` for the common case, on its fast path: hits of cost 1 at ``events``
+    (their times, in order), no retries, nothing recorded, any algorithm but the shaper."""
+    limit = tally.limit
+    step = limit.step
+    amount = limit.amount
+    period = limit.period
+    state = key.state
+    times = key.times
+    append = times.append
+    lo, reach, trim_at = key.lo, key.reach, key.trim_at
+    size = len(times)
+    peak = key.peak
+    false_allows = false_refusals = 0
+    before = size
+    for now in events:
+        new, decision = step(state, now, 1, limit)
+        at = now
+        if now >= reach:
+            reach = now
+            edge = now - period
+            while lo < size and times[lo] <= edge:
+                lo += 1
+            held = size - lo
+        else:  # out of order: judged as in ``_replay_key``
+            held = bisect_right(times, now) - bisect_right(times, now - period)
+            if times and now < times[-1]:
+                at = times[-1]  # the history stays sorted
+        if decision[0]:
+            state = new
+            if held >= amount:
+                false_allows += 1
+            append(at)
+            size += 1
+            if held >= peak:
+                peak = held + 1
+        elif held < amount:
+            false_refusals += 1
+        if lo >= trim_at:
+            before -= lo
+            lo, size, trim_at = _trim(tally, times, lo, reach)
+            before += lo
+    admitted = size - before
+    key.state = state
+    key.lo, key.reach, key.trim_at = lo, reach, trim_at
+    key.peak = peak
+    key.admitted += admitted
+    tally.admitted += admitted
+    tally.false_allows += false_allows
+    tally.false_refusals += false_refusals
+
+
+def _trim(tally: LimitTally, times: list[float], lo: int, reach: float) -> tuple[int, int, int]:
+    """Drop the entries of ``times`` more than two periods behind ``reach``, the latest time
+    judged, into the time series; return the new ``lo``, size and next trimming point."""
+    cut = bisect_right(times, reach - 2 * tally.limit.period, 0, lo)
+    _bin(tally, times, cut)
+    del times[:cut]
+    lo -= cut
+    return lo, len(times), lo + max(TRIM, len(times))
+
+
+def _bin(tally: LimitTally, times: list[float], stop: int) -> None:
+    """Add the units admitted at ``times[:stop]`` (one entry each) to the time series."""
     if not stop:
         return
     series = tally.series
-    bins = map(int, map(tally.inverse.__mul__, times[:stop]))
-    if units[stop] - units[0] == stop:  # one unit each: counted in C
-        for slot, found in Counter(bins).items():
-            series[slot] = series.get(slot, 0) + found
-        return
-    for index, slot in enumerate(bins):
-        series[slot] = series.get(slot, 0) + units[index + 1] - units[index]
+    for slot, found in Counter(map(int, map(tally.inverse.__mul__, times[:stop]))).items():
+        series[slot] = series.get(slot, 0) + found
 
 
 def _with_retries(
@@ -282,6 +332,9 @@ def _replay_part(tally: LimitTally, part: Trace, groups: dict[str, list[int]], o
             tags = [offset + position for position in positions] if record else repeat(0)
         tally.requests += len(positions)
         key.requested += len(positions) if costs is None else sum(key_costs)
+        if costs is None and retry is None and not record and not tally.shaper:
+            _replay_units(tally, key, key_times)
+            continue
         events: Iterable[tuple[float, int, int]] = zip(key_times, key_costs, tags, strict=False)
         if retry is not None:
             events = _with_retries(events, key.pending, times[-1])
@@ -346,5 +399,5 @@ def replay(
         for key in tally.keys.values():
             if key.pending:
                 _replay_key(tally, key, _with_retries((), key.pending, inf))
-            _bin(tally, key.times, key.units, len(key.times))
+            _bin(tally, key.times, len(key.times))
     return result

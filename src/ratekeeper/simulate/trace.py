@@ -111,8 +111,9 @@ def chunks(events: Iterable[Event], size: int) -> Iterator[Trace]:
         part = list(islice(iterator, size))
         if not part:
             return
+        costs = [event[2] for event in part]
         yield Trace(
             [event[0] for event in part],
             [event[1] for event in part],
-            [event[2] for event in part],
+            None if costs.count(1) == len(costs) else costs,
         )
