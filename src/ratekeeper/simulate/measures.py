@@ -91,7 +91,7 @@ class Measures:
         return data
 
 
-def _measures(tally: LimitTally, replay: Replay) -> Measures:
+def _measures(tally: LimitTally, replay: Replay, slots: range) -> Measures:
     limit = tally.limit
     keys = tally.keys.values()
     requests = tally.requests + tally.retries
@@ -133,12 +133,25 @@ def _measures(tally: LimitTally, replay: Replay) -> Measures:
             max=delays[-1] if delays else 0.0,
             waited=waited,
         ),
-        series=[
-            (slot * replay.width - start, units) for slot, units in sorted(tally.series.items())
-        ],
+        series=dense(tally.series, slots, replay.width, start),
     )
+
+
+def slots(replay: Replay) -> range:
+    """The time bins from the first offered to the last offered or admitted."""
+    used = [replay.offered, *(tally.series for tally in replay.tallies)]
+    found = [slot for bins in used for slot in (min(bins, default=None), max(bins, default=None))]
+    known = [slot for slot in found if slot is not None]
+    return range(min(known), max(known) + 1) if known else range(0)
+
+
+def dense(bins: dict[int, int], span: range, width: float, start: float) -> list[tuple[float, int]]:
+    """``bins`` as ``(seconds from start, units)`` for every bin of ``span``, 0 where empty."""
+    get = bins.get
+    return [(slot * width - start, get(slot, 0)) for slot in span]
 
 
 def measure(replay: Replay) -> list[Measures]:
     """One ``Measures`` per limit of ``replay``, in its order."""
-    return [_measures(tally, replay) for tally in replay.tallies]
+    span = slots(replay)
+    return [_measures(tally, replay, span) for tally in replay.tallies]

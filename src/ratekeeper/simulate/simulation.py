@@ -9,7 +9,7 @@ from typing import Any
 from ratekeeper.errors import InvalidLimitError
 from ratekeeper.limit import Limit
 from ratekeeper.rates import parse
-from ratekeeper.simulate.measures import Measures, measure
+from ratekeeper.simulate.measures import Measures, dense, measure, slots
 from ratekeeper.simulate.replay import Replay, replay
 from ratekeeper.simulate.trace import Event, Trace
 
@@ -109,10 +109,7 @@ def simulate(
         keys=len(replayed.tallies[0].keys),
         duration=max(replayed.last - start, 0.0) if replayed.events else 0.0,
         width=replayed.width,
-        offered=[
-            (slot * replayed.width - start, units)
-            for slot, units in sorted(replayed.offered.items())
-        ],
+        offered=dense(replayed.offered, slots(replayed), replayed.width, start),
         measures=measure(replayed),
         replay=replayed,
     )
