@@ -2,7 +2,7 @@
 
 Without options, the in-memory benchmarks; ``--redis`` runs only the Redis benchmarks (on a
 redis-server they start on a free port and stop), ``--engine`` only the decision engine's,
-``--all`` runs all three. ``--quick`` for a short
+``--simulate`` only the simulator's, ``--all`` runs all four. ``--quick`` for a short
 smoke run, ``--output FILE`` to also write the markdown.
 """
 
@@ -183,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         "--engine", action="store_true", help="run only the decision engine's benchmarks"
     )
     which.add_argument(
-        "--all", action="store_true", help="run the in-memory, Redis and engine ones"
+        "--simulate", action="store_true", help="run only the simulator's benchmarks"
+    )
+    which.add_argument(
+        "--all", action="store_true", help="run the in-memory, Redis, engine and simulator ones"
     )
     args = parser.parse_args(argv)
 
@@ -193,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             out.emit("# ratekeeper benchmarks: Redis", "", *report.machine())
         elif args.engine:
             out.emit("# ratekeeper benchmarks: decision engine", "", *report.machine())
+        elif args.simulate:
+            out.emit("# ratekeeper benchmarks: simulator", "", *report.machine())
         else:
             in_memory(out, QUICK if args.quick else Sizes())
         if args.redis or args.all:
@@ -206,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
 
             engine_suite.run(
                 out, engine_suite.ENGINE_QUICK if args.quick else engine_suite.EngineSizes()
+            )
+        if args.simulate or args.all:
+            from benchmarks import simulate_suite
+
+            simulate_suite.run(
+                out,
+                simulate_suite.SIMULATE_QUICK if args.quick else simulate_suite.SimulateSizes(),
             )
         elapsed = time.perf_counter() - out.started
         out.emit("", f"Total runtime: {elapsed:.0f} s. Load average at end: {report.load()}.")

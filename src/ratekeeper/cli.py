@@ -89,6 +89,18 @@ def _parser() -> argparse.ArgumentParser:
     from ratekeeper.service.settings import add_arguments
 
     add_arguments(serve)
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="replay a trace (a file or generated) through limits on a virtual clock and "
+        "measure each against the exact sliding log",
+        description="Replay a trace through limits on a virtual clock: every hit decided by "
+        "the algorithm's own step, judged against an exact sliding log of the same amount and "
+        "period. Plots (--out) need ratekeeper[plot].",
+    )
+    from ratekeeper.simulate.command import add_arguments as simulate_arguments
+
+    simulate_arguments(simulate)
     return parser
 
 
@@ -108,6 +120,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from ratekeeper import commands
 
         return commands.limits(args)
+    if args.command == "simulate":
+        from ratekeeper.simulate.command import run
+
+        return run(args)
     if args.command == "serve":
         from ratekeeper.service.app import serve
         from ratekeeper.service.settings import Settings

@@ -9,6 +9,7 @@ RatekeeperError
  │                                          credentials, an unknown database
  ├── ConfigError (also ValueError)          a rule file or limit override is invalid
  ├── ConfigStoreError                       the configuration store failed
+ ├── TraceError (also ValueError)           a simulation's trace is malformed
  └── MissingExtraError (also ImportError)   an optional dependency is not installed
 
 Caller errors (``InvalidLimitError``, ``InvalidInputError``) and misconfiguration
@@ -95,3 +96,8 @@ class MissingExtraError(RatekeeperError, ImportError):
         super().__init__(
             f"{package} is not installed; install it with: pip install 'ratekeeper[{extra}]'"
         )
+
+
+class TraceError(RatekeeperError, ValueError):
+    """A trace to simulate is malformed: a bad line of a trace file (its message names the line)
+    or bad generator parameters."""

@@ -1,0 +1,192 @@
+"""``ratekeeper simulate``: replay a trace file or a generated trace through limits.
+
+Prints the table of measures on stdout; bad lines of the trace on stderr, each with its file
+and line number; a progress line on stderr when stderr is a terminal (or with ``--progress``).
+With ``--out DIR``, writes ``results.json`` and the plots there. Exit status 0, or 1 when the
+trace cannot be read or (with ``--strict``) has a bad line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.errors import TraceError
+from ratekeeper.limit import Limit
+from ratekeeper.simulate import traces
+from ratekeeper.simulate.loaders import FORMATS, NGINX_KEYS, Loaded, read_trace
+from ratekeeper.simulate.simulation import parse_limit, simulate
+from ratekeeper.simulate.trace import Trace
+
+#: The generators ``--generate`` names.
+GENERATORS: dict[str, Callable[..., Trace]] = {
+    "poisson": traces.poisson,
+    "bursts": traces.bursts,
+    "window-edge": traces.window_edge,
+    "diurnal": traces.diurnal,
+    "zipf": traces.zipf,
+    "retry-storm": traces.retry_storm,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("trace", nargs="?", help="a trace file: .csv, .jsonl or an nginx .log")
+    source.add_argument(
+        "--generate",
+        metavar="NAME[:ARG=VALUE,...]",
+        help="a generated trace instead of a file, e.g. 'zipf:keys=1000,rate=500,seconds=60'; "
+        f"one of {', '.join(GENERATORS)} (their arguments are those of "
+        "ratekeeper.simulate.traces)",
+    )
+    parser.add_argument(
+        "--limit",
+        action="append",
+        metavar="ALGORITHM:RATE[:ARG=VALUE,...]",
+        help="a limit to simulate, e.g. 'sliding_counter:100/minute' or "
+        "'token_bucket:100/minute:burst=20'; repeat for several (default: every algorithm "
+        "at --rate)",
+    )
+    parser.add_argument(
+        "--rate", default="100/minute", help="the rate of the default limits (default 100/minute)"
+    )
+    parser.add_argument("--format", choices=FORMATS, help="the trace's format (default: by suffix)")
+    parser.add_argument(
+        "--key",
+        default="remote_addr",
+        choices=NGINX_KEYS,
+        help="the nginx log field that keys a request (default remote_addr, the client address)",
+    )
+    parser.add_argument("--strict", action="store_true", help="stop at the first bad line")
+    parser.add_argument("--out", metavar="DIR", help="write results.json and the plots here")
+    parser.add_argument("--no-plots", action="store_true", help="with --out, only the JSON")
+    parser.add_argument(
+        "--image", choices=("svg", "png"), default="svg", help="the plots' format (default svg)"
+    )
+    parser.add_argument(
+        "--width", type=float, help="seconds per bin of the time series (default: automatic)"
+    )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress on stderr even when it is not a terminal",
+    )
+
+
+def generated(spec: str) -> Trace:
+    """The trace ``--generate`` names: ``name[:arg=value,...]``."""
+    name, _, rest = spec.partition(":")
+    generator = GENERATORS.get(name)
+    if generator is None:
+        raise TraceError(f"unknown generator {name!r}; expected one of {', '.join(GENERATORS)}")
+    parameters = inspect.signature(generator).parameters
+    arguments: dict[str, Any] = {}
+    for item in filter(None, rest.split(",")):
+        key, equals, value = item.partition("=")
+        if not equals or key not in parameters:
+            known = ", ".join(parameters)
+            raise TraceError(f"{name} takes {known}; not {item!r}")
+        arguments[key] = _number(value)
+    try:
+        return generator(**arguments)
+    except TypeError as error:
+        raise TraceError(f"{name}: {error}") from None
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+class Progress:
+    """A progress line on ``stream``: events done, their rate, and the share when the total
+    is known; redrawn at most ten times a second."""
+
+    def __init__(self, stream: TextIO, total: int | None) -> None:
+        self.stream = stream
+        self.total = total
+        self.started = time.monotonic()
+        self.shown = 0.0
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.shown < 0.1 and done != self.total:
+            return
+        self.shown = now
+        rate = done / max(now - self.started, 1e-9)
+        if self.total:
+            filled = int(30 * done / self.total)
+            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done / self.total:4.0%} "
+        else:
+            bar = ""
+        print(f"\r{bar}{done:,} events ({rate:,.0f}/s)", end="", file=self.stream, flush=True)
+
+    def end(self) -> None:
+        print(file=self.stream, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``ratekeeper simulate`` with parsed ``args``; the exit status."""
+    from ratekeeper.simulate import report
+
+    out, err = sys.stdout, sys.stderr
+    if args.limit:
+        limits = [parse_limit(text) for text in args.limit]
+    else:
+        base = parse_limit(args.rate)
+        limits = [
+            Limit(base.amount, base.period, algorithm)
+            for algorithm in Algorithm
+            if algorithm is not Algorithm.CONCURRENCY
+        ]
+    loaded: Loaded | None = None
+    source: Trace | Loaded
+    if args.generate:
+        source = generated(args.generate)
+    else:
+        source = loaded = read_trace(args.trace, args.format, key=args.key, strict=args.strict)
+    progress = None
+    if args.progress or err.isatty():
+        progress = Progress(err, len(source) if isinstance(source, Trace) else None)
+    try:
+        result = simulate(source, limits, width=args.width, progress=progress)
+    except OSError as error:
+        raise TraceError(f"{args.trace}: {error.strerror}") from None
+    finally:
+        if progress is not None:
+            progress.end()
+    if loaded is not None and loaded.bad_lines:
+        for bad in loaded.bad:
+            print(f"{loaded.name}:{bad.number}: {bad.reason}: {bad.text!r}", file=err)
+        print(
+            f"warning: {loaded.bad_lines:,} of {loaded.lines:,} lines could not be read and "
+            f"were skipped" + (f" (the first {len(loaded.bad)} shown)" if loaded.bad else ""),
+            file=err,
+        )
+    print(report.summary(result), file=out)
+    if args.out:
+        extra: dict[str, Any] = {}
+        if loaded is not None:
+            extra["input"] = {
+                "file": loaded.name,
+                "lines": loaded.lines,
+                "bad_lines": loaded.bad_lines,
+                "bad": [
+                    {"line": bad.number, "reason": bad.reason, "text": bad.text}
+                    for bad in loaded.bad
+                ],
+            }
+        paths = report.write(
+            result, args.out, plots=not args.no_plots, extra=extra, image=args.image
+        )
+        print(f"wrote {', '.join(str(path) for path in paths)}", file=err)
+    return 0

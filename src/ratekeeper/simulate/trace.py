@@ -1,0 +1,119 @@
+"""A trace: the hits a simulation replays, as ``(time, key, cost)`` events.
+
+A ``Trace`` holds its events in memory as three columns, in time order; a simulation also
+takes any iterable of events (what the loaders yield), read a chunk at a time. A trace may
+carry a ``Retry``: how its clients come back after a refusal, which makes the hits a limit sees
+depend on its own decisions (a retry storm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from math import isfinite
+
+from ratekeeper.errors import TraceError
+
+#: One hit: seconds since the epoch, the key, and its cost.
+Event = tuple[float, str, int]
+
+#: How a retry waits: the refusal's ``retry_after``, or a fixed ``gap`` after the refusal.
+RETRY_AFTER = "retry_after"
+IMMEDIATELY = "immediately"
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a refused client comes back.
+
+    ``after`` is ``"retry_after"`` (it waits the ``Retry-After`` the refusal gave it, plus
+    ``gap``) or ``"immediately"`` (it waits only ``gap`` seconds). A request is tried at most
+    ``1 + max_retries`` times; a refusal whose ``retry_after`` is infinite is never retried.
+    """
+
+    after: str = RETRY_AFTER
+    gap: float = 0.0
+    max_retries: int = 10
+
+    def __post_init__(self) -> None:
+        if self.after not in (RETRY_AFTER, IMMEDIATELY):
+            raise TraceError(f"retry after must be {RETRY_AFTER!r} or {IMMEDIATELY!r}")
+        if not (isfinite(self.gap) and self.gap >= 0):
+            raise TraceError(f"retry gap must be finite seconds >= 0, not {self.gap!r}")
+        if self.after == IMMEDIATELY and self.gap == 0:
+            raise TraceError("an immediate retry needs a gap > 0, or it would never end")
+        if self.max_retries < 0:
+            raise TraceError(f"max_retries must be >= 0, not {self.max_retries!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Events in memory: ``times`` (non-decreasing seconds since the epoch), ``keys`` and
+    ``costs`` (``None``: every cost is 1), aligned; a ``name`` for reports; an optional
+    ``retry`` policy. Build one from events with ``Trace.from_events``."""
+
+    times: Sequence[float]
+    keys: Sequence[str]
+    costs: Sequence[int] | None = None
+    name: str = "trace"
+    retry: Retry | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.times) != len(self.keys) or (
+            self.costs is not None and len(self.costs) != len(self.times)
+        ):
+            raise TraceError("a trace's times, keys and costs must have the same length")
+
+    @classmethod
+    def from_events(
+        cls, events: Iterable[Event], name: str = "trace", retry: Retry | None = None
+    ) -> Trace:
+        """A trace of ``events``, sorted by time (events of equal time keep their order)."""
+        ordered = sorted(events, key=lambda event: event[0])
+        costs = [event[2] for event in ordered]
+        return cls(
+            [event[0] for event in ordered],
+            [event[1] for event in ordered],
+            None if all(cost == 1 for cost in costs) else costs,
+            name,
+            retry,
+        )
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def __iter__(self) -> Iterator[Event]:
+        costs = self.costs if self.costs is not None else [1] * len(self.times)
+        return zip(self.times, self.keys, costs, strict=True)
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the first event to the last (0 when empty)."""
+        return self.times[-1] - self.times[0] if self.times else 0.0
+
+
+def chunks(events: Iterable[Event], size: int) -> Iterator[Trace]:
+    """``events`` in consecutive in-memory traces of at most ``size`` events each."""
+    if isinstance(events, Trace):
+        for start in range(0, len(events), size):
+            stop = start + size
+            costs = events.costs
+            yield Trace(
+                events.times[start:stop],
+                events.keys[start:stop],
+                None if costs is None else costs[start:stop],
+                events.name,
+            )
+        return
+    iterator = iter(events)
+    while True:
+        part = list(islice(iterator, size))
+        if not part:
+            return
+        costs = [event[2] for event in part]
+        yield Trace(
+            [event[0] for event in part],
+            [event[1] for event in part],
+            None if costs.count(1) == len(costs) else costs,
+        )

@@ -1,0 +1,163 @@
+"""Trace generators: each returns a ``Trace``, the same for the same arguments and ``seed``.
+
+Times start at ``start`` (default ``START``, an epoch-sized instant on a whole day, so that
+windows of any usual period are aligned to it) and are in seconds. Every hit costs 1.
+"""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect_right
+from itertools import accumulate
+from math import cos, pi
+
+from ratekeeper.errors import TraceError
+from ratekeeper.simulate.trace import IMMEDIATELY, RETRY_AFTER, Retry, Trace
+
+#: 2023-11-15 00:00:00 UTC: on a whole day, hour and minute.
+START = 1_700_006_400.0
+
+
+def _positive(**values: float) -> None:
+    for name, value in values.items():
+        if not value > 0:
+            raise TraceError(f"{name} must be positive, not {value!r}")
+
+
+def _arrivals(rng: random.Random, rate: float, start: float, end: float) -> list[float]:
+    """Poisson arrivals at ``rate`` per second in ``[start, end)``."""
+    times: list[float] = []
+    append, draw = times.append, rng.expovariate
+    now = start + draw(rate)
+    while now < end:
+        append(now)
+        now += draw(rate)
+    return times
+
+
+def poisson(
+    rate: float, seconds: float, *, key: str = "client", seed: int = 0, start: float = START
+) -> Trace:
+    """Steady Poisson arrivals on one key: ``rate`` hits per second for ``seconds``."""
+    _positive(rate=rate, seconds=seconds)
+    times = _arrivals(random.Random(seed), rate, start, start + seconds)
+    return Trace(times, [key] * len(times), name=f"poisson {rate:g}/s")
+
+
+def bursts(
+    rate: float,
+    on: float,
+    off: float,
+    seconds: float,
+    *,
+    key: str = "client",
+    seed: int = 0,
+    start: float = START,
+) -> Trace:
+    """On/off bursts on one key: Poisson at ``rate`` per second for ``on`` seconds, then
+    silence for ``off`` seconds, over and over for ``seconds``."""
+    _positive(rate=rate, on=on, seconds=seconds)
+    if off < 0:
+        raise TraceError(f"off must be >= 0, not {off!r}")
+    rng = random.Random(seed)
+    times: list[float] = []
+    begin, end = start, start + seconds
+    while begin < end:
+        times.extend(_arrivals(rng, rate, begin, min(begin + on, end)))
+        begin += on + off
+    return Trace(times, [key] * len(times), name=f"bursts {rate:g}/s {on:g}s on {off:g}s off")
+
+
+def window_edge(
+    amount: int,
+    period: float,
+    *,
+    key: str = "client",
+    spread: float = 0.01,
+    start: float = START,
+) -> Trace:
+    """The window-edge attack: ``amount`` hits in the last ``spread`` of a period before a
+    window boundary and ``amount`` in the first ``spread`` after it (``spread`` is a share of
+    the period). The boundary is the first multiple of ``period`` one period after ``start``."""
+    _positive(amount=amount, period=period, spread=spread)
+    boundary = start - start % period + 2 * period
+    span = spread * period
+    step = span / amount
+    before = [boundary - span + i * step for i in range(amount)]
+    after = [boundary + i * step for i in range(amount)]
+    times = before + after
+    return Trace(times, [key] * len(times), name=f"window edge {amount}/{period:g}s")
+
+
+def diurnal(
+    peak: float,
+    seconds: float,
+    *,
+    low: float = 0.1,
+    day: float | None = None,
+    key: str = "client",
+    seed: int = 0,
+    start: float = START,
+) -> Trace:
+    """A diurnal ramp on one key: Poisson arrivals whose rate rises from ``low x peak`` to
+    ``peak`` hits per second and back, one cycle per ``day`` seconds (default: the whole
+    trace)."""
+    _positive(peak=peak, seconds=seconds)
+    if not 0 <= low <= 1:
+        raise TraceError(f"low must be a share from 0 to 1, not {low!r}")
+    cycle = day if day is not None else seconds
+    rng = random.Random(seed)
+    # Thinning: candidates at the peak rate, each kept with the rate's share of the peak.
+    times = [
+        now
+        for now in _arrivals(rng, peak, start, start + seconds)
+        if rng.random() < low + (1 - low) * (1 - cos(2 * pi * (now - start) / cycle)) / 2
+    ]
+    return Trace(times, [key] * len(times), name=f"diurnal up to {peak:g}/s")
+
+
+def zipf(
+    keys: int,
+    rate: float,
+    seconds: float,
+    *,
+    exponent: float = 1.1,
+    seed: int = 0,
+    start: float = START,
+) -> Trace:
+    """Many keys with Zipf popularity: Poisson arrivals at ``rate`` per second in all, each on
+    key ``k<i>`` (``i`` from 1 to ``keys``) with probability proportional to
+    ``1 / i**exponent``."""
+    _positive(keys=keys, rate=rate, seconds=seconds, exponent=exponent)
+    rng = random.Random(seed)
+    times = _arrivals(rng, rate, start, start + seconds)
+    weights = list(accumulate(1 / rank**exponent for rank in range(1, keys + 1)))
+    total = weights[-1]
+    names = [f"k{rank}" for rank in range(1, keys + 1)]
+    draw = rng.random
+    chosen = [names[bisect_right(weights, draw() * total)] for _ in times]
+    return Trace(times, chosen, name=f"zipf {keys:,} keys {rate:g}/s")
+
+
+def retry_storm(
+    rate: float,
+    seconds: float,
+    *,
+    after: str = RETRY_AFTER,
+    gap: float = 0.0,
+    max_retries: int = 10,
+    key: str = "api",
+    seed: int = 0,
+    start: float = START,
+) -> Trace:
+    """A retry storm: Poisson arrivals at ``rate`` per second on one shared key, whose refused
+    clients come back, ``after="retry_after"`` when the refusal's ``Retry-After`` has passed
+    (plus ``gap``), or ``after="immediately"`` ``gap`` seconds later (default 0.01), up to
+    ``max_retries`` times each."""
+    if after == IMMEDIATELY and not gap:
+        gap = 0.01
+    retry = Retry(after, gap, max_retries)
+    trace = poisson(rate, seconds, key=key, seed=seed, start=start)
+    return Trace(
+        trace.times, trace.keys, name=f"retry storm {rate:g}/s, retry {after}", retry=retry
+    )

@@ -1,0 +1,134 @@
+"""Replay mechanics: a stream read in chunks decides as the whole trace at once, generators
+are reproducible, and retry storms come back as their policy says."""
+
+from __future__ import annotations
+
+import pytest
+
+from ratekeeper import Limit
+from ratekeeper.errors import InvalidLimitError, TraceError
+from ratekeeper.simulate import Retry, Trace, parse_limit, simulate, traces
+from ratekeeper.simulate.replay import replay
+from tests.simulate.mixed import LIMITS, mixed_trace
+
+
+def numbers(trace: Trace | list[tuple[float, str, int]], chunk: int) -> list[tuple[object, ...]]:
+    tallies = replay(trace, LIMITS, width=1.0, record=True, chunk=chunk).tallies
+    return [
+        (
+            bytes(tally.decisions or b""),
+            tally.requests,
+            tally.admitted,
+            tally.false_allows,
+            tally.false_refusals,
+            sorted(tally.series.items()),
+            {name: (key.peak, key.admitted, key.requested) for name, key in tally.keys.items()},
+        )
+        for tally in tallies
+    ]
+
+
+def test_a_stream_read_in_chunks_decides_as_the_whole_trace() -> None:
+    trace = mixed_trace()
+    whole = numbers(trace, 1_000_000)
+    assert numbers(list(trace), 7) == whole  # an iterable of events, in chunks of 7
+    assert numbers(trace, 100) == whole  # a trace, in chunks of 100
+
+
+def test_a_retry_storm_is_the_same_in_chunks_and_whole() -> None:
+    storm = traces.retry_storm(50, 20, seed=2)
+    limits = [Limit(20, 1.0, "fixed_window"), Limit(20, 1.0, "gcra")]
+    whole = replay(storm, limits).tallies
+    chunked = replay(storm, limits, chunk=33).tallies
+    for one, other in zip(whole, chunked, strict=True):
+        assert (one.requests, one.retries, one.admitted) == (
+            other.requests,
+            other.retries,
+            other.admitted,
+        )
+
+
+def test_refused_clients_retry_after_the_retry_after() -> None:
+    # 3 hits at once on 1 per 10 s: the 2nd and 3rd are told to come back in 10 s. At 10 s
+    # one gets in and the other is refused again, to come back at 20 s, where it gets in.
+    times = [traces.START] * 3
+    trace = Trace(times, ["k"] * 3, retry=Retry())
+    measures = simulate(trace, [Limit(1, 10, "fixed_window")]).measures[0]
+    assert (measures.requests, measures.retries, measures.admitted) == (6, 3, 3)
+
+
+def test_immediate_retries_stop_after_max_retries() -> None:
+    trace = Trace([traces.START] * 2, ["k"] * 2, retry=Retry("immediately", 0.01, 5))
+    measures = simulate(trace, [Limit(1, 10, "sliding_log")]).measures[0]
+    assert (measures.requests, measures.retries, measures.admitted) == (7, 5, 1)
+
+
+def test_generators_are_reproducible_and_seeded() -> None:
+    assert traces.zipf(50, 100, 10, seed=1).keys == traces.zipf(50, 100, 10, seed=1).keys
+    assert traces.poisson(100, 10, seed=1).times != traces.poisson(100, 10, seed=2).times
+    for trace in (
+        traces.poisson(100, 10),
+        traces.bursts(100, 1, 2, 10),
+        traces.diurnal(100, 60),
+        traces.zipf(50, 100, 10),
+        traces.window_edge(10, 1),
+    ):
+        assert list(trace.times) == sorted(trace.times)
+        assert trace.times[0] >= traces.START
+
+
+def test_generator_rates_hold_on_average() -> None:
+    assert len(traces.poisson(100, 100)) == pytest.approx(10_000, rel=0.05)
+    # On for 1 s of every 3: a third of the time.
+    assert len(traces.bursts(300, 1, 2, 300)) == pytest.approx(30_000, rel=0.05)
+    # The ramp averages (1 + low) / 2 of its peak.
+    assert len(traces.diurnal(100, 600, low=0.0)) == pytest.approx(30_000, rel=0.05)
+    zipf = traces.zipf(100, 1_000, 60)
+    assert zipf.keys.count("k1") > zipf.keys.count("k2") > zipf.keys.count("k50")
+
+
+def test_bad_parameters_are_refused() -> None:
+    with pytest.raises(TraceError, match="rate must be positive"):
+        traces.poisson(0, 10)
+    with pytest.raises(TraceError, match="gap > 0"):
+        Retry("immediately", 0.0)
+    with pytest.raises(TraceError, match="same length"):
+        Trace([1.0, 2.0], ["k"])
+    with pytest.raises(InvalidLimitError, match="unknown limit parameter"):
+        parse_limit("gcra:10/second:size=3")
+    with pytest.raises(InvalidLimitError, match="at least one limit"):
+        simulate(traces.poisson(1, 1), [])
+
+
+def test_limits_parse_from_strings() -> None:
+    assert parse_limit("10/minute") == Limit(10, 60)
+    assert parse_limit("token_bucket:100/minute:burst=20") == Limit(
+        100, 60, "token_bucket", burst=20
+    )
+    assert parse_limit("bucketed_window:10/minute:granularity=5") == Limit(
+        10, 60, "bucketed_window", granularity=5.0
+    )
+
+
+def test_the_fast_path_for_hits_of_cost_one_measures_as_the_general_one() -> None:
+    # Unit costs, some events out of order (as in a log written at completion time).
+    trace = mixed_trace(events=3_000)
+    times = list(trace.times)
+    for index in range(50, len(times), 97):
+        times[index] -= 1.3
+    events = [(now, key, 1) for now, key in zip(times, trace.keys, strict=True)]
+    limits = [limit for limit in LIMITS if limit.algorithm != "leaky_shaper"]
+
+    def measured(record: bool) -> list[tuple[object, ...]]:
+        return [
+            (
+                tally.admitted,
+                tally.false_allows,
+                tally.false_refusals,
+                sorted(tally.series.items()),
+                {name: (key.peak, key.admitted, key.requested) for name, key in tally.keys.items()},
+            )
+            for tally in replay(events, limits, width=1.0, record=record, chunk=500).tallies
+        ]
+
+    assert measured(record=False) == measured(record=True)

@@ -1,0 +1,114 @@
+"""The report: the terminal table, results.json, the plots and the ``simulate`` command."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ratekeeper.cli import main
+from ratekeeper.simulate import simulate, traces
+from ratekeeper.simulate.plots import draw_all, series_id
+from ratekeeper.simulate.report import share, summary, write
+
+LIMITS = ["fixed_window:100/minute", "sliding_log:100/minute", "leaky_shaper:100/minute"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def ids(path: Path) -> set[str]:
+    """The ids in an SVG file (it must parse as XML)."""
+    return {node.attrib["id"] for node in ET.parse(path).iter() if "id" in node.attrib}
+
+
+def test_shares_are_shown_with_enough_decimals() -> None:
+    assert [share(v) for v in (0.0, 0.5, 0.00003, 0.0000001)] == [
+        "0%",
+        "50.0%",
+        "0.003%",
+        "1.0e-05%",
+    ]
+
+
+def test_the_table_has_a_row_per_limit() -> None:
+    text = summary(simulate(traces.window_edge(100, 60), LIMITS))
+    lines = text.splitlines()
+    assert lines[0] == "window edge 100/60s: 200 events, 1 keys, 1.2 s"
+    assert lines[2].startswith("| limit ")
+    assert lines[4].startswith("| 100/60s (fixed_window) |      200 |       0 |          100 |")
+    assert "200 (2.00x)" in lines[4] and "100 (1.00x)" in lines[5]
+
+
+def test_results_json_and_plots_hold_every_series(tmp_path: Path) -> None:
+    result = simulate(traces.bursts(5, 20, 40, 600), LIMITS)
+    paths = write(result, tmp_path)
+    assert [path.name for path in paths] == [
+        "results.json",
+        "admitted.svg",
+        "errors.svg",
+        "delays.svg",
+    ]
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert [limit["algorithm"] for limit in data["limits"]] == [
+        "fixed_window",
+        "sliding_log",
+        "leaky_shaper",
+    ]
+    assert data["trace"]["events"] == result.events
+    assert sum(units for _, units in data["offered"]) == result.units
+    for limit in data["limits"]:
+        assert sum(units for _, units in limit["series"]) == limit["admitted_units"]
+    labels = [measures.limit for measures in result.measures]
+    assert {"offered", "limit", *(series_id("admitted", label) for label in labels)} <= ids(
+        tmp_path / "admitted.svg"
+    )
+    assert {
+        series_id(kind, label) for kind in ("false-allows", "false-refusals") for label in labels
+    } <= ids(tmp_path / "errors.svg")
+    # Only the shaper's hits waited.
+    delays = ids(tmp_path / "delays.svg")
+    assert series_id("delays", labels[2]) in delays
+    assert series_id("delays", labels[0]) not in delays
+
+
+def test_plots_as_png(tmp_path: Path) -> None:
+    paths = draw_all(simulate(traces.window_edge(10, 1), LIMITS), tmp_path, image="png")
+    for path in paths:
+        assert path.read_bytes().startswith(PNG)
+
+
+def test_the_command_prints_the_table_and_writes_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(
+        ["simulate", "--generate", "window-edge:amount=100,period=60", "--out", str(tmp_path)]
+        + [argument for limit in LIMITS for argument in ("--limit", limit)]
+    )
+    out, err = capsys.readouterr()
+    assert status == 0
+    assert "| 100/60s (fixed_window) |      200 |" in out
+    assert "results.json" in err
+    assert (tmp_path / "admitted.svg").exists()
+
+
+def test_the_command_reports_bad_lines_with_their_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("time,key\n1,a\n2\nx,b\n3,a\n")
+    status = main(["simulate", str(trace), "--limit", "2/second", "--progress"])
+    out, err = capsys.readouterr()
+    assert status == 0
+    assert f"{trace}:3: expected time,key[,cost]; got 1 field: '2'" in err
+    assert f"{trace}:4: time 'x' is neither seconds nor ISO 8601: 'x,b'" in err
+    assert "warning: 2 of 5 lines could not be read and were skipped" in err
+    assert "2 events" in err  # the progress line
+    assert "| 2/1s (fixed_window) |        2 |" in out
+    assert main(["simulate", str(trace), "--limit", "2/second", "--strict"]) == 1
+    assert f"error: {trace}:3: expected time,key[,cost]" in capsys.readouterr().err
+
+
+def test_the_command_refuses_a_bad_generator(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--generate", "zipf:colour=3"]) == 1
+    assert "zipf takes keys, rate, seconds" in capsys.readouterr().err
