@@ -2,8 +2,10 @@
 
 Without options, the in-memory benchmarks; ``--redis`` runs only the Redis benchmarks (on a
 redis-server they start on a free port and stop), ``--engine`` only the decision engine's,
-``--all`` runs all three. ``--quick`` for a short
-smoke run, ``--output FILE`` to also write the markdown.
+``--all`` runs all three. ``--service`` runs only the decision service under load (``ratekeeper
+serve`` against a hello world on the same server stack, driven by wrk and h2load; see
+``benchmarks.service_suite``). ``--quick`` for a short smoke run, ``--output FILE`` to also
+write the markdown.
 """
 
 from __future__ import annotations
@@ -183,13 +185,24 @@ def main(argv: list[str] | None = None) -> int:
         "--engine", action="store_true", help="run only the decision engine's benchmarks"
     )
     which.add_argument(
+        "--service",
+        action="store_true",
+        help="run only the decision service under load (wrk, h2load; a redis-server)",
+    )
+    which.add_argument(
         "--all", action="store_true", help="run the in-memory, Redis and engine ones"
     )
     args = parser.parse_args(argv)
 
     out = Output()
     try:
-        if args.redis:
+        if args.service:
+            from benchmarks import service_suite
+
+            service_suite.run(
+                out, service_suite.SERVICE_QUICK if args.quick else service_suite.ServiceSizes()
+            )
+        elif args.redis:
             out.emit("# ratekeeper benchmarks: Redis", "", *report.machine())
         elif args.engine:
             out.emit("# ratekeeper benchmarks: decision engine", "", *report.machine())
