@@ -103,6 +103,24 @@ def descriptors(call: Call) -> list[Descriptor]:
     return result
 
 
+def arguments(call: Call) -> tuple[list[Descriptor] | list[tuple[Entry, ...]], int]:
+    """``engine.check``'s descriptors and hits for ``call``, checked as ``descriptors`` checks
+    them. When no descriptor sends a limit or a cost of its own, the descriptors are their bare
+    entries and the request's cost is ``hits``: the engine's fast path for a cached one."""
+    default = call.hits_addend or 1
+    if (
+        not call.domain
+        or not call.descriptors
+        or default.__class__ is not int
+        or not 0 < default <= MAX_COST
+    ):
+        return descriptors(call), 1  # which raises the error
+    for one in call.descriptors:
+        if one.limit is not None or one.hits_addend is not None:
+            return descriptors(call), 1
+    return [one.entries for one in call.descriptors], default
+
+
 def _limit(sent: tuple[int, str] | None) -> Limit | None:
     if sent is None:
         return None
@@ -154,9 +172,9 @@ def _status(status: Status) -> WireStatus:
 
 def decide(engine: Engine, call: Call) -> Answer:
     """``call`` decided by ``engine``."""
-    return answer(engine.check(call.domain, descriptors(call)))
+    return answer(engine.check(call.domain, *arguments(call)))
 
 
 async def decide_async(engine: AsyncEngine, call: Call) -> Answer:
     """``call`` decided by the asyncio ``engine``."""
-    return answer(await engine.check(call.domain, descriptors(call)))
+    return answer(await engine.check(call.domain, *arguments(call)))
