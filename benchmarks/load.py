@@ -4,7 +4,7 @@
 Lua script ``post.lua`` beside this file reads the body from the file named by
 ``BENCH_BODY_FILE``); ``h2load(url, data, ...)`` POSTs one gRPC message (``grpc_frame``: the
 5-byte gRPC prefix and the serialized protobuf) on ``connections`` HTTP/2 connections, one
-stream each, with the headers a gRPC client sends. Both run for ``seconds`` after a warm-up,
+stream each, with the headers a gRPC client sends. Both run for ``seconds`` (whole seconds),
 on the CPUs ``cpus`` (through ``taskset``), and return a ``Load``: requests, requests per
 second, p50 and p99 latency, and what was not a success. ``grpc_status(url, data)`` sends the
 same request h2load sends with nghttp and returns the ``grpc-status`` trailer the server
@@ -132,22 +132,20 @@ def h2load(
     *,
     connections: int,
     seconds: float,
-    warmup: float,
     cpus: str | None = None,
 ) -> Load:
-    """POST the gRPC message ``data`` (framed) to ``url`` for ``seconds`` after ``warmup``, on
-    ``connections`` HTTP/2 connections with one stream each, one thread. Latencies come from
-    h2load's per-request log (the warm-up's are not in it)."""
+    """POST the gRPC message ``data`` (framed) to ``url`` for ``seconds``, on ``connections``
+    HTTP/2 connections with one stream each, one thread. Latencies come from h2load's
+    per-request log."""
     with tempfile.TemporaryDirectory(prefix="ratekeeper-bench-") as directory:
         data_file, log_file = Path(directory, "request.bin"), Path(directory, "requests.log")
         data_file.write_bytes(data)
         command = [
             "h2load", "-t1", f"-c{connections}", "-m1",
-            f"-D{max(1, round(seconds))}", f"--warm-up-time={max(1, round(warmup))}",
-            f"--log-file={log_file}", "-d", str(data_file),
+            f"-D{max(1, round(seconds))}", f"--log-file={log_file}", "-d", str(data_file),
             *(option for header in GRPC_HEADERS for option in ("-H", header)), url,
         ]  # fmt: skip
-        output = _run(_pinned(command, cpus), seconds + warmup + 30)
+        output = _run(_pinned(command, cpus), seconds + 30)
         latencies = sorted(int(line.split("\t")[2]) for line in log_file.read_text().splitlines())
     done = _field(
         r"^requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, "

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -71,7 +72,7 @@ GRPC_METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 BASELINE, MEMORY, REDIS = "hello world", "memory", "redis"
 HEADERS = [
     "surface", "request", "store", "requests/s", "p50 ms", "p99 ms", "/ hello world",
-    f"≥ {TARGET:g}x", "each round (requests/s)",
+    f"≥ {TARGET:g}x", "CPU µs / request", "CPU ratio", "each round (requests/s)",
 ]  # fmt: skip
 
 
@@ -79,9 +80,9 @@ HEADERS = [
 class ServiceSizes:
     """How long a service run takes: ``--quick`` shrinks it."""
 
-    seconds: float = 8.0  # one timed measurement
+    seconds: float = 5.0  # one timed measurement
     warmup: float = 2.0  # before each measurement, on the same key
-    rounds: int = 2
+    rounds: int = 3
     connections: int = 64
 
 
@@ -221,15 +222,28 @@ class Server:
         return response
 
 
+@dataclass(frozen=True)
+class Result:
+    """One measurement: the load generator's view, and the server's CPU seconds a request."""
+
+    load: Load
+    cpu: float
+
+
 @dataclass
 class Measured:
     """A row's measurements, one a round."""
 
-    loads: list[Load] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
 
     @property
-    def best(self) -> Load:
-        return max(self.loads, key=lambda one: one.rate)
+    def best(self) -> Result:
+        return max(self.results, key=lambda one: one.load.rate)
+
+    @property
+    def cpu(self) -> float:
+        """The least CPU time a request took, over the rounds."""
+        return min(one.cpu for one in self.results)
 
 
 class Measurement:
@@ -304,45 +318,54 @@ class Measurement:
 
     # The run.
 
-    def run(self, load_cpu: str | None) -> Load:
+    def run(self, load_cpu: str | None) -> Result:
+        """Check, warm up, time, check again: the timed run's load and the server's CPU time
+        per request during it."""
         sizes, row = self.sizes, self.row
-        url = self.server.url
         started = datetime.now(UTC).date()
+        generate: Callable[[float], Load]
         if row.surface == "HTTP":
             self._check_http()
-            raw = json.dumps(self.http_body()).encode()
-            options: dict[str, Any] = {"connections": sizes.connections, "cpus": load_cpu}
-            warm = load.wrk(
-                url + "/v1/check", raw, seconds=sizes.warmup, expect_ok=not row.refused, **options
-            )
-            sent = warm.requests
-            result = load.wrk(
-                url + "/v1/check", raw, seconds=sizes.seconds, expect_ok=not row.refused, **options
-            )
+            url, raw = self.server.url + "/v1/check", json.dumps(self.http_body()).encode()
+            expect_ok = not row.refused
+
+            def generate(seconds: float) -> Load:
+                return load.wrk(
+                    url, raw, connections=sizes.connections, seconds=seconds, cpus=load_cpu,
+                    expect_ok=expect_ok,
+                )  # fmt: skip
         else:
-            data = self._check_grpc()
-            sent = 0
-            result = load.h2load(
-                self.server.grpc_url + GRPC_METHOD,
-                data,
-                connections=sizes.connections,
-                seconds=sizes.seconds,
-                warmup=sizes.warmup,
-                cpus=load_cpu,
-            )
-        if result.failures:
-            raise BenchmarkError(
-                f"{row.label}: {result.failures} of {result.requests} answers were not "
-                f"{'refusals' if row.refused else 'successes'} {result.detail}".rstrip()
-            )
+            url, data = self.server.grpc_url + GRPC_METHOD, self._check_grpc()
+
+            def generate(seconds: float) -> Load:
+                return load.h2load(
+                    url, data, connections=sizes.connections, seconds=seconds, cpus=load_cpu
+                )
+
+        warm = generate(sizes.warmup)
+        before = cpu_seconds(self.server.process.pid)
+        timed = generate(sizes.seconds)
+        cpu = cpu_seconds(self.server.process.pid) - before
+        for one in (warm, timed):
+            if one.failures:
+                raise BenchmarkError(
+                    f"{row.label}: {one.failures} of {one.requests} answers were not "
+                    f"{'refusals' if row.refused else 'successes'} {one.detail}".rstrip()
+                )
         if row.server != BASELINE and not row.refused:
-            counted, meant = self._counted(), sent + result.requests
+            counted, meant = self._counted(), warm.requests + timed.requests
             if counted < meant and datetime.now(UTC).date() == started:
                 raise BenchmarkError(
                     f"{row.label}: the key counted {counted:,} hits for {meant:,} answers: "
                     "some answers were not decisions"
                 )
-        return result
+        return Result(timed, cpu / timed.requests)
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, all threads) process ``pid`` has used, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _stack(baseline_log: Path) -> str:
@@ -428,7 +451,7 @@ def _measure(
                     tag = f"r{round_number}-{index}"
                     measurement = Measurement(row, servers[row.server], sizes, tag)
                     try:
-                        measured[row].loads.append(measurement.run(load_cpu))
+                        measured[row].results.append(measurement.run(load_cpu))
                     except LoadError as error:
                         raise BenchmarkError(f"{row.label}: {error}") from None
     return measured
@@ -459,21 +482,31 @@ def _emit(
         f"{sizes.rounds} round(s), each row's best kept.",
         "",
     )
-    baselines = {row.surface: measured[row].best.rate for row in ROWS if row.server == BASELINE}
+    baselines = {row.surface: measured[row] for row in ROWS if row.server == BASELINE}
     rows = []
     for row in ROWS:
-        result = measured[row]
-        best = result.best
-        ratio = best.rate / baselines[row.surface]
+        result, baseline = measured[row], baselines[row.surface]
+        best = result.best.load
+        ratio = best.rate / baseline.best.load.rate
         target = report.MISSING
         if row.server != BASELINE and not row.refused:
             target = "✓" if ratio >= TARGET else "✗"
-        spread = ", ".join(f"{one.rate:,.0f}" for one in result.loads)
+        rounds = ", ".join(f"{one.load.rate:,.0f}" for one in result.results)
         rows.append([
             row.surface, row.shape, row.server, f"{best.rate:,.0f}", _ms(best.p50), _ms(best.p99),
-            f"{ratio:.2f}x", target, spread,
+            f"{ratio:.2f}x", target, f"{result.cpu * 1e6:,.0f}",
+            f"{baseline.cpu / result.cpu:.2f}x", rounds,
         ])  # fmt: skip
     out.emit(*report.table(HEADERS, rows))
+    out.emit(
+        "",
+        "*/ hello world* is the row's requests per second over its surface's hello world's (best "
+        "round each), against the target. *CPU µs / request* is the server process's CPU time "
+        "(user and system, all threads, from `/proc`) over the timed run, per request, the "
+        "least over the rounds; *CPU ratio* is the hello world's over the row's: it is what the "
+        "throughput ratio would be on an otherwise idle CPU, and is less disturbed by other "
+        "work on the machine. *Each round* shows how far the rounds spread.",
+    )
     out.emit("", "Requests:", "")
     for (surface, shape), text in SHAPES.items():
         out.emit(f"- {surface} {shape}: {text}")
