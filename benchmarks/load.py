@@ -112,6 +112,11 @@ def wrk(
         ]  # fmt: skip
         env = {**os.environ, "BENCH_BODY_FILE": file.name}
         output = _run(_pinned(command, cpus), seconds + 30, env)
+    return parse_wrk(output, expect_ok=expect_ok)
+
+
+def parse_wrk(output: str, *, expect_ok: bool = True) -> Load:
+    """The ``Load`` of wrk's ``--latency`` report (see ``wrk``)."""
     requests = int(_field(r"^\s*(\d+) requests in", output, "wrk").group(1))
     rate = float(_field(r"^Requests/sec:\s*([\d.]+)", output, "wrk").group(1))
     p50 = _duration(_field(r"^\s*50%\s+(\S+)", output, "wrk").group(1))
@@ -146,7 +151,12 @@ def h2load(
             *(option for header in GRPC_HEADERS for option in ("-H", header)), url,
         ]  # fmt: skip
         output = _run(_pinned(command, cpus), seconds + 30)
-        latencies = sorted(int(line.split("\t")[2]) for line in log_file.read_text().splitlines())
+        latencies = [int(line.split("\t")[2]) for line in log_file.read_text().splitlines()]
+    return parse_h2load(output, latencies)
+
+
+def parse_h2load(output: str, latencies: list[int]) -> Load:
+    """The ``Load`` of h2load's report and the latencies (µs) of its per-request log."""
     done = _field(
         r"^requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, "
         r"(\d+) errored, (\d+) timeout",
@@ -159,11 +169,12 @@ def h2load(
     failures = requests - succeeded + sum(int(done.group(n)) for n in (4, 5, 6))
     if not latencies:
         raise LoadError(f"h2load completed no request:\n{output}")
+    ordered = sorted(latencies)
     return Load(
         requests,
         rate,
-        percentile(latencies, 50) / 1e6,
-        percentile(latencies, 99) / 1e6,
+        percentile(ordered, 50) / 1e6,
+        percentile(ordered, 99) / 1e6,
         failures,
         "" if not failures else output.strip().splitlines()[-1],
     )
