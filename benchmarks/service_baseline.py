@@ -5,7 +5,8 @@
 - over HTTP, a raw ASGI app that reads the request's body and answers 200 with a fixed JSON
   body, on uvicorn with the options ``ratekeeper serve`` gives it
   (``ratekeeper.service.app.uvicorn_options``: the same event loop, HTTP parser, log level,
-  one worker);
+  one worker); and at ``/starlette`` the same answer from a Starlette app of one route, for
+  reference;
 - over gRPC, on the same event loop and started from the app's lifespan as ``ratekeeper
   serve`` starts its own, a ``grpc.aio`` server whose ``ShouldRateLimit`` parses the request
   and answers a new ``RateLimitResponse`` of ``OK``, deciding nothing.
@@ -27,6 +28,10 @@ from typing import Any
 
 import grpc
 import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from ratekeeper.service.app import uvicorn_options
 from ratekeeper.service.proto import rls_pb2, rls_pb2_grpc
@@ -43,6 +48,14 @@ START = {
     "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(BODY))],
 }
 END = {"type": "http.response.body", "body": BODY}
+
+
+async def hello(request: Request) -> Response:
+    await request.body()
+    return Response(BODY, media_type="application/json")
+
+
+starlette = Starlette(routes=[Route("/starlette", hello, methods=["POST"])])
 
 
 class Hello(rls_pb2_grpc.RateLimitServiceServicer):
@@ -84,6 +97,9 @@ def application(
                     elif message["type"] == "lifespan.shutdown":
                         break
             await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/starlette":
+            await starlette(scope, receive, send)
             return
         more = True
         while more:  # the body, read and dropped

@@ -70,6 +70,7 @@ descriptors:
 ROOT = Path(__file__).resolve().parent.parent
 GRPC_METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 BASELINE, MEMORY, REDIS = "hello world", "memory", "redis"
+STARLETTE, STARLETTE_PATH = "hello (Starlette)", "/starlette"
 HEADERS = [
     "surface", "request", "store", "requests/s", "p50 ms", "p99 ms", "/ hello world",
     f"≥ {TARGET:g}x", "CPU µs / request", "CPU ratio", "each round (requests/s)",
@@ -94,12 +95,17 @@ class Row:
     """One line of the table: a request shape on one surface and one server."""
 
     surface: str  # "HTTP" or "gRPC"
-    shape: str  # "hello", "key", "descriptor", "refused key", "refused descriptor"
+    shape: str  # "hello", "hello (Starlette)", "key", "descriptor", "refused key", ...
     server: str  # BASELINE, MEMORY or REDIS
 
     @property
     def refused(self) -> bool:
         return self.shape.startswith("refused")
+
+    @property
+    def path(self) -> str:
+        """The HTTP path it posts to."""
+        return STARLETTE_PATH if self.shape == STARLETTE else "/v1/check"
 
     @property
     def label(self) -> str:
@@ -108,6 +114,7 @@ class Row:
 
 ROWS = (
     Row("HTTP", "hello", BASELINE),
+    Row("HTTP", STARLETTE, BASELINE),
     Row("HTTP", "key", MEMORY),
     Row("HTTP", "descriptor", MEMORY),
     Row("HTTP", "key", REDIS),
@@ -122,6 +129,8 @@ ROWS = (
 #: What each request shape sends, as the table says it.
 SHAPES = {
     ("HTTP", "hello"): 'any body; the answer `{"message":"hello"}`',
+    ("HTTP", STARLETTE): "the same, through a Starlette app of one route (`Request.body()`, "
+    "`Response`), for reference: the share of the framework alone",
     ("HTTP", "key"): f'`{{"key": K, "limit": "{AMOUNT}/day"}}`',
     ("HTTP", "descriptor"): '`{"domain": "bench", "descriptors": [{"entries": [{"key": '
     '"client", "value": V}]}]}`, matched by a rule of 1,000,000,000 a day',
@@ -258,7 +267,7 @@ class Measurement:
 
     def http_body(self) -> dict[str, Any]:
         shape = self.row.shape
-        if shape in ("key", "hello"):
+        if shape in ("key", "hello", STARLETTE):
             return {"key": self.key, "limit": f"{AMOUNT}/day"}
         if shape == "refused key":
             return {"key": self.key, "limit": "1/day"}
@@ -280,7 +289,7 @@ class Measurement:
     def _check_http(self) -> None:
         server, body = self.server, self.http_body()
         if self.row.server == BASELINE:
-            status, answer = server.post("/v1/check", body)
+            status, answer = server.post(self.row.path, body)
             if status != 200 or answer != {"message": "hello"}:
                 raise BenchmarkError(f"{self.row.label}: the hello world answered {answer}")
             return
@@ -326,7 +335,7 @@ class Measurement:
         generate: Callable[[float], Load]
         if row.surface == "HTTP":
             self._check_http()
-            url, raw = self.server.url + "/v1/check", json.dumps(self.http_body()).encode()
+            url, raw = self.server.url + row.path, json.dumps(self.http_body()).encode()
             expect_ok = not row.refused
 
             def generate(seconds: float) -> Load:
@@ -482,7 +491,7 @@ def _emit(
         f"{sizes.rounds} round(s), each row's best kept.",
         "",
     )
-    baselines = {row.surface: measured[row] for row in ROWS if row.server == BASELINE}
+    baselines = {row.surface: measured[row] for row in ROWS if row.shape == "hello"}
     rows = []
     for row in ROWS:
         result, baseline = measured[row], baselines[row.surface]
