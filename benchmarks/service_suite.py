@@ -11,9 +11,12 @@ same event loop):
 - gRPC ``envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`` under h2load, one
   descriptor matched by a rule, on each store; and one already over its limit.
 
-Every row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking
-turns round by round (in reverse order every other round), each keeping its best round. The
-ratio is a row's requests per second over its surface's hello world's.
+A Starlette app of one route answering the same hello is measured too, for reference. Every
+row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking turns
+round by round (in reverse order every other round), each keeping its best round. The ratio is
+a row's requests per second over its surface's hello world's; the CPU ratio is the hello
+world's server CPU time per request over the row's, which other work on the machine disturbs
+less (it cannot starve the load generator into flattering the rows).
 
 No row can time the wrong path. Each measurement counts a fresh key. Before it, one request
 through a real client (httpx, grpcio) must get the answer meant (allowed, not degraded; or
