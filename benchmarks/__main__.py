@@ -2,7 +2,9 @@
 
 Without options, the in-memory benchmarks; ``--redis`` runs only the Redis benchmarks (on a
 redis-server they start on a free port and stop), ``--engine`` only the decision engine's,
-``--simulate`` only the simulator's, ``--all`` runs all four. ``--quick`` for a short
+``--simulate`` only the simulator's, ``--all`` runs those four. ``--service`` runs only the
+decision service under load (``ratekeeper serve`` against a hello world on the same server
+stack, driven by wrk and h2load; see ``benchmarks.service_suite``). ``--quick`` for a short
 smoke run, ``--output FILE`` to also write the markdown.
 """
 
@@ -186,13 +188,24 @@ def main(argv: list[str] | None = None) -> int:
         "--simulate", action="store_true", help="run only the simulator's benchmarks"
     )
     which.add_argument(
+        "--service",
+        action="store_true",
+        help="run only the decision service under load (wrk, h2load; a redis-server)",
+    )
+    which.add_argument(
         "--all", action="store_true", help="run the in-memory, Redis, engine and simulator ones"
     )
     args = parser.parse_args(argv)
 
     out = Output()
     try:
-        if args.redis:
+        if args.service:
+            from benchmarks import service_suite
+
+            service_suite.run(
+                out, service_suite.SERVICE_QUICK if args.quick else service_suite.ServiceSizes()
+            )
+        elif args.redis:
             out.emit("# ratekeeper benchmarks: Redis", "", *report.machine())
         elif args.engine:
             out.emit("# ratekeeper benchmarks: decision engine", "", *report.machine())

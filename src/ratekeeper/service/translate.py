@@ -105,6 +105,24 @@ def descriptors(call: Call) -> list[Descriptor]:
     return result
 
 
+def arguments(call: Call) -> tuple[list[Descriptor] | list[tuple[Entry, ...]], int]:
+    """``engine.check``'s descriptors and hits for ``call``, checked as ``descriptors`` checks
+    them. When no descriptor sends a limit or a cost of its own, the descriptors are their bare
+    entries and the request's cost is ``hits``: the engine's fast path for a cached one."""
+    default = call.hits_addend or 1
+    if (
+        not call.domain
+        or not call.descriptors
+        or default.__class__ is not int
+        or not 0 < default <= MAX_COST
+    ):
+        return descriptors(call), 1  # which raises the error
+    for one in call.descriptors:
+        if one.limit is not None or one.hits_addend is not None:
+            return descriptors(call), 1
+    return [one.entries for one in call.descriptors], default
+
+
 def _limit(sent: tuple[int, str] | None) -> Limit | None:
     if sent is None:
         return None
@@ -156,11 +174,14 @@ def _status(status: Status) -> WireStatus:
     )
 
 
-def _over(call: Call, domains: Container[str]) -> list[bool]:
-    """Which descriptors carry a limit of 0 in a known domain: Envoy's service holds them
-    always over their limit (in an unknown domain no limit applies, as for any sent limit)."""
-    known = call.domain in domains
-    return [known and one.limit is not None and one.limit[0] == 0 for one in call.descriptors]
+def _over(call: Call, domains: Container[str]) -> list[bool] | None:
+    """Which descriptors carry a limit of 0 in a known domain, which Envoy's service holds
+    always over their limit; None when none does (in an unknown domain no limit applies, as
+    for any sent limit)."""
+    for one in call.descriptors:
+        if one.limit is not None and one.limit[0] == 0 and call.domain in domains:
+            return [each.limit is not None and each.limit[0] == 0 for each in call.descriptors]
+    return None
 
 
 def _joined(call: Call, over: list[bool], verdict: Verdict | None) -> Answer:
@@ -181,19 +202,17 @@ def _always_over(limit: tuple[int, str]) -> WireStatus:
 
 def decide(engine: Engine, call: Call) -> Answer:
     """``call`` decided by ``engine``."""
-    checked = descriptors(call)
     over = _over(call, engine.rules.domains)
-    if not any(over):
-        return answer(engine.check(call.domain, checked))
-    rest = [one for one, refused in zip(checked, over, strict=True) if not refused]
+    if over is None:
+        return answer(engine.check(call.domain, *arguments(call)))
+    rest = [one for one, refused in zip(descriptors(call), over, strict=True) if not refused]
     return _joined(call, over, engine.check(call.domain, rest) if rest else None)
 
 
 async def decide_async(engine: AsyncEngine, call: Call) -> Answer:
     """``call`` decided by the asyncio ``engine``."""
-    checked = descriptors(call)
     over = _over(call, engine.rules.domains)
-    if not any(over):
-        return answer(await engine.check(call.domain, checked))
-    rest = [one for one, refused in zip(checked, over, strict=True) if not refused]
+    if over is None:
+        return answer(await engine.check(call.domain, *arguments(call)))
+    rest = [one for one, refused in zip(descriptors(call), over, strict=True) if not refused]
     return _joined(call, over, await engine.check(call.domain, rest) if rest else None)
