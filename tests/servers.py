@@ -10,6 +10,7 @@ to the servers over a few lines of RESP (``command``), so they need no client li
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -34,6 +35,17 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 #: How many times a server is started on fresh ports when the last ones were taken meanwhile.
 ATTEMPTS = 5
+
+
+def _children(pid: int) -> list[int]:
+    """The pids of ``pid``'s child processes, from ``/proc``."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.split("/")[2]))
+    return found
 
 
 class ServerExited(RuntimeError):
@@ -602,6 +614,19 @@ class PostgresServer(ServerProcess):
             return subprocess.Popen(
                 args, stdout=log, stderr=log, cwd=self.directory, **self.as_user
             )
+
+    def kill(self) -> None:
+        """Kill the whole server by pid, as a crash of its machine would: the postmaster and
+        every backend (a backend outlives a killed postmaster for a while, and would go on
+        answering its open connection)."""
+        if self.process is not None and self.process.poll() is None:
+            children = _children(self.process.pid)
+            os.kill(self.process.pid, signal.SIGKILL)
+            for child in children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+            self.process.wait(10)
+        self.process = None
 
     def _answers(self, pid: int) -> bool:
         check = [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
