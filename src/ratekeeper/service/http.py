@@ -77,11 +77,25 @@ MAX_LISTING = 1000
 READY_TIMEOUT = 2.0
 
 Handler = Callable[[Request], Awaitable[Response]]
+RawHeaders = list[tuple[bytes, bytes]]
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> Response:
     """The HTTP answer of ``problem``."""
     return Response(problem.encode(), problem.status, headers, media_type=MEDIA_TYPE)
+
+
+def problem_of(error: Exception, method: str, path: str) -> Problem | None:
+    """The problem that answers ``error`` (raised answering ``method path``), or None for an
+    error that is no caller's and no store's: a defect, answered 500 by the app."""
+    if isinstance(error, Problem):
+        return error
+    if isinstance(error, InvalidInputError | InvalidLimitError | ConfigError):
+        return Problem(422, "invalid", str(error))
+    if isinstance(error, StoreError | StoreConfigError | ConfigStoreError):
+        log.warning("%s %s: %s", method, path, error)
+        return Problem(503, "unavailable", str(error))
+    return None
 
 
 def _answering(handler: Handler) -> Handler:
@@ -90,13 +104,11 @@ def _answering(handler: Handler) -> Handler:
     async def answer(request: Request) -> Response:
         try:
             return await handler(request)
-        except Problem as problem:
+        except Exception as error:
+            problem = problem_of(error, request.method, request.url.path)
+            if problem is None:
+                raise
             return problem_response(problem)
-        except (InvalidInputError, InvalidLimitError, ConfigError) as error:
-            return problem_response(Problem(422, "invalid", str(error)))
-        except (StoreError, StoreConfigError, ConfigStoreError) as error:
-            log.warning("%s %s: %s", request.method, request.url.path, error)
-            return problem_response(Problem(503, "unavailable", str(error)))
 
     return answer
 
@@ -134,7 +146,11 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
 async def read_json(request: Request) -> Any:
     """The request's body as JSON: a 415 problem when it is said to be something else (no
     ``Content-Type`` is taken as JSON), else as ``read_body`` and ``bodies.loads``."""
-    given = request.headers.get("content-type")
+    _check_media_type(request.headers.get("content-type"))
+    return bodies.loads(await read_body(request))
+
+
+def _check_media_type(given: str | None) -> None:
     if given is not None and not bodies.is_json(given):
         raise Problem(
             415,
@@ -142,7 +158,23 @@ async def read_json(request: Request) -> Any:
             f"the body must be application/json, not {given[:100]!r}",
             "/headers/content-type",
         )
-    return bodies.loads(await read_body(request))
+
+
+async def _receive_body(receive: Receive, limit: int = MAX_BODY) -> bytes:
+    """An ASGI request's body, as ``read_body`` reads it, from its ``receive``."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Problem(400, "malformed", "the client went away before its body ended")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        if not message.get("more_body", False):
+            return chunk if not chunks else b"".join((*chunks, chunk))
+        chunks.append(chunk)
 
 
 def _too_large(limit: int) -> Problem:
@@ -205,6 +237,32 @@ class Service:
         outcome = await self._decide(check)
         body = bodies.result(outcome)
         return _json(body, 200 if body["allowed"] else 429, self._headers(outcome, check))
+
+    async def check_raw(self, scope: Scope, receive: Receive) -> tuple[int, RawHeaders, bytes]:
+        """``POST /v1/check`` on the bare ASGI interface: its status, headers and body, as
+        ``check`` answers them, less Starlette's request and response objects."""
+        content_type = length = None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                length = value
+        _check_media_type(content_type)
+        if length is not None and length.isdigit() and int(length) > MAX_BODY:
+            raise _too_large(MAX_BODY)
+        check = bodies.check(bodies.loads(await _receive_body(receive)))
+        outcome = await self._decide(check)
+        body = bodies.result(outcome)
+        payload = _encode(body).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ]
+        headers.extend(
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in self._headers(outcome, check).items()
+        )
+        return 200 if body["allowed"] else 429, headers, payload
 
     async def batch(self, request: Request) -> Response:
         """``POST /v1/check/batch``."""
@@ -434,7 +492,8 @@ def create_app(
     if metrics is not None:
         routes.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
     return _CheckFirst(
-        check,
+        service,
+        None if metrics is None else partial(metrics.observe_latency, "http"),
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
@@ -442,31 +501,50 @@ def create_app(
 
 
 class _CheckFirst(Starlette):
-    """Starlette, but ``POST /v1/check``, the hot path, goes straight to its handler ``check``
-    (the route's own), past Starlette's middleware and router, unless middleware was added:
-    the same answers, errors included, less about 9 µs a request."""
+    """Starlette, but ``POST /v1/check``, the hot path, is answered on the bare ASGI interface
+    by ``Service.check_raw``, past Starlette's middleware, router, request and response,
+    unless middleware was added: the same answers, errors included, in about half the time."""
 
-    def __init__(self, check: Handler, **options: Any) -> None:
+    def __init__(
+        self, service: Service, observe: Callable[[float], None] | None, **options: Any
+    ) -> None:
         super().__init__(**options)
-        self._check = check
+        self._service = service
+        self._observe = observe
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
-            scope["type"] == "http"
-            and scope["path"] == "/v1/check"
-            and scope["method"] == "POST"
-            and not scope.get("root_path")
-            and not self.user_middleware
+            scope["type"] != "http"
+            or scope["path"] != "/v1/check"
+            or scope["method"] != "POST"
+            or scope.get("root_path")
+            or self.user_middleware
         ):
-            scope["app"] = self
-            request = Request(scope, receive, send)
-            try:
-                response = await self._check(request)
-            except HTTPException as error:
-                response = await _http_error(request, error)
-            except Exception as error:  # answered and raised again, as Starlette does
-                await (await _unexpected(request, error))(scope, receive, send)
-                raise
-            await response(scope, receive, send)
+            await super().__call__(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        started = time.perf_counter()
+        try:
+            status, headers, payload = await self._service.check_raw(scope, receive)
+        except Exception as error:
+            problem = problem_of(error, "POST", "/v1/check")
+            if problem is None:
+                log.exception("POST /v1/check failed")
+                problem = Problem(500, "unavailable", "the service failed to answer; see its log")
+                await _send(send, problem.status, *_problem_raw(problem))
+                raise
+            status, (headers, payload) = problem.status, _problem_raw(problem)
+        finally:
+            if self._observe is not None:
+                self._observe(time.perf_counter() - started)
+        await _send(send, status, headers, payload)
+
+
+def _problem_raw(problem: Problem) -> tuple[RawHeaders, bytes]:
+    payload = problem.encode()
+    length = str(len(payload)).encode()
+    return [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", length)], payload
+
+
+async def _send(send: Send, status: int, headers: RawHeaders, payload: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
