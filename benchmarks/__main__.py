@@ -2,8 +2,8 @@
 
 Without options, the in-memory benchmarks; ``--redis`` runs only the Redis benchmarks (on a
 redis-server they start on a free port and stop), ``--engine`` only the decision engine's,
-``--all`` runs all three. ``--quick`` for a short
-smoke run, ``--output FILE`` to also write the markdown.
+``--all`` runs all three. ``--web`` only the web integrations' overhead per request. ``--quick``
+for a short smoke run, ``--output FILE`` to also write the markdown.
 """
 
 from __future__ import annotations
@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument(
         "--all", action="store_true", help="run the in-memory, Redis and engine ones"
     )
+    which.add_argument("--web", action="store_true", help="run only the web integrations' ones")
     args = parser.parse_args(argv)
 
     out = Output()
@@ -193,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
             out.emit("# ratekeeper benchmarks: Redis", "", *report.machine())
         elif args.engine:
             out.emit("# ratekeeper benchmarks: decision engine", "", *report.machine())
+        elif args.web:
+            from benchmarks import web_suite
+
+            out.emit("# ratekeeper benchmarks: web integrations", "", *report.machine())
+            web_suite.run(out, web_suite.WEB_QUICK if args.quick else web_suite.WebSizes())
         else:
             in_memory(out, QUICK if args.quick else Sizes())
         if args.redis or args.all:
