@@ -67,13 +67,18 @@ def route_of(scope: Scope) -> str | None:
     return None
 
 
+def headers_of(scope: Scope) -> dict[str, str]:
+    """The headers of an HTTP ``scope``, as ``Request.headers``."""
+    return joined((n.decode("latin-1"), v.decode("latin-1")) for n, v in scope.get("headers", ()))
+
+
 def request_of(scope: Scope, native: Any = None) -> Request:
     """The ``Request`` of an HTTP ``scope``."""
     client = scope.get("client")
     return Request(
         scope.get("method", "GET"),
         scope.get("path", "/"),
-        joined((n.decode("latin-1"), v.decode("latin-1")) for n, v in scope.get("headers", ())),
+        lambda: headers_of(scope),
         client[0] if client else None,
         query_string=scope.get("query_string", b"").decode("latin-1"),
         user=user_of(scope),

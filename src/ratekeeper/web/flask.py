@@ -46,7 +46,7 @@ def request_of(request: flask.Request) -> Request:
     return Request(
         request.method,
         request.path,
-        joined(request.headers.items()),
+        lambda: joined(request.headers.items()),
         environ.get("REMOTE_ADDR") or None,
         query_string=request.query_string.decode("latin-1"),
         user=environ.get("REMOTE_USER") or None,
