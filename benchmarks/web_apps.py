@@ -4,6 +4,9 @@ route built bare, once per limiter, and for reference with what a limiter cannot
 Every limiter holds the same single limit, keyed by the client's address, fixed window, in
 memory; the peers send the same rate-limit headers as ratekeeper (``headers_enabled=True``)
 except django-ratelimit, which has none.
+
+(No ``from __future__ import annotations`` here: FastAPI reads its endpoints' annotations, such
+as ``request: Request``, as objects, and a string it cannot resolve becomes a query parameter.)
 """
 
 import types
