@@ -18,6 +18,8 @@ from typing import Any
 LIMIT = "1000000/minute"
 #: ratekeeper's target: at least this many times less overhead than slowapi and Flask-Limiter.
 TARGET = 3.0
+#: The rate-limit headers every limiter but django-ratelimit sends on an admitted response.
+HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class Contender:
     bare one). ``refused`` is the status its limiter refuses with; ``note`` how it is set up.
     ``settle(app)`` waits out background work the limiter started (a storage's timer). A
     ``reference`` limits nothing: it shows what the framework charges any limiter of its kind.
+    ``headers`` says it sends the rate-limit headers (``HEADERS``) on an admitted response.
     """
 
     name: str
@@ -35,6 +38,7 @@ class Contender:
     peer: bool = False
     settle: Callable[[Any], None] | None = None
     reference: bool = False
+    headers: bool = True
 
 
 @dataclass(frozen=True)
@@ -409,6 +413,7 @@ def django_group() -> Group:
                 "it sends no rate-limit headers (ratekeeper does) and refuses with 403",
                 refused=403,
                 peer=True,
+                headers=False,
             ),
         ),
         (Comparison("ratekeeper @limiter.limit", ("django-ratelimit @ratelimit",), target=None),),

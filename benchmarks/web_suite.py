@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.report import Output
-from benchmarks.web_apps import GROUPS, LIMIT, TARGET, Contender, Group
+from benchmarks.web_apps import GROUPS, HEADERS, LIMIT, TARGET, Contender, Group
 
 #: The limit of the sanity pass: the third request within a minute must be refused.
 TINY = "2/minute"
@@ -230,6 +230,11 @@ def check_limits(group: Group, runner: asyncio.Runner) -> dict[str, list[str]]:
         headers[contender.name] = sorted(
             name for name in statuses[0].headers if "ratelimit" in name
         )
+        if contender.headers and not set(HEADERS) <= set(headers[contender.name]):
+            raise BenchmarkError(
+                f"{contender.name} sends {headers[contender.name]}, not all of {HEADERS}: "
+                "it would do less work than the others"
+            )
         if contender.settle is not None:
             contender.settle(built.app)
     return headers
