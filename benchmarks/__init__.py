@@ -8,7 +8,9 @@ come with the ``bench`` extra: ``pip install -e '.[bench]'``.
 
 ``--redis`` runs the Redis benchmarks instead (``redis_suite``: sequential and 64-concurrent
 decisions/s, the deny path with the over-limit cache, memory per key), on a redis-server they
-start on a free loopback port and stop by pid; ``--all`` runs both. ``python -m
+start on a free loopback port and stop by pid; ``--all`` runs both. ``--web`` measures what the
+web integrations add to a request (``web_suite``), against slowapi, Flask-Limiter and
+django-ratelimit. ``python -m
 benchmarks.redis_profile`` shows where a decision on Redis spends its time.
 
 These are numbers to read, never assertions: no test depends on a timing.

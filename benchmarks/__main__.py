@@ -4,8 +4,9 @@ Without options, the in-memory benchmarks; ``--redis`` runs only the Redis bench
 redis-server they start on a free port and stop), ``--engine`` only the decision engine's,
 ``--simulate`` only the simulator's, ``--all`` runs those four. ``--service`` runs only the
 decision service under load (``ratekeeper serve`` against a hello world on the same server
-stack, driven by wrk and h2load; see ``benchmarks.service_suite``). ``--quick`` for a short
-smoke run, ``--output FILE`` to also write the markdown.
+stack, driven by wrk and h2load; see ``benchmarks.service_suite``), ``--web`` only the web
+integrations' overhead per request. ``--quick`` for a short smoke run, ``--output FILE`` to
+also write the markdown.
 """
 
 from __future__ import annotations
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument(
         "--all", action="store_true", help="run the in-memory, Redis, engine and simulator ones"
     )
+    which.add_argument("--web", action="store_true", help="run only the web integrations' ones")
     args = parser.parse_args(argv)
 
     out = Output()
@@ -211,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             out.emit("# ratekeeper benchmarks: decision engine", "", *report.machine())
         elif args.simulate:
             out.emit("# ratekeeper benchmarks: simulator", "", *report.machine())
+        elif args.web:
+            from benchmarks import web_suite
+
+            out.emit("# ratekeeper benchmarks: web integrations", "", *report.machine())
+            web_suite.run(out, web_suite.WEB_QUICK if args.quick else web_suite.WebSizes())
         else:
             in_memory(out, QUICK if args.quick else Sizes())
         if args.redis or args.all:

@@ -138,3 +138,17 @@ def test_route_limiter_options_are_checked_when_built() -> None:
         RateLimiter(Limiter(), max_body=-1)
     with pytest.raises(ValueError, match="RateLimit"):
         RateLimiter(Limiter()).limit()
+
+
+def test_a_header_the_view_sets_itself_is_kept(clock: FakeClock) -> None:
+    app = Flask(__name__)
+    limiter = RateLimiter(Limiter(MemoryStore(clock=clock)))
+
+    @app.get("/own")
+    @limiter.limit(RateLimit(hour(5)))
+    def own() -> Any:
+        return "ok", 200, {"x-ratelimit-limit": "mine"}
+
+    answer = app.test_client().get("/own")
+    assert answer.headers.getlist("X-RateLimit-Limit") == ["mine"]
+    assert answer.headers["X-RateLimit-Remaining"] == "4"

@@ -125,3 +125,17 @@ def test_multipart_text_fields_are_read_and_files_left_out() -> None:
     seen = Request("POST", "/", headers, None, body=body)
     assert seen.field("username") == "alïce"
     assert seen.field("avatar") is None
+
+
+def test_headers_given_as_a_function_are_translated_once_on_first_use() -> None:
+    calls: list[int] = []
+
+    def translate() -> dict[str, str]:
+        calls.append(1)
+        return {"x-user": "alice"}
+
+    seen = Request("GET", "/", translate, "10.0.0.1")
+    assert calls == []
+    assert keys.header("X-User")(seen) == "x-user:alice"
+    assert seen.header("x-user") == "alice" and seen.headers == {"x-user": "alice"}
+    assert calls == [1]

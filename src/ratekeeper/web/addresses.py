@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from functools import lru_cache
 
 from ratekeeper.web.request import Request
 
@@ -26,6 +27,8 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 HEADERS = ("x-forwarded-for", "forwarded")
 #: The key of a peer whose address is not known and is no trusted proxy.
 UNKNOWN = "unknown"
+#: How many peers' parsed addresses are remembered: parsing is the dearest part of a key.
+CACHED_PEERS = 4096
 
 
 def parse_address(text: str | None) -> Address | None:
@@ -45,6 +48,19 @@ def parse_address(text: str | None) -> Address | None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
+
+
+@lru_cache(maxsize=CACHED_PEERS)
+def _peer(text: str | None) -> Address | None:
+    """``parse_address`` of a connection's peer, remembered: a client comes back."""
+    return parse_address(text)
+
+
+@lru_cache(maxsize=CACHED_PEERS)
+def _peer_key(text: str) -> str:
+    """The key of a peer that is no trusted proxy: its address's normal form, else itself."""
+    address = parse_address(text)
+    return text if address is None else str(address)
 
 
 def forwarded_hops(value: str) -> list[str]:
@@ -106,6 +122,7 @@ class ClientAddress:
         self.header = header.lower()
         if self.header not in HEADERS:
             raise ValueError(f"header is 'X-Forwarded-For' or 'Forwarded', not {header!r}")
+        self._direct = not self.networks and not self.unix  # no proxy: the peer is the client
 
     def __repr__(self) -> str:
         trusted = [str(network) for network in self.networks] + (["unix"] if self.unix else [])
@@ -116,7 +133,9 @@ class ClientAddress:
         return any(address in network for network in self.networks)
 
     def __call__(self, request: Request) -> str:
-        peer = parse_address(request.client)
+        if self._direct:
+            return _peer_key(request.client) if request.client else UNKNOWN
+        peer = _peer(request.client)
         if peer is None and not (self.unix and not request.client):
             return str(request.client or UNKNOWN)
         if peer is not None and not self.trusts(peer):

@@ -67,13 +67,18 @@ def route_of(scope: Scope) -> str | None:
     return None
 
 
+def headers_of(scope: Scope) -> dict[str, str]:
+    """The headers of an HTTP ``scope``, as ``Request.headers``."""
+    return joined((n.decode("latin-1"), v.decode("latin-1")) for n, v in scope.get("headers", ()))
+
+
 def request_of(scope: Scope, native: Any = None) -> Request:
     """The ``Request`` of an HTTP ``scope``."""
     client = scope.get("client")
     return Request(
         scope.get("method", "GET"),
         scope.get("path", "/"),
-        joined((n.decode("latin-1"), v.decode("latin-1")) for n, v in scope.get("headers", ())),
+        lambda: headers_of(scope),
         client[0] if client else None,
         query_string=scope.get("query_string", b"").decode("latin-1"),
         user=user_of(scope),
@@ -111,22 +116,44 @@ def replaying(messages: list[Message], receive: Receive) -> Receive:
 
 async def send_reply(send: Send, reply: Reply) -> None:
     """Send ``reply`` as the whole response."""
-    headers = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in reply.headers]
+    headers = encoded(reply.headers)
     if not any(name == b"content-length" for name, _ in headers):
         headers.append((b"content-length", str(len(reply.body)).encode()))
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})
 
 
+#: Header names as ASGI sends them (lower case, bytes), by their text: the few that replies use.
+_NAMES: dict[str, bytes] = {}
+
+
+def encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` as ASGI sends them: lower-case names, latin-1 bytes."""
+    found = []
+    for name, value in headers:
+        raw = _NAMES.get(name)
+        if raw is None:
+            raw = name.lower().encode("latin-1")
+            if len(_NAMES) < 64:
+                _NAMES[name] = raw
+        found.append((raw, value.encode("latin-1")))
+    return found
+
+
+def extended(headers: list[tuple[bytes, bytes]], more: list[tuple[bytes, bytes]]) -> None:
+    """Add to ``headers`` those of ``more`` whose names it does not hold yet."""
+    present = {name.lower() for name, _ in headers}
+    headers.extend(pair for pair in more if pair[0] not in present)
+
+
 def adding(send: Send, extra: list[tuple[str, str]]) -> Send:
     """A ``send`` that adds the headers ``extra`` to the response, unless the app set them."""
-    encoded = [(n.lower().encode("latin-1"), v.encode("latin-1")) for n, v in extra]
+    more = encoded(extra)
 
     async def send_with_headers(message: Message) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", ()))
-            present = {name.lower() for name, _ in headers}
-            headers += [(name, value) for name, value in encoded if name not in present]
+            extended(headers, more)
             message = {**message, "headers": headers}
         await send(message)
 

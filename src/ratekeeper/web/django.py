@@ -57,7 +57,7 @@ def request_of(request: Any) -> Request:
     return Request(
         request.method or "GET",
         request.path_info,
-        joined(request.headers.items()),
+        lambda: joined(request.headers.items()),
         request.META.get("REMOTE_ADDR") or None,
         query_string=request.META.get("QUERY_STRING", ""),
         user=_user(request),

@@ -28,7 +28,7 @@ try:
 except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("fastapi", "fastapi") from None
 
-from ratekeeper.web.asgi import request_of
+from ratekeeper.web.asgi import encoded, extended, request_of
 from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.replies import Reply
@@ -91,7 +91,8 @@ class RateLimiter(RouteLimiter):
             outcome = await gate.decide(seen)
             if not outcome.allowed:
                 raise RateLimited(replies.refusal(seen, outcome))
-            for name, value in replies.admitted(outcome):
-                response.headers.setdefault(name, value)
+            extra = replies.admitted(outcome)
+            if extra:
+                extended(response.raw_headers, encoded(extra))
 
         return rate_limit

@@ -46,7 +46,7 @@ def request_of(request: flask.Request) -> Request:
     return Request(
         request.method,
         request.path,
-        joined(request.headers.items()),
+        lambda: joined(request.headers.items()),
         environ.get("REMOTE_ADDR") or None,
         query_string=request.query_string.decode("latin-1"),
         user=environ.get("REMOTE_USER") or None,
@@ -78,7 +78,8 @@ class RateLimiter(RouteLimiter):
 
             @functools.wraps(view)
             def limited(*args: P.args, **kwargs: P.kwargs) -> Any:
-                request = flask.request
+                # The request itself, not its context-local proxy: read once per attribute.
+                request = flask.request._get_current_object()  # type: ignore[attr-defined]
                 seen = request_of(request)
                 if gate.needs_body(seen):
                     if (request.content_length or 0) > max_body:
@@ -88,8 +89,13 @@ class RateLimiter(RouteLimiter):
                 if not outcome.allowed:
                     return response_of(replies.refusal(seen, outcome))
                 response = flask.make_response(view(*args, **kwargs))
-                for name, value in replies.admitted(outcome):
-                    response.headers.setdefault(name, value)
+                extra = replies.admitted(outcome)
+                if extra:
+                    headers = response.headers
+                    present = {name.lower() for name in headers.keys()}  # noqa: SIM118 (items are pairs)
+                    for name, value in extra:
+                        if name.lower() not in present:
+                            headers.add(name, value)
                 return response
 
             return limited

@@ -134,12 +134,12 @@ class _Gate:
         self.all_or_nothing_rules = all_or_nothing is True  # for the descriptors
         self.max_delay = float(max_delay)
         self._many = _batches(decider)
+        self._body_limits = tuple(limit for limit in self.limits if limit.needs_body)
+        self._body_keys = any(key.needs_body for key in self.descriptors)
 
     def needs_body(self, request: Request) -> bool:
         """Whether deciding ``request`` reads its body: an adapter then reads it first."""
-        return any(limit.needs_body and limit.applies(request) for limit in self.limits) or any(
-            key.needs_body for key in self.descriptors
-        )
+        return self._body_keys or any(limit.applies(request) for limit in self._body_limits)
 
     def _plan(self, request: Request) -> _Plan:
         hits: list[Hit] = []
@@ -152,7 +152,9 @@ class _Gate:
             if counter is None:
                 continue
             cost = limit.cost_of(request)
-            (shadow if limit.shadow else hits).extend((counter, one, cost) for one in limit.limits)
+            into = shadow if limit.shadow else hits
+            for one in limit.limits:
+                into.append((counter, one, cost))
         descriptors: list[tuple[Entry, ...]] = []
         if self.domain is not None:
             found = (key.entries(request) for key in self.descriptors)
@@ -168,6 +170,8 @@ class _Gate:
         shadowed: Sequence[Decision],
         verdict: Verdict | None,
     ) -> Outcome:
+        if verdict is None and not plan.shadow:
+            return self._decided(tuple(decisions))
         statuses: list[Decision | Status] = list(decisions)
         allowed = all(decision.allowed for decision in decisions)
         for (counter, limit, _), decision in zip(plan.shadow, shadowed, strict=True):
@@ -191,6 +195,25 @@ class _Gate:
         if delay > self.max_delay:
             return Outcome(False, tuple(statuses), delay, 0.0, degraded)
         return Outcome(True, tuple(statuses), 0.0, delay, degraded)
+
+    def _decided(self, decisions: tuple[Decision, ...]) -> Outcome:
+        """``_outcome`` of decisions alone (no shadow limit, no rule): the common case, in one
+        pass."""
+        allowed, degraded, wait, delay = True, False, 0.0, 0.0
+        for decision in decisions:
+            if decision.degraded:
+                degraded = True
+            if not decision.allowed:
+                allowed = False
+                if decision.retry_after > wait:
+                    wait = decision.retry_after
+            elif decision.delay > delay:
+                delay = decision.delay
+        if not allowed:
+            return Outcome(False, decisions, wait, 0.0, degraded)
+        if delay > self.max_delay:
+            return Outcome(False, decisions, delay, 0.0, degraded)
+        return Outcome(True, decisions, 0.0, delay, degraded)
 
 
 class Gate(_Gate):

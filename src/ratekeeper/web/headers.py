@@ -58,6 +58,8 @@ def seconds(value: float) -> int:
 
 
 def _seen(status: WireStatus | Status | Decision) -> _Seen | None:
+    if status.__class__ is Decision:  # the common case, first: a limit's own decision
+        return _decision(status)
     if isinstance(status, WireStatus):
         limited = status.current_limit
         if limited is None:
@@ -89,6 +91,10 @@ def _seen(status: WireStatus | Status | Decision) -> _Seen | None:
             period,
             name,
         )
+    return _decision(status)
+
+
+def _decision(status: Decision) -> _Seen | None:
     if status.limit == 0 and status.allowed:  # no limit applied (an unlimited key)
         return None
     return _Seen(
@@ -129,7 +135,10 @@ def rate_limit_headers(
     seen = [one for one in map(_seen, statuses) if one is not None]
     if not seen:
         return {}
-    closest = min(seen, key=lambda one: (one.allowed, one.remaining, -one.reset))
+    if len(seen) == 1:
+        closest = seen[0]
+    else:
+        closest = min(seen, key=lambda one: (one.allowed, one.remaining, -one.reset))
     headers = {
         LIMIT: str(closest.limit),
         REMAINING: str(max(closest.remaining, 0)),

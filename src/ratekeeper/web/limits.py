@@ -28,6 +28,8 @@ from ratekeeper.web.request import Request
 
 #: A request's cost: a fixed number, or a function of the request.
 CostLike = int | Callable[[Request], int]
+#: How many scopes' counter prefixes a limit remembers (one per route it limits).
+MAX_PREFIXES = 1024
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class RateLimit:
     methods: Iterable[str] | None = None
     exempt: Callable[[Request], bool] | None = None
     shadow: bool = False
+    # Worked out once, when the limit is built: each request only reads them.
+    _key: Key = field(init=False, repr=False, compare=False)
+    _limits: tuple[Limit | str, ...] = field(init=False, repr=False, compare=False)
+    _prefixes: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.limit, str):
@@ -58,6 +64,7 @@ class RateLimit:
         elif not isinstance(self.limit, Limit):
             raise TypeError(f"a limit is a Limit or a rate string, not {self.limit!r}")
         object.__setattr__(self, "key", keys.as_key(self.key))
+        object.__setattr__(self, "_key", self.key)
         if not callable(self.cost):
             object.__setattr__(self, "cost", check_cost(self.cost))
         if self.methods is not None:
@@ -66,18 +73,22 @@ class RateLimit:
             object.__setattr__(self, "methods", frozenset(m.upper() for m in self.methods))
         if self.scope is not None and (not isinstance(self.scope, str) or not self.scope):
             raise ValueError(f"a scope is a non-empty string, not {self.scope!r}")
+        if isinstance(self.limit, Limit):
+            limits: tuple[Limit | str, ...] = (self.limit,)
+        else:
+            limits = tuple(part.strip() for part in re.split(r"[;,]", self.limit) if part.strip())
+        object.__setattr__(self, "_limits", limits)
+        object.__setattr__(self, "_prefixes", {})
 
     @property
     def limits(self) -> tuple[Limit | str, ...]:
         """The single limits this one holds: ``"100/day; 10/minute"`` is two."""
-        if isinstance(self.limit, Limit):
-            return (self.limit,)
-        return tuple(part.strip() for part in re.split(r"[;,]", self.limit) if part.strip())
+        return self._limits
 
     @property
     def needs_body(self) -> bool:
         """Whether the key reads the request's body."""
-        return keys.as_key(self.key).needs_body
+        return self._key.needs_body
 
     def applies(self, request: Request) -> bool:
         """Whether ``request`` counts under this limit at all (method, exemption)."""
@@ -88,10 +99,16 @@ class RateLimit:
     def counter(self, request: Request, scope: str) -> str | None:
         """The key ``request`` counts under, in ``scope`` unless this limit names its own;
         None when the key has no value for the request."""
-        entries = keys.as_key(self.key).entries(request)
+        entries = self._key.entries(request)
         if entries is None:
             return None
-        return descriptor_key((("scope", self.scope or scope), *entries))
+        scope = self.scope or scope
+        prefix = self._prefixes.get(scope)
+        if prefix is None:
+            if len(self._prefixes) >= MAX_PREFIXES:  # the routes of one app are few; bounded
+                self._prefixes.clear()
+            prefix = self._prefixes[scope] = descriptor_key((("scope", scope),))
+        return f"{prefix}|{descriptor_key(entries)}"
 
     def cost_of(self, request: Request) -> int:
         """What ``request`` costs under this limit."""

@@ -37,14 +37,16 @@ class Request:
     template such as ``/items/{id}`` when the framework has matched one, else None), ``body``
     (bytes when read for a key, else None) and ``native`` (the framework's own request:
     a Starlette ``Request``, a Flask or Django request, an ASGI scope, a WSGI environ).
+    ``headers`` and ``route`` may be given as functions, called on first use: an adapter then
+    translates a framework's headers only for a key that reads them.
     """
 
     __slots__ = (
         "_fields",
+        "_headers",
         "_route",
         "body",
         "client",
-        "headers",
         "method",
         "native",
         "path",
@@ -56,7 +58,7 @@ class Request:
         self,
         method: str,
         path: str,
-        headers: Mapping[str, str],
+        headers: Mapping[str, str] | Callable[[], Mapping[str, str]],
         client: str | None,
         *,
         query_string: str = "",
@@ -67,7 +69,7 @@ class Request:
     ) -> None:
         self.method = method.upper()
         self.path = path or "/"
-        self.headers = headers
+        self._headers = headers
         self.client = client
         self.query_string = query_string
         self.user = user
@@ -78,6 +80,13 @@ class Request:
 
     def __repr__(self) -> str:
         return f"Request({self.method} {self.path}, client={self.client!r})"
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The headers, lower-case names to values, translated on first use."""
+        if callable(self._headers):
+            self._headers = self._headers()
+        return self._headers
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (any case), or None when it was not sent."""

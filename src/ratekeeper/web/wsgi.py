@@ -38,8 +38,8 @@ def _text(value: str) -> str:
     return value.encode("latin-1").decode("utf-8", "replace")
 
 
-def request_of(environ: Environ, native: Any = None) -> Request:
-    """The ``Request`` of a WSGI ``environ``."""
+def headers_of(environ: Environ) -> dict[str, str]:
+    """The headers of a WSGI ``environ``, as ``Request.headers``."""
     pairs = (
         (name[5:].replace("_", "-"), value)
         if name.startswith("HTTP_")
@@ -47,10 +47,15 @@ def request_of(environ: Environ, native: Any = None) -> Request:
         for name, value in environ.items()
         if (name.startswith("HTTP_") or name in _UNPREFIXED) and isinstance(value, str)
     )
+    return joined(pairs)
+
+
+def request_of(environ: Environ, native: Any = None) -> Request:
+    """The ``Request`` of a WSGI ``environ``."""
     return Request(
         environ.get("REQUEST_METHOD", "GET"),
         _text(environ.get("PATH_INFO", "/")),
-        joined(pairs),
+        lambda: headers_of(environ),
         environ.get("REMOTE_ADDR") or None,
         query_string=environ.get("QUERY_STRING", ""),
         user=environ.get("REMOTE_USER") or None,
