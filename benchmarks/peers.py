@@ -135,6 +135,54 @@ def limiter_contender(
     return Contender(library, run, check, close=close)
 
 
+#: ratekeeper's other public paths, timed beside ``Limiter.hit(key, limit)`` in every row.
+RATE_STRING = "rate string"
+DECORATOR = "decorator"
+PATHS = (RATE_STRING, DECORATOR)
+
+
+def ratekeeper_string(algorithm: str, amount: int) -> Contender:
+    """``Limiter(algorithm=...).hit(key, "<amount>/hour")``: the README's first example."""
+    limiter = rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS), algorithm=algorithm)
+    rate = f"{amount}/hour"
+    hit = limiter.hit
+
+    def run(keys: Sequence[str]) -> None:
+        for key in keys:
+            hit(key, rate)
+
+    def check(key: str, cost: int) -> bool:
+        return hit(key, rate, cost).allowed
+
+    return Contender(RATE_STRING, run, check)
+
+
+def ratekeeper_decorator(algorithm: str, amount: int) -> Contender:
+    """A function decorated with ``Limiter.limit(limit, key=...)``, its key its argument.
+
+    Each call also calls the key function and the (empty) decorated function, which a bare
+    ``hit`` does not; a refused call raises ``RateLimitExceeded``, caught in the loop.
+    """
+    limiter = rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS))
+    limit = ratekeeper_limit(algorithm, amount)
+
+    @limiter.limit(limit, key=lambda key: key)
+    def guarded(key: str) -> None:
+        return None
+
+    def run(keys: Sequence[str]) -> None:
+        for key in keys:
+            try:  # noqa: SIM105 (contextlib.suppress would time a context manager too)
+                guarded(key)
+            except rk.RateLimitExceeded:
+                pass
+
+    def check(key: str, cost: int) -> bool:
+        return limiter.hit(key, limit, cost).allowed
+
+    return Contender(DECORATOR, run, check)
+
+
 def limits(algorithm: str, amount: int) -> Contender:
     """``strategy.hit(item, key)`` over ``limits.storage.MemoryStorage``.
 
@@ -228,6 +276,8 @@ def throttled(algorithm: str, amount: int) -> Contender:
 
 FACTORIES: dict[str, Callable[[str, int], Contender]] = {
     RATEKEEPER: ratekeeper,
+    RATE_STRING: ratekeeper_string,
+    DECORATOR: ratekeeper_decorator,
     LIMITS: limits,
     PYRATE: pyrate,
     THROTTLED: throttled,

@@ -48,6 +48,13 @@ CALLERS = 64
 
 RATEKEEPER_CACHED = "ratekeeper + over-limit cache"
 BASELINE = "EVALSHA return 1"
+SAME_WORK = "same-work floor"
+
+#: The least a script deciding on a stored state can do on the server: read the state, write
+#: it back with a TTL, reply two numbers. No clock, no arithmetic, no argument parsing.
+SAME_WORK_SCRIPT = """local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, 2}"""
 
 #: pyrate-limiter's Redis buckets for each algorithm ratekeeper shares with it.
 PYRATE_REDIS = {
@@ -97,6 +104,25 @@ def baseline(url: str, algorithm: str, amount: int, namespace: str) -> Contender
         return bool(execute("EVALSHA", sha, 0) == 1)
 
     return Contender(BASELINE, run, check, close=client.close)
+
+
+def same_work(url: str, algorithm: str, amount: int, namespace: str) -> Contender:
+    """``SAME_WORK_SCRIPT`` on a key of its own: one ``GET``, one ``SET ... PX`` of a 16-byte
+    value (ratekeeper's two packed doubles) and a two-element reply, sent as ``baseline`` is.
+    Like ``baseline`` it decides nothing and belongs in allow-path rows only."""
+    client = open_client(url, asyncio=False)
+    sha = client.script_load(SAME_WORK_SCRIPT)
+    execute = client.execute_command
+    key, value, ttl = f"{namespace}:{{floor}}", b"\x00" * 16, "3600000"
+
+    def run(keys: Sequence[str]) -> None:
+        for _ in keys:
+            execute("EVALSHA", sha, 1, key, value, ttl)
+
+    def check(key_: str, cost: int) -> bool:
+        return bool(execute("EVALSHA", sha, 1, key, value, ttl) == [1, 2])
+
+    return Contender(SAME_WORK, run, check, close=client.close)
 
 
 def limits(url: str, algorithm: str, amount: int, namespace: str) -> Contender:
@@ -208,6 +234,7 @@ SYNC: dict[str, SyncFactory] = {
     RATEKEEPER: ratekeeper,
     RATEKEEPER_CACHED: ratekeeper_cached,
     BASELINE: baseline,
+    SAME_WORK: same_work,
     LIMITS: limits,
     PYRATE: pyrate,
     THROTTLED: throttled_py,
@@ -343,4 +370,4 @@ ASYNC: dict[str, AsyncFactory] = {
     THROTTLED: async_throttled,
 }
 
-__all__ = ["ASYNC", "BASELINE", "CALLERS", "PERIOD", "RATEKEEPER_CACHED", "SYNC"]
+__all__ = ["ASYNC", "BASELINE", "CALLERS", "PERIOD", "RATEKEEPER_CACHED", "SAME_WORK", "SYNC"]

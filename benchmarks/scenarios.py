@@ -109,7 +109,9 @@ class Plan:
         if self.fresh:
             text += (
                 f"; a fresh key per repeat, holding {self.setup_cost:,} log entries before "
-                f"timing and {self.setup_cost + self.calls:,} after"
+                f"timing and {self.setup_cost + self.calls:,} after. No entry leaves the "
+                "window during the run, so this row times appends without the expiry a log at "
+                "its steady state also pays; it favours a log that appends in O(1)"
             )
         return text
 

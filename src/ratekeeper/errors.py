@@ -49,11 +49,17 @@ class RateLimitExceeded(RatekeeperError):
     """
 
     def __init__(self, decision: Decision, key: str = "") -> None:
+        # The message is formatted only when read: a refused call that is caught and
+        # dropped (a decorated function under load) does not pay for it.
+        super().__init__(decision, key)
         self.decision = decision
         self.key = key
         self.retry_after = decision.retry_after
+
+    def __str__(self) -> str:
+        decision, key = self.decision, self.key
         where = f" for {key!r}" if key else ""
-        super().__init__(
+        return (
             f"rate limit of {decision.limit} exceeded{where}; "
             f"retry after {decision.retry_after:.3f}s"
         )

@@ -19,7 +19,10 @@ from urllib.parse import unquote
 
 from ratekeeper.limit import Limit
 
-VERSION = "1"
+#: The layout of the state under a key. Bumped with every change of layout, so that during a
+#: rolling deploy no script reads a state written in another layout: "2" packs fixed-size
+#: states as little-endian doubles, where "1" wrote them as "%.17g" text.
+VERSION = "2"
 MAX_IDENTITY = 256
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"})
 

@@ -260,26 +260,28 @@ class Limiter(Closing):
                     "event loop of an async one; use AsyncLimiter.limit"
                 )
             key_of = _key_function(key, function)
-            store = self.store
+            apply, apply_many = self.store.apply, self.store.apply_many
+            one = limits[0]
 
-            def check(args: Any, kwargs: Any) -> None:
-                name = key_of(*args, **kwargs)
-                if len(limits) == 1:
-                    decision = store.apply(name, limits[0], cost, None)
-                    refusal = None if decision.allowed else decision
-                else:
-                    refusal = _refusal(
-                        store.apply_many([(name, one, cost) for one in limits], all_or_nothing=True)
-                    )
-                if refusal is not None:
-                    raise RateLimitExceeded(refusal, name)
-
+            # One limit: one store call and no other call in front of the function's own.
             @functools.wraps(function)
             def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                check(args, kwargs)
+                name = key_of(*args, **kwargs)
+                decision = apply(name, one, cost, None)
+                if not decision[0]:
+                    raise RateLimitExceeded(decision, name)
                 return function(*args, **kwargs)
 
-            return wrapper
+            @functools.wraps(function)
+            def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
+                name = key_of(*args, **kwargs)
+                batch = [(name, limit, cost) for limit in limits]
+                refusal = _refusal(apply_many(batch, all_or_nothing=True))
+                if refusal is not None:
+                    raise RateLimitExceeded(refusal, name)
+                return function(*args, **kwargs)
+
+            return wrapper if len(limits) == 1 else wrapper_many
 
         return decorate
 
@@ -395,28 +397,28 @@ class AsyncLimiter(AsyncClosing):
             if not inspect.iscoroutinefunction(function):
                 raise TypeError("AsyncLimiter.limit decorates async functions; use Limiter.limit")
             key_of = _key_function(key, function)
-            store = self.store
+            apply, apply_many = self.store.apply, self.store.apply_many
+            one = limits[0]
 
-            async def check(args: Any, kwargs: Any) -> None:
-                name = key_of(*args, **kwargs)
-                if len(limits) == 1:
-                    decision = await store.apply(name, limits[0], cost, None)
-                    refusal = None if decision.allowed else decision
-                else:
-                    refusal = _refusal(
-                        await store.apply_many(
-                            [(name, one, cost) for one in limits], all_or_nothing=True
-                        )
-                    )
-                if refusal is not None:
-                    raise RateLimitExceeded(refusal, name)
-
+            # One limit: one store call and no other call in front of the function's own.
             @functools.wraps(function)
-            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                await check(args, kwargs)
+            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                name = key_of(*args, **kwargs)
+                decision = await apply(name, one, cost, None)
+                if not decision[0]:
+                    raise RateLimitExceeded(decision, name)
                 return await function(*args, **kwargs)
 
-            return async_wrapper
+            @functools.wraps(function)
+            async def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
+                name = key_of(*args, **kwargs)
+                batch = [(name, limit, cost) for limit in limits]
+                refusal = _refusal(await apply_many(batch, all_or_nothing=True))
+                if refusal is not None:
+                    raise RateLimitExceeded(refusal, name)
+                return await function(*args, **kwargs)
+
+            return wrapper if len(limits) == 1 else wrapper_many
 
         return decorate
 

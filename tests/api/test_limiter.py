@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from ratekeeper import Limit, Limiter, MemoryStore, RateLimitExceeded
@@ -114,6 +116,25 @@ def test_decorator_key_function(limiter: Limiter) -> None:
     assert fetch("b") == "b"
     with pytest.raises(RateLimitExceeded, match="'user:a'"):
         fetch("a")
+
+
+def test_a_refusal_survives_pickling_with_its_decision(limiter: Limiter) -> None:
+    @limiter.limit("1/minute", key="k")
+    def work() -> None:
+        return None
+
+    work()
+    with pytest.raises(RateLimitExceeded) as refused:
+        work()
+    copy = pickle.loads(pickle.dumps(refused.value))
+    assert copy.decision == refused.value.decision
+    assert copy.key == "k"
+    assert copy.retry_after == refused.value.retry_after
+    assert (
+        str(copy)
+        == str(refused.value)
+        == (f"rate limit of 1 exceeded for 'k'; retry after {copy.retry_after:.3f}s")
+    )
 
 
 def test_decorator_with_several_limits_consumes_nothing_when_refused(limiter: Limiter) -> None:

@@ -210,7 +210,7 @@ def test_the_hiredis_packer_packs_as_redis_py_does(redis_server: RedisServer) ->
 
     ours, theirs = _hiredis_packer(), HiredisRespSerializer()
     for args in [
-        ("EVALSHA", "a" * 40, 1, "rk:1:{k}", "", "1", 2.5, 1e-9, -0.0, 10**20, "é", b"\x00"),
+        ("EVALSHA", "a" * 40, 1, "rk:2:{k}", "", "1", 2.5, 1e-9, -0.0, 10**20, "é", b"\x00"),
         ("SCRIPT LOAD", "return 1"),
         ("SET", "k", bytearray(b"x")),
         ("SET", "k", memoryview(b"xy")),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import struct
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -160,7 +161,12 @@ def stored(client: redis.Redis, name: str, algorithm: Algorithm) -> list[float] 
     if algorithm in LISTS:
         return [float(word) for word in client.lrange(name, 0, -1)]
     raw = client.get(name)
-    return None if raw is None else [float(word) for word in raw.split()]
+    if raw is None:
+        return None
+    if algorithm is Algorithm.BUCKETED_WINDOW:
+        return [float(word) for word in raw.split()]
+    # Fixed-size states are packed little-endian doubles, 8 bytes each.
+    return list(struct.unpack(f"<{len(raw) // 8}d", raw))
 
 
 def released(store: RedisStore, key: str, limit: Limit, cost: int, now: float) -> Decision:

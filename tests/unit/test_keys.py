@@ -13,11 +13,11 @@ LIMIT = Limit(10, 60, "gcra", burst=3)
 
 
 def test_layout_by_limit() -> None:
-    assert state_key(LIMIT, "user:1") == "rk:1:{gcra:10/60:b3:user%3A1}"
+    assert state_key(LIMIT, "user:1") == "rk:2:{gcra:10/60:b3:user%3A1}"
 
 
 def test_layout_by_identity() -> None:
-    assert state_key(LIMIT, "user:1", "app", "identity") == "app:1:{user%3A1}:gcra:10/60:b3"
+    assert state_key(LIMIT, "user:1", "app", "identity") == "app:2:{user%3A1}:gcra:10/60:b3"
 
 
 @pytest.mark.parametrize("identity", ["{x}", "a}b{c", "}{", "{", "%7B"])

@@ -1,4 +1,5 @@
--- Sliding window counter: the twin of sliding_counter.py. State: "start previous current".
+-- Sliding window counter: the twin of sliding_counter.py. State: start, previous, current,
+-- packed as three doubles (see the prelude).
 local sliding_counter, sliding_counter_refund
 if NEEDS.sliding_counter then
   function sliding_counter(key, now, cost, a)
@@ -6,13 +7,12 @@ if NEEDS.sliding_counter then
     local period = tonumber(ARGV[a + PERIOD])
     local start, previous, current
     local raw = redis.call('GET', key)
-    if raw then start, previous, current = match(raw, '^(%S+) (%S+) (%S+)$') end
+    if raw and #raw == 24 then start, previous, current = unpack_state('<ddd', raw) end
     if not start then
       start = now - pymod(now, period)
       previous = 0
       current = 0
     else
-      start, previous, current = tonumber(start), tonumber(previous), tonumber(current)
       if now - start >= period then
         -- A later window; starts are compared with half a period of slack.
         local later = now - pymod(now, period)
@@ -40,7 +40,7 @@ if NEEDS.sliding_counter then
         current = current + cost
         estimate = estimate + cost
         reset_after = left + period
-        redis.call('SET', key, format('%.17g %d %d', start, previous, current),
+        redis.call('SET', key, pack('<ddd', start, previous, current),
           'PX', ttl_ms(reset_after))
       end
       local remaining = 0
@@ -66,10 +66,8 @@ if NEEDS.sliding_counter then
   if REFUNDS then
     function sliding_counter_refund(key, now, cost, a)
       local raw = redis.call('GET', key)
-      if not raw then return end
-      local start, previous, current = match(raw, '^(%S+) (%S+) (%S+)$')
-      if not start then return end
-      start, previous, current = tonumber(start), tonumber(previous), tonumber(current)
+      if not raw or #raw ~= 24 then return end
+      local start, previous, current = unpack_state('<ddd', raw)
       local period = tonumber(ARGV[a + PERIOD])
       local moved = start - (now - pymod(now, period)) -- how far the state is past the hit
       if -0.5 * period < moved and moved < 0.5 * period then
@@ -82,7 +80,7 @@ if NEEDS.sliding_counter then
       if previous == 0 and current == 0 then
         redis.call('DEL', key)
       else
-        redis.call('SET', key, format('%.17g %d %d', start, previous, current), 'KEEPTTL')
+        redis.call('SET', key, pack('<ddd', start, previous, current), 'KEEPTTL')
       end
     end
   end

@@ -64,24 +64,26 @@ local function num(x)
   return format('%.17g', x)
 end
 
--- States of fixed size are one string of "%.17g" numbers, which keep full float precision:
--- two numbers ("value t") or three. A missing or unreadable state loads as nil.
+-- States of fixed size are one string of little-endian IEEE doubles (Redis's bundled
+-- `struct`), two ("value t") or three: every bit of each float kept, and neither formatted nor
+-- parsed as text. A missing or unreadable state (not 8 bytes per number) loads as nil.
+local pack, unpack_state = struct.pack, struct.unpack
+
 local function load2(key)
   local raw = redis.call('GET', key)
-  if not raw then return nil end
-  local x, y = match(raw, '^(%S+) (%S+)$')
-  if not x then return nil end
-  return tonumber(x), tonumber(y)
+  if not raw or #raw ~= 16 then return nil end
+  local x, y = unpack_state('<dd', raw)
+  return x, y
 end
 
 local function save2(key, reset_after, x, y)
-  redis.call('SET', key, format('%.17g %.17g', x, y), 'PX', ttl_ms(reset_after))
+  redis.call('SET', key, pack('<dd', x, y), 'PX', ttl_ms(reset_after))
 end
 
 local keep2
 if REFUNDS then
   function keep2(key, x, y)
-    redis.call('SET', key, format('%.17g %.17g', x, y), 'KEEPTTL')
+    redis.call('SET', key, pack('<dd', x, y), 'KEEPTTL')
   end
 end
 
