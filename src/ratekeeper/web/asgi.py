@@ -24,9 +24,9 @@ from typing import Any
 
 from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
-from ratekeeper.web.problems import Problem
-from ratekeeper.web.replies import Replies, Reply, problem_reply
+from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import MAX_BODY, Request, joined
+from ratekeeper.web.routes import Adapter
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -160,7 +160,7 @@ def adding(send: Send, extra: list[tuple[str, str]]) -> Send:
     return send_with_headers
 
 
-class RateLimitMiddleware:
+class RateLimitMiddleware(Adapter):
     """Rate-limit an ASGI ``app`` (see the module's doc).
 
     ``decider`` is an ``AsyncDecider`` (``AsyncLimiter``, ``AsyncEngine``,
@@ -188,13 +188,14 @@ class RateLimitMiddleware:
     ) -> None:
         self.app = app
         self.gate = AsyncGate(decider, limits, **options)
-        self.replies = Replies(
-            headers=headers, ietf=ietf, degraded_header=degraded_header, on_refused=on_refused
-        )
         self.exempt = exemption(exempt)
-        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
-            raise ValueError(f"max_body is a number of bytes, not {max_body!r}")
-        self.max_body = max_body
+        super().__init__(
+            max_body=max_body,
+            headers=headers,
+            ietf=ietf,
+            degraded_header=degraded_header,
+            on_refused=on_refused,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -207,8 +208,7 @@ class RateLimitMiddleware:
         if self.gate.needs_body(request):
             body, messages = await read_body(receive, self.max_body)
             if body is None:
-                detail = f"a body read for a rate limit is at most {self.max_body} bytes"
-                await send_reply(send, problem_reply(Problem(413, "too-large", detail)))
+                await send_reply(send, self.too_large())
                 return
             request.body = body
             receive = replaying(messages, receive)

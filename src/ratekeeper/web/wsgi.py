@@ -21,9 +21,9 @@ from typing import Any
 
 from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
-from ratekeeper.web.problems import Problem
-from ratekeeper.web.replies import Replies, Reply, merged, problem_reply
+from ratekeeper.web.replies import Reply, merged
 from ratekeeper.web.request import MAX_BODY, Request, joined
+from ratekeeper.web.routes import Adapter
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -107,7 +107,7 @@ def adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> Start
     return start_with_headers
 
 
-class RateLimitMiddleware:
+class RateLimitMiddleware(Adapter):
     """Rate-limit a WSGI ``app`` with a ``Decider`` (``Limiter``, ``Engine``,
     ``RemoteLimiter``); the options are ``ratekeeper.web.asgi.RateLimitMiddleware``'s, the
     decider's twin blocking. A bad option raises here."""
@@ -128,13 +128,14 @@ class RateLimitMiddleware:
     ) -> None:
         self.app = app
         self.gate = Gate(decider, limits, **options)
-        self.replies = Replies(
-            headers=headers, ietf=ietf, degraded_header=degraded_header, on_refused=on_refused
-        )
         self.exempt = exemption(exempt)
-        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
-            raise ValueError(f"max_body is a number of bytes, not {max_body!r}")
-        self.max_body = max_body
+        super().__init__(
+            max_body=max_body,
+            headers=headers,
+            ietf=ietf,
+            degraded_header=degraded_header,
+            on_refused=on_refused,
+        )
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         request = request_of(environ)
@@ -143,8 +144,7 @@ class RateLimitMiddleware:
         if self.gate.needs_body(request):
             body = read_body(environ, self.max_body)
             if body is None:
-                detail = f"a body read for a rate limit is at most {self.max_body} bytes"
-                return answer(start_response, problem_reply(Problem(413, "too-large", detail)))
+                return answer(start_response, self.too_large())
             request.body = body
         outcome = self.gate.decide(request)
         if not outcome.allowed:
