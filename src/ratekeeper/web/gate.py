@@ -189,7 +189,11 @@ class _Gate:
         degraded = any(d.degraded for d in decided) or any(d.degraded for d in shadowed)
         if not allowed:
             waits = [d.retry_after for d in decided if not d.allowed]
-            waits += [math.inf for s in statuses if not isinstance(s, Decision) and not s.allowed]
+            waits += [
+                math.inf
+                for s in statuses
+                if not isinstance(s, Decision) and s.decision is None and not s.allowed
+            ]
             return Outcome(False, tuple(statuses), max(waits, default=0.0), 0.0, degraded)
         delay = max((d.delay for d in decided), default=0.0)
         if delay > self.max_delay:
