@@ -163,6 +163,19 @@ def test_the_body_read_for_a_key_reaches_the_app_unchanged(clock: FakeClock) -> 
     assert "x-ratelimit-limit" not in answers[4].headers  # no username: not counted
 
 
+def test_a_json_body_no_key_can_hold_is_still_counted(clock: FakeClock) -> None:
+    app = app_with(limiter(clock), [RateLimit("1/minute", key=keys.field("username"))])
+    lone = b'{"username": "\\ud800"}'  # a lone surrogate: no valid key as it is
+
+    async def steps(client: httpx.AsyncClient) -> list[httpx.Response]:
+        headers = {"content-type": "application/json"}
+        return [await client.post("/echo", content=lone, headers=headers) for _ in range(2)]
+
+    answers = run(app, steps)
+    assert [a.status_code for a in answers] == [200, 429]
+    assert answers[0].content == lone
+
+
 def test_a_body_too_long_to_read_for_a_key_is_a_413(clock: FakeClock) -> None:
     limits = [RateLimit("2/minute", key=keys.field("username"))]
     app = app_with(limiter(clock), limits, max_body=10)

@@ -77,6 +77,26 @@ def test_json_bodies_and_others() -> None:
     assert plain.field("username") is None
 
 
+def test_hostile_bodies_give_a_field_or_none() -> None:
+    json_body = {"content-type": "application/json"}
+    deep = b"[" * 100_000 + b"]" * 100_000  # past Python's recursion limit
+    assert Request("POST", "/", json_body, None, body=deep).field("username") is None
+    nested = b'{"username": {"a": [1]}, "n": [1]}'
+    assert Request("POST", "/", json_body, None, body=nested).field("username") is None
+    # A lone surrogate, which no key can hold, is replaced as an undecodable byte is.
+    lone = Request("POST", "/", json_body, None, body=b'{"username": "al\\ud800ice"}')
+    assert lone.field("username") == "al\ufffd\ufffd\ufffdice"
+    part = (
+        b"--XyZ\r\n"
+        b'Content-Disposition: form-data; name="username"\r\n'
+        b"Content-Type: text/plain; charset=no-such-charset\r\n\r\n"
+        b"bob\r\n"
+        b"--XyZ--\r\n"
+    )
+    multipart = {"content-type": "multipart/form-data; boundary=XyZ"}
+    assert Request("POST", "/", multipart, None, body=part).field("username") == "bob"
+
+
 def test_repeated_headers_are_joined_in_order() -> None:
     assert joined([("X-Forwarded-For", "1.1.1.1"), ("x-forwarded-for", "2.2.2.2")]) == {
         "x-forwarded-for": "1.1.1.1, 2.2.2.2"

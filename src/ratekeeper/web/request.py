@@ -126,16 +126,28 @@ def _fields(content_type: str, body: bytes | None) -> dict[str, str]:
     if media == "application/json" or media.endswith("+json"):
         try:
             data = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             return {}
         if not isinstance(data, dict):
             return {}
         return {
-            str(name): str(value)
+            str(name): _unicode(str(value))
             for name, value in data.items()
             if isinstance(value, str | int | float) and not isinstance(value, bool)
         }
     return {}
+
+
+def _unicode(text: str) -> str:
+    """``text`` with any lone surrogate (which JSON's ``\\ud800`` escapes can give, and no key
+    can hold) replaced by U+FFFD, as a body's undecodable bytes are."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 def _multipart(content_type: str, body: bytes) -> dict[str, str]:
@@ -151,6 +163,8 @@ def _multipart(content_type: str, body: bytes) -> dict[str, str]:
             continue
         payload = part.get_payload(decode=True)
         if isinstance(payload, bytes):
-            charset = part.get_content_charset() or "utf-8"
-            fields[name] = payload.decode(charset, "replace")
+            try:
+                fields[name] = payload.decode(part.get_content_charset() or "utf-8", "replace")
+            except LookupError:  # a charset Python does not know
+                fields[name] = payload.decode("utf-8", "replace")
     return fields
