@@ -122,6 +122,25 @@ def test_without_install_fastapi_answers_its_own_json(clock: FakeClock) -> None:
     assert answers[1].headers["content-type"] == "application/json"
 
 
+def test_a_body_declared_longer_than_max_body_is_a_413_unread(clock: FakeClock) -> None:
+    app = FastAPI()
+    limiter = RateLimiter(AsyncLimiter(AsyncMemoryStore(clock=clock)), max_body=32)
+    limiter.install(app)
+    by_name = limiter.limit(RateLimit("5/minute", key=keys.field("username")))
+
+    @app.post("/login", dependencies=[Depends(by_name)])
+    async def login() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    async def steps(client: httpx.AsyncClient) -> httpx.Response:
+        form = {"content-type": "application/x-www-form-urlencoded", "content-length": "4096"}
+        return await client.post("/login", content=b"username=alice", headers=form)
+
+    answer = run(app, steps)
+    assert answer.status_code == 413
+    assert answer.json()["type"] == "urn:ratekeeper:problem:too-large"
+
+
 def test_the_middleware_on_a_fastapi_app(clock: FakeClock) -> None:
     app = FastAPI()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from flask import Flask, jsonify, request
@@ -138,6 +139,29 @@ def test_route_limiter_options_are_checked_when_built() -> None:
         RateLimiter(Limiter(), max_body=-1)
     with pytest.raises(ValueError, match="RateLimit"):
         RateLimiter(Limiter()).limit()
+
+
+def test_a_chunked_body_longer_than_max_body_is_a_413(clock: FakeClock) -> None:
+    app = Flask(__name__)
+    limiter = RateLimiter(Limiter(MemoryStore(clock=clock)), max_body=32)
+
+    @app.post("/login")
+    @limiter.limit(RateLimit(hour(5), key=keys.field("username")))
+    def login() -> Any:
+        return {"size": len(request.get_data())}
+
+    def chunked(body: bytes) -> Any:
+        return app.test_client().post(
+            "/login",
+            input_stream=io.BytesIO(body),
+            content_type="application/x-www-form-urlencoded",
+            environ_overrides={"wsgi.input_terminated": True, "CONTENT_LENGTH": ""},
+        )
+
+    assert chunked(b"username=alice").json == {"size": 14}
+    too_long = chunked(b"username=alice&padding=" + b"x" * 32)
+    assert too_long.status_code == 413
+    assert too_long.json["type"] == "urn:ratekeeper:problem:too-large"  # type: ignore[index]
 
 
 def test_a_header_the_view_sets_itself_is_kept(clock: FakeClock) -> None:

@@ -31,11 +31,18 @@ class Answer:
         self.body = body
 
 
-def call(app: Any, path: str = "/", method: str = "GET", body: bytes = b"", **extra: str) -> Answer:
+def call(
+    app: Any,
+    path: str = "/",
+    method: str = "GET",
+    body: bytes = b"",
+    length: str | None = None,
+    **extra: str,
+) -> Answer:
     environ: dict[str, Any] = {"REQUEST_METHOD": method, "PATH_INFO": path, **extra}
     setup_testing_defaults(environ)
     environ["wsgi.input"] = io.BytesIO(body)
-    environ["CONTENT_LENGTH"] = str(len(body))
+    environ["CONTENT_LENGTH"] = str(len(body)) if length is None else length
     started: list[Any] = []
     chunks = app(environ, lambda status, headers, *info: started.extend([status, headers]))
     return Answer(started[0], started[1], b"".join(chunks))
@@ -69,6 +76,11 @@ def test_the_body_read_for_a_key_reaches_the_app(clock: FakeClock) -> None:
     assert call(app, method="POST", body=b"username=bob", **form).status == 200
     long = call(app, method="POST", body=b"username=" + b"x" * 64, **form)
     assert long.status == 413
+    # A Content-Length that is no length declares no body: nothing is read past max_body.
+    for length in ["-1", "many"]:
+        odd = call(app, method="POST", body=b"username=" + b"x" * 64, length=length, **form)
+        assert odd.status == 200 and odd.body == b"echo:"
+        assert "x-ratelimit-limit" not in odd.headers  # no username: not counted
 
 
 def test_shadow_mode_counts_and_logs(clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:

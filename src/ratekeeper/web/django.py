@@ -84,7 +84,7 @@ class RateLimiter(RouteLimiter):
         """A decorator deciding ``limits`` for each call of a view (its first argument the
         ``HttpRequest``); in ``scope`` when given, else the view's route's own."""
         gate = self.gate(limits, scope)
-        replies, max_body, too_large = self.replies, self.max_body, self.too_large
+        replies, bounded, too_large = self.replies, self.bounded, self.too_large
 
         def decorate(view: Callable[P, Any]) -> Callable[P, Any]:
             if inspect.iscoroutinefunction(view):
@@ -95,10 +95,10 @@ class RateLimiter(RouteLimiter):
                 request: Any = args[0]
                 seen = request_of(request)
                 if gate.needs_body(seen):
-                    length = request.META.get("CONTENT_LENGTH") or 0
-                    if int(length) > max_body:
+                    body = bounded(request.META.get("CONTENT_LENGTH"), lambda: request.body)
+                    if body is None:
                         return response_of(too_large())
-                    seen.body = request.body
+                    seen.body = body
                 outcome = gate.decide(seen)
                 if not outcome.allowed:
                     return response_of(replies.refusal(seen, outcome))

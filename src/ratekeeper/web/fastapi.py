@@ -32,6 +32,7 @@ from ratekeeper.web.asgi import encoded, extended, request_of
 from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.replies import Reply
+from ratekeeper.web.request import declared_length
 from ratekeeper.web.routes import RouteLimiter
 
 __all__ = ["RateLimited", "RateLimiter", "problem_handler"]
@@ -84,6 +85,8 @@ class RateLimiter(RouteLimiter):
         async def rate_limit(request: StarletteRequest, response: Response) -> None:
             seen = request_of(request.scope, native=request)
             if gate.needs_body(seen):
+                if declared_length(request.headers.get("content-length")) > max_body:
+                    raise RateLimited(too_large())  # not read at all
                 body = await request.body()
                 if len(body) > max_body:
                     raise RateLimited(too_large())

@@ -70,7 +70,7 @@ class RateLimiter(RouteLimiter):
         """A decorator deciding ``limits`` for each call of a view; in ``scope`` when given
         (views naming one scope share their counters), else the view's route's own."""
         gate = self.gate(limits, scope)
-        replies, max_body, too_large = self.replies, self.max_body, self.too_large
+        replies, bounded, too_large = self.replies, self.bounded, self.too_large
 
         def decorate(view: Callable[P, Any]) -> Callable[P, Any]:
             if inspect.iscoroutinefunction(view):
@@ -82,9 +82,10 @@ class RateLimiter(RouteLimiter):
                 request = flask.request._get_current_object()  # type: ignore[attr-defined]
                 seen = request_of(request)
                 if gate.needs_body(seen):
-                    if (request.content_length or 0) > max_body:
+                    body = bounded(request.content_length, lambda: request.get_data(cache=True))
+                    if body is None:
                         return response_of(too_large())
-                    seen.body = request.get_data(cache=True)
+                    seen.body = body
                 outcome = gate.decide(seen)
                 if not outcome.allowed:
                     return response_of(replies.refusal(seen, outcome))

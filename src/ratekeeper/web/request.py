@@ -21,6 +21,16 @@ from urllib.parse import parse_qs
 MAX_BODY = 1 << 20
 
 
+def declared_length(value: str | int | None) -> int:
+    """The body's length a ``Content-Length`` declares; 0 when there is none, or it is no
+    whole number of bytes (a negative one included)."""
+    try:
+        length = int(value or 0)
+    except ValueError:
+        return 0
+    return max(length, 0)
+
+
 def joined(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Header ``(name, value)`` pairs as one lower-case mapping, repeated names joined."""
     headers: dict[str, str] = {}

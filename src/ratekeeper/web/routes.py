@@ -11,7 +11,7 @@ from ratekeeper.web.gate import AsyncGate, Gate
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.problems import Problem
 from ratekeeper.web.replies import Replies, Reply, problem_reply
-from ratekeeper.web.request import MAX_BODY, Request
+from ratekeeper.web.request import MAX_BODY, Request, declared_length
 
 
 class Adapter:
@@ -34,6 +34,14 @@ class Adapter:
             headers=headers, ietf=ietf, degraded_header=degraded_header, on_refused=on_refused
         )
         self.max_body = max_body
+
+    def bounded(self, declared: str | int | None, read: Callable[[], bytes]) -> bytes | None:
+        """The body ``read()`` gives, or None when it is longer than ``max_body``; a body whose
+        ``declared`` length (its ``Content-Length``) is longer is not read at all."""
+        if declared_length(declared) > self.max_body:
+            return None
+        body = read()
+        return body if len(body) <= self.max_body else None
 
     def too_large(self) -> Reply:
         """The answer to a body longer than ``max_body``."""

@@ -22,7 +22,7 @@ from typing import Any
 from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
 from ratekeeper.web.replies import Reply, merged
-from ratekeeper.web.request import MAX_BODY, Request, joined
+from ratekeeper.web.request import MAX_BODY, Request, declared_length, joined
 from ratekeeper.web.routes import Adapter
 
 Environ = dict[str, Any]
@@ -66,10 +66,7 @@ def request_of(environ: Environ, native: Any = None) -> Request:
 def read_body(environ: Environ, limit: int) -> bytes | None:
     """The whole body of ``environ``'s request, or None past ``limit`` bytes. The environ's
     input is replaced by the same bytes, for the application to read."""
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
+    length = declared_length(environ.get("CONTENT_LENGTH"))
     stream = environ.get("wsgi.input")
     if stream is None:
         return b""
