@@ -315,3 +315,30 @@ def test_options_are_checked_when_the_middleware_is_built() -> None:
         RateLimitMiddleware(app, AsyncLimiter(), unknown=True)
     with pytest.raises(ValueError, match="network"):
         keys.client_ip(trusted=["10.0.0.0/33"])
+
+
+def test_every_option_is_checked_when_built_not_on_a_request() -> None:
+    app = Starlette()
+    decider = AsyncLimiter()
+    for bad in [None, "redis://127.0.0.1:6379/0"]:
+        with pytest.raises(TypeError, match="decider"):
+            RateLimitMiddleware(app, bad)
+    with pytest.raises(TypeError, match="list of RateLimit"):
+        RateLimitMiddleware(app, decider, RateLimit("1/minute"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="list of RateLimit"):
+        RateLimitMiddleware(app, decider, None)  # type: ignore[arg-type]
+    for name in ["X Degraded", "X-Dégradé", 5, ""]:
+        with pytest.raises(ValueError, match="degraded_header"):
+            RateLimitMiddleware(app, decider, degraded_header=name)  # type: ignore[arg-type]
+    for option in ["headers", "ietf"]:
+        with pytest.raises(TypeError, match=option):
+            RateLimitMiddleware(app, decider, **{option: "yes"})
+    with pytest.raises(TypeError, match="sleep"):
+        RateLimitMiddleware(app, decider, sleep=5)
+    with pytest.raises(TypeError, match="exempt"):
+        RateLimitMiddleware(app, decider, exempt=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="domain"):
+        RateLimitMiddleware(app, decider, domain="")
+    # A cost of the middleware's own is the descriptors'; each RateLimit has its own.
+    with pytest.raises(ValueError, match="RateLimit its own cost"):
+        RateLimitMiddleware(app, decider, [RateLimit("1/minute")], cost=5)

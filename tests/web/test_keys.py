@@ -120,6 +120,17 @@ def test_a_rate_limit_checks_itself_when_built() -> None:
         RateLimit("1/second", scope="")
     with pytest.raises(TypeError):
         RateLimit(10)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="method"):
+        RateLimit("1/second", methods=["POST", None])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="exempt"):
+        RateLimit("1/second", exempt="/health")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="shadow"):
+        RateLimit("1/second", shadow="yes")  # type: ignore[arg-type]
+    for name in ["", None, 5]:
+        with pytest.raises(ValueError, match="header's name"):
+            keys.header(name)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="header's name"):
+            keys.api_key(name)  # type: ignore[arg-type]
 
 
 def test_exempt_paths() -> None:

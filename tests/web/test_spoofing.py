@@ -78,6 +78,13 @@ def test_bad_options_raise_when_built() -> None:
         ClientAddress("10.0.0.0/8")
     with pytest.raises(ValueError, match="header"):
         ClientAddress([], header="X-Real-IP")
+    with pytest.raises(ValueError, match="header"):
+        ClientAddress([], header=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="list of networks"):
+        ClientAddress(None)  # type: ignore[arg-type]
+    for network in ["", "10.0.0.0/33", None, 5, True]:
+        with pytest.raises(ValueError, match="network"):
+            ClientAddress([network])  # type: ignore[list-item]
 
 
 async def whoami(request: StarletteRequest) -> Response:

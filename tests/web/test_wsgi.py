@@ -120,3 +120,5 @@ def test_options_are_checked_when_built() -> None:
         RateLimitMiddleware(echo, AsyncLimiter(), [RateLimit("1/minute")])
     with pytest.raises(ValueError, match="max_body"):
         RateLimitMiddleware(echo, Limiter(), max_body=-1)
+    with pytest.raises(TypeError, match="decider"):
+        RateLimitMiddleware(echo, None, [RateLimit("1/minute")])

@@ -106,20 +106,22 @@ class ClientAddress:
     """
 
     def __init__(self, trusted: Iterable[str] = (), header: str = "X-Forwarded-For") -> None:
-        if isinstance(trusted, str):
-            raise ValueError(f"trusted is a list of networks, not the string {trusted!r}")
+        if isinstance(trusted, str) or not isinstance(trusted, Iterable):
+            raise ValueError(f"trusted is a list of networks, not {trusted!r}")
         networks: list[Network] = []
         self.unix = False
         for network in trusted:
             if network == "unix":
                 self.unix = True
                 continue
+            if not isinstance(network, str | Address | Network):
+                raise ValueError(f"not a trusted proxy network: {network!r}")
             try:
                 networks.append(ipaddress.ip_network(network, strict=False))
             except (TypeError, ValueError):
                 raise ValueError(f"not a trusted proxy network: {network!r}") from None
         self.networks = tuple(networks)
-        self.header = header.lower()
+        self.header = header.lower() if isinstance(header, str) else header
         if self.header not in HEADERS:
             raise ValueError(f"header is 'X-Forwarded-For' or 'Forwarded', not {header!r}")
         self._direct = not self.networks and not self.unix  # no proxy: the peer is the client

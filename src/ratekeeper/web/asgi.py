@@ -166,10 +166,11 @@ class RateLimitMiddleware(Adapter):
     ``decider`` is an ``AsyncDecider`` (``AsyncLimiter``, ``AsyncEngine``,
     ``AsyncRemoteLimiter``); ``limits`` are ``RateLimit``s counted in ``scope`` (default
     ``"app"``). ``domain`` and ``descriptors`` (keys) have an ``AsyncEngine`` decide each
-    request by its rules. ``exempt`` (path patterns or a test of the ``Request``) passes
-    requests through uncounted; ``max_body`` bounds a body read for a key. ``cost``,
-    ``all_or_nothing``, ``max_delay`` and ``sleep`` go to the ``AsyncGate``; ``headers``,
-    ``ietf``, ``degraded_header`` and ``on_refused`` to ``Replies``. A bad option raises here.
+    request by its rules, each descriptor costing ``cost``. ``exempt`` (path patterns or a test
+    of the ``Request``) passes requests through uncounted; ``max_body`` bounds a body read for a
+    key. ``cost``, ``all_or_nothing``, ``max_delay`` and ``sleep`` go to the ``AsyncGate``;
+    ``headers``, ``ietf``, ``degraded_header`` and ``on_refused`` to ``Replies``. A bad option
+    raises here.
     """
 
     def __init__(

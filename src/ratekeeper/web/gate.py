@@ -35,7 +35,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ratekeeper.decision import Decision
 from ratekeeper.engine.verdict import Entry, Status, Verdict
@@ -48,6 +48,8 @@ from ratekeeper.web.limits import CostLike, RateLimit
 from ratekeeper.web.request import Request
 
 log = logging.getLogger("ratekeeper.web")
+
+S = TypeVar("S")
 
 #: One hit of a request: the counter's key, one limit, and the cost.
 Hit = tuple[str, Limit | str, int]
@@ -86,6 +88,12 @@ def _is_async(decider: Any) -> bool:
     return inspect.iscoroutinefunction(getattr(decider, "hit", None))
 
 
+def _sleeper(sleep: S) -> S:
+    if not callable(sleep):
+        raise TypeError(f"sleep waits out a delay: a function of seconds, not {sleep!r}")
+    return sleep
+
+
 def _batches(decider: Any) -> bool:
     """Whether ``decider.hit_many`` decides several limits in one atomic store call."""
     from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
@@ -96,6 +104,10 @@ def _batches(decider: Any) -> bool:
 
 class _Gate:
     """What the twins share: the options, checked once, and the plan of a request (no I/O)."""
+
+    #: Whether the twin's decider is asyncio's, and what it says of a decider of the other.
+    _async = False
+    _other_twin = "{!r} is asyncio's; a Gate needs a Limiter or Engine"
 
     def __init__(
         self,
@@ -109,6 +121,12 @@ class _Gate:
         all_or_nothing: bool | None = None,
         max_delay: float = 0.0,
     ) -> None:
+        if not callable(getattr(decider, "hit", None)):
+            raise TypeError(f"a decider is a Limiter or Engine (or asyncio twin), not {decider!r}")
+        if _is_async(decider) is not self._async:
+            raise TypeError(self._other_twin.format(decider))
+        if isinstance(limits, RateLimit) or not isinstance(limits, Iterable):
+            raise TypeError(f"limits is a list of RateLimit objects, not {limits!r}")
         self.limits = tuple(limits)
         for limit in self.limits:
             if not isinstance(limit, RateLimit):
@@ -116,6 +134,8 @@ class _Gate:
         self.descriptors = tuple(keys.as_key(key) for key in descriptors)
         if self.descriptors and domain is None:
             raise ValueError("descriptors are decided by a rule file's domain: pass domain=")
+        if domain is not None and (not isinstance(domain, str) or not domain):
+            raise ValueError(f"a domain is a non-empty string, not {domain!r}")
         if domain is not None and not callable(getattr(decider, "check", None)):
             raise TypeError(f"descriptors need an Engine or AsyncEngine to decide, not {decider!r}")
         if scope is not None and (not isinstance(scope, str) or not scope):
@@ -128,6 +148,8 @@ class _Gate:
         self.scope = scope
         self.domain = domain
         self.cost = cost if callable(cost) else check_cost(cost)
+        if domain is None and cost != 1:
+            raise ValueError("cost is the descriptors' cost: give each RateLimit its own cost=")
         if all_or_nothing is not None and not isinstance(all_or_nothing, bool):
             raise TypeError(f"all_or_nothing is True, False or None, not {all_or_nothing!r}")
         self.all_or_nothing = all_or_nothing is not False  # for the limits
@@ -233,10 +255,8 @@ class Gate(_Gate):
     def __init__(
         self, decider: Any, *args: Any, sleep: Callable[[float], None] = time.sleep, **options: Any
     ) -> None:
-        if _is_async(decider):
-            raise TypeError(f"{decider!r} is asyncio's; a Gate needs a Limiter or Engine")
         super().__init__(decider, *args, **options)
-        self._sleep = sleep
+        self._sleep = _sleeper(sleep)
 
     def decide(self, request: Request) -> Outcome:
         """The decision on ``request``; a shaper's delay is waited out before it returns."""
@@ -270,6 +290,9 @@ class Gate(_Gate):
 class AsyncGate(_Gate):
     """The asyncio twin of ``Gate``: ``await gate.decide(request)``, with an ``AsyncDecider``."""
 
+    _async = True
+    _other_twin = "{!r} blocks; an AsyncGate needs an AsyncLimiter or AsyncEngine"
+
     def __init__(
         self,
         decider: Any,
@@ -277,12 +300,8 @@ class AsyncGate(_Gate):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         **options: Any,
     ) -> None:
-        if not _is_async(decider):
-            raise TypeError(
-                f"{decider!r} blocks; an AsyncGate needs an AsyncLimiter or AsyncEngine"
-            )
         super().__init__(decider, *args, **options)
-        self._sleep = sleep
+        self._sleep = _sleeper(sleep)
 
     async def decide(self, request: Request) -> Outcome:
         """The decision on ``request``; a shaper's delay is waited out before it returns."""

@@ -90,6 +90,8 @@ def client_ip(trusted: Iterable[str] = (), *, header: str = "X-Forwarded-For") -
 
 def header(name: str, entry: str | None = None) -> Key:
     """Header ``name``'s value, as the entry ``entry`` (by default the header's name)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a header's name is a non-empty string, not {name!r}")
     lower = name.lower()
     return Key(entry or lower, lambda request: request.headers.get(lower))
 

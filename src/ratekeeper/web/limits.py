@@ -68,9 +68,17 @@ class RateLimit:
         if not callable(self.cost):
             object.__setattr__(self, "cost", check_cost(self.cost))
         if self.methods is not None:
-            if isinstance(self.methods, str):
-                raise TypeError(f"methods is a list of methods, not the string {self.methods!r}")
-            object.__setattr__(self, "methods", frozenset(m.upper() for m in self.methods))
+            if isinstance(self.methods, str) or not isinstance(self.methods, Iterable):
+                raise TypeError(f"methods is a list of methods, not {self.methods!r}")
+            methods = tuple(self.methods)
+            for method in methods:
+                if not isinstance(method, str) or not method:
+                    raise TypeError(f"a method is a name such as 'POST', not {method!r}")
+            object.__setattr__(self, "methods", frozenset(m.upper() for m in methods))
+        if self.exempt is not None and not callable(self.exempt):
+            raise TypeError(f"exempt is a test of a Request, not {self.exempt!r}")
+        if not isinstance(self.shadow, bool):
+            raise TypeError(f"shadow is True or False, not {self.shadow!r}")
         if self.scope is not None and (not isinstance(self.scope, str) or not self.scope):
             raise ValueError(f"a scope is a non-empty string, not {self.scope!r}")
         if isinstance(self.limit, Limit):
@@ -126,8 +134,8 @@ def exemption(exempt: ExemptLike) -> Callable[[Request], bool] | None:
     matches the whole path, ``*`` matching any run of characters (``fnmatch``)."""
     if callable(exempt):
         return exempt
-    if isinstance(exempt, str):
-        raise TypeError(f"exempt is a list of path patterns, not the string {exempt!r}")
+    if isinstance(exempt, str) or not isinstance(exempt, Iterable):
+        raise TypeError(f"exempt is a list of path patterns or a test of a Request, not {exempt!r}")
     patterns = tuple(exempt)
     for pattern in patterns:
         if not isinstance(pattern, str) or not pattern.startswith("/"):

@@ -14,6 +14,7 @@ failed without a policy is answered 503, a problem of type ``unavailable``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -23,6 +24,8 @@ from ratekeeper.web.headers import RETRY_AFTER, rate_limit_headers, seconds
 from ratekeeper.web.problems import MEDIA_TYPE, Problem
 from ratekeeper.web.request import Request
 
+#: A header's name: an RFC 9110 token.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 TOO_MANY_REQUESTS = 429
 #: The header that says a store failure was answered by the failure policy, as the service's.
 DEGRADED = "X-RateLimit-Degraded"
@@ -63,8 +66,12 @@ class Replies:
     def __post_init__(self) -> None:
         if self.on_refused is not None and not callable(self.on_refused):
             raise TypeError(f"on_refused must be callable, not {self.on_refused!r}")
-        if self.degraded_header is not None and not self.degraded_header:
-            raise ValueError("degraded_header is a header's name, or None")
+        for name in ("headers", "ietf"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} is True or False, not {getattr(self, name)!r}")
+        degraded = self.degraded_header
+        if degraded is not None and (not isinstance(degraded, str) or not _TOKEN.match(degraded)):
+            raise ValueError(f"degraded_header is a header's name, or None, not {degraded!r}")
 
     def headers_of(self, outcome: Outcome) -> list[tuple[str, str]]:
         """The rate-limit headers of ``outcome``."""
