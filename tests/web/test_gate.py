@@ -3,10 +3,12 @@ is counted."""
 
 from __future__ import annotations
 
-from ratekeeper import Engine, MemoryStore
+import pytest
+
+from ratekeeper import Decision, Engine, InvalidInputError, MemoryStore
 from ratekeeper.rules import parse_rules
 from ratekeeper.testing import FakeClock
-from ratekeeper.web import Gate, Request, keys
+from ratekeeper.web import Gate, RateLimit, Request, keys
 
 RULES = """
 domain: edge
@@ -34,3 +36,16 @@ def test_a_rule_refusing_says_when_to_retry(clock: FakeClock) -> None:
     assert not refused.allowed and refused.retry_after == 40.0
     banned = Gate(engine(clock), domain="edge", descriptors=[keys.header("Banned", "banned")])
     assert banned.decide(request(banned="x")).retry_after == float("inf")
+
+
+def test_a_bad_cost_from_a_function_raises_before_anything_is_counted(clock: FakeClock) -> None:
+    decider = engine(clock)  # an Engine decides the limits one by one
+    first = RateLimit("2/minute", key=keys.generic(), scope="first")
+    bad = RateLimit("2/minute", key=keys.generic(), scope="second", cost=lambda request: -1)
+    with pytest.raises(InvalidInputError, match="-1"):
+        Gate(decider, [first, bad]).decide(request())
+    counted = Gate(decider, [first]).decide(request()).statuses[0]
+    assert isinstance(counted, Decision) and counted.remaining == 1  # the first was not counted
+    rules = Gate(decider, domain="edge", descriptors=[keys.generic()], cost=lambda r: 2.5)
+    with pytest.raises(InvalidInputError, match=r"2\.5"):
+        rules.decide(request())

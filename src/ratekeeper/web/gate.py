@@ -181,7 +181,7 @@ class _Gate:
         if self.domain is not None:
             found = (key.entries(request) for key in self.descriptors)
             descriptors = [entries for entries in found if entries]
-        cost = self.cost(request) if callable(self.cost) else self.cost
+        cost = check_cost(self.cost(request)) if callable(self.cost) else self.cost
         return _Plan(hits, shadow, descriptors, cost)
 
     def _outcome(

@@ -119,9 +119,10 @@ class RateLimit:
         return f"{prefix}|{descriptor_key(entries)}"
 
     def cost_of(self, request: Request) -> int:
-        """What ``request`` costs under this limit."""
+        """What ``request`` costs under this limit; a cost function's answer is checked here,
+        before anything is counted (a bad one raises ``InvalidInputError``)."""
         cost = self.cost
-        return cost(request) if callable(cost) else cost
+        return check_cost(cost(request)) if callable(cost) else cost
 
 
 #: What an adapter lets through unlimited: path patterns (``"/health"``, ``"/static/*"``) or a
