@@ -78,6 +78,9 @@ NOTHING = Outcome(True)
 
 
 class _Plan(NamedTuple):
+    """What deciding a request takes: its hits, its shadow hits, and its descriptors, each
+    costing ``cost`` (0 when there are none)."""
+
     hits: list[Hit]
     shadow: list[Hit]
     descriptors: list[tuple[Entry, ...]]
@@ -161,7 +164,9 @@ class _Gate:
 
     def needs_body(self, request: Request) -> bool:
         """Whether deciding ``request`` reads its body: an adapter then reads it first."""
-        return self._body_keys or any(limit.applies(request) for limit in self._body_limits)
+        if self._body_keys or not self._body_limits:
+            return self._body_keys
+        return any(limit.applies(request) for limit in self._body_limits)
 
     def _plan(self, request: Request) -> _Plan:
         hits: list[Hit] = []
@@ -177,10 +182,10 @@ class _Gate:
             into = shadow if limit.shadow else hits
             for one in limit.limits:
                 into.append((counter, one, cost))
-        descriptors: list[tuple[Entry, ...]] = []
-        if self.domain is not None:
-            found = (key.entries(request) for key in self.descriptors)
-            descriptors = [entries for entries in found if entries]
+        if not self.descriptors:
+            return _Plan(hits, shadow, [], 0)
+        found = (key.entries(request) for key in self.descriptors)
+        descriptors = [entries for entries in found if entries]
         cost = check_cost(self.cost(request)) if callable(self.cost) else self.cost
         return _Plan(hits, shadow, descriptors, cost)
 
