@@ -67,6 +67,11 @@ def _join_timer(storage: Any) -> None:
         timer.join()
 
 
+def _settle_slowapi(app: Any) -> None:
+    """Join the expiry timer of the slowapi limiter on ``app``."""
+    _join_timer(app.state.limiter._storage)
+
+
 def starlette_group() -> Group:
     from slowapi import Limiter as SlowLimiter
     from slowapi import _rate_limit_exceeded_handler
@@ -109,9 +114,6 @@ def starlette_group() -> Group:
 
         return build
 
-    def settle(app: Any) -> None:
-        _join_timer(app.state.limiter._storage)
-
     return Group(
         "ASGI middleware (Starlette)",
         "asgi",
@@ -129,14 +131,14 @@ def starlette_group() -> Group:
                 f'`Limiter(key_func=get_remote_address, default_limits=["{LIMIT}"], '
                 'headers_enabled=True, storage_uri="memory://")`, its pure ASGI middleware',
                 peer=True,
-                settle=settle,
+                settle=_settle_slowapi,
             ),
             Contender(
                 "slowapi SlowAPIMiddleware",
                 slowapi(SlowAPIMiddleware),
                 "the same limiter, its `BaseHTTPMiddleware` (the one its docs show first)",
                 peer=True,
-                settle=settle,
+                settle=_settle_slowapi,
             ),
         ),
         (
@@ -208,9 +210,6 @@ def fastapi_group() -> Group:
 
         return app
 
-    def settle(app: Any) -> None:
-        _join_timer(app.state.limiter._storage)
-
     return Group(
         "Per-route limit (FastAPI)",
         "asgi",
@@ -235,7 +234,7 @@ def fastapi_group() -> Group:
                 "`@limiter.limit(...)` on the route; its endpoint takes `request` and "
                 "`response` as slowapi requires for headers",
                 peer=True,
-                settle=settle,
+                settle=_settle_slowapi,
             ),
         ),
         (Comparison("ratekeeper dependency", ("slowapi @limiter.limit",)),),
