@@ -226,6 +226,13 @@ def test_on_refused_answers_in_its_own_way(clock: FakeClock) -> None:
     assert answer.headers["retry-after"] == "40"
     assert answer.headers["content-type"] == "text/plain"
 
+    def unsure(request: Any, outcome: Any) -> Any:
+        return (418, [], b"a tuple, not a Reply")
+
+    app = app_with(limiter(clock), [RateLimit("1/minute")], on_refused=unsure)
+    with pytest.raises(TypeError, match="on_refused returns a Reply"):
+        get_all(app, ["/", "/"])
+
 
 def test_several_limits_all_or_nothing(clock: FakeClock) -> None:
     minute = RateLimit("3/minute", key=keys.client_ip())

@@ -94,6 +94,8 @@ class Replies:
             detail = "the rate limiter's request store is unavailable"
             return problem_reply(Problem(503, "unavailable", detail))
         reply = (self.on_refused or refused)(request, outcome)
+        if not isinstance(reply, Reply):
+            raise TypeError(f"on_refused returns a Reply(status, headers, body), not {reply!r}")
         return reply._replace(headers=merged(reply.headers, self.headers_of(outcome)))
 
 
