@@ -3,6 +3,8 @@ are reproducible, and retry storms come back as their policy says."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from ratekeeper import Limit
@@ -208,3 +210,36 @@ def test_flags_of_a_limit_string_parse_both_ways() -> None:
         10, 1, "token_bucket", partial=True
     )
     assert parse_limit("fixed_window:10/day:calendar=false") == Limit(10, 86_400)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: traces.poisson(float("inf"), 1), "rate must be a finite number, not inf"),
+        (lambda: traces.poisson(1, float("inf")), "seconds must be a finite number, not inf"),
+        (lambda: traces.poisson(1e9, 1e9), "makes about 1,000,000,000,000,000,000 events"),
+        (lambda: traces.poisson(1e8, 1e-6), "1e[+]08/s is finer than times near"),
+        (lambda: traces.poisson(1, 1, key=""), "key must be a non-empty string"),
+        (lambda: traces.poisson(1, 1, start=float("nan")), "start must be a finite number"),
+        (lambda: traces.bursts(1, 1, float("nan"), 10), "off must be a finite number, not nan"),
+        (lambda: traces.bursts(1, 1e-12, 0, 1e-3), "makes 1,000,000,000 cycles"),
+        (lambda: traces.window_edge(10**12, 60), "amount must be a whole number from 1 to"),
+        (lambda: traces.window_edge(2.5, 60), "amount must be a whole number .*, not 2.5"),  # type: ignore[arg-type]
+        (lambda: traces.window_edge(10, float("inf")), "period must be a finite number"),
+        (lambda: traces.zipf(10**12, 1, 1), "keys must be a whole number from 1 to"),
+        (lambda: traces.diurnal(1, 10, day=0), "day must be positive, not 0"),
+        (lambda: traces.retry_storm(1, 1, max_retries=10**9), "max_retries must be a whole"),
+        (lambda: Retry(max_retries=1.5), "max_retries must be a whole number"),  # type: ignore[arg-type]
+        (lambda: Retry(gap="1"), "retry gap must be finite seconds"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_generator_refuses_what_it_cannot_make(make: Callable[[], object], message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        make()
+
+
+def test_bursts_shorter_than_the_resolution_of_their_times_end() -> None:
+    # 100,000 cycles of 0.1 microsecond, less than half the spacing of floats near START:
+    # added up one by one, the cycles would never get past the start.
+    trace = traces.bursts(1, 1e-7, 0, 0.01)
+    assert all(traces.START <= now < traces.START + 0.01 for now in trace.times)

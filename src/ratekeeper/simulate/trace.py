@@ -31,7 +31,8 @@ class Retry:
 
     ``after`` is ``"retry_after"`` (it waits the ``Retry-After`` the refusal gave it, plus
     ``gap``) or ``"immediately"`` (it waits only ``gap`` seconds). A request is tried at most
-    ``1 + max_retries`` times; a refusal whose ``retry_after`` is infinite is never retried.
+    ``1 + max_retries`` times (``max_retries`` from 0 to 1,000); a refusal whose
+    ``retry_after`` is infinite is never retried.
     """
 
     after: str = RETRY_AFTER
@@ -41,12 +42,15 @@ class Retry:
     def __post_init__(self) -> None:
         if self.after not in (RETRY_AFTER, IMMEDIATELY):
             raise TraceError(f"retry after must be {RETRY_AFTER!r} or {IMMEDIATELY!r}")
+        if isinstance(self.gap, bool) or not isinstance(self.gap, int | float):
+            raise TraceError(f"retry gap must be finite seconds >= 0, not {self.gap!r}")
         if not (isfinite(self.gap) and self.gap >= 0):
             raise TraceError(f"retry gap must be finite seconds >= 0, not {self.gap!r}")
         if self.after == IMMEDIATELY and self.gap == 0:
             raise TraceError("an immediate retry needs a gap > 0, or it would never end")
-        if self.max_retries < 0:
-            raise TraceError(f"max_retries must be >= 0, not {self.max_retries!r}")
+        retries = self.max_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 1_000:
+            raise TraceError(f"max_retries must be a whole number from 0 to 1,000, not {retries!r}")
 
 
 @dataclass(frozen=True, eq=False)
