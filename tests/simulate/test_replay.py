@@ -243,3 +243,11 @@ def test_bursts_shorter_than_the_resolution_of_their_times_end() -> None:
     # added up one by one, the cycles would never get past the start.
     trace = traces.bursts(1, 1e-7, 0, 0.01)
     assert all(traces.START <= now < traces.START + 0.01 for now in trace.times)
+
+
+def test_a_trace_out_of_order_spans_from_its_earliest_time_to_its_latest() -> None:
+    events = [(10.0, "a", 1), (0.0, "a", 1), (5.0, "b", 1), (4.0, "b", 1)]
+    result = simulate(events, ["gcra:10/second"], width=1.0)
+    assert (result.duration, result.events) == (10.0, 4)
+    assert result.offered[0] == (0.0, 1) and result.offered[-1] == (10.0, 1)
+    assert sum(units for _, units in result.offered) == 4

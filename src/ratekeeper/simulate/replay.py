@@ -374,8 +374,9 @@ def replay(
         if not times:
             continue
         scaled, groups = checked(part, inverse, offset + 1)
-        result.first = min(result.first, times[0])
-        result.last = max(result.last, times[-1])
+        earliest, latest = min(times), max(times)  # the events may be out of order
+        result.first = min(result.first, earliest)
+        result.last = max(result.last, latest)
         slots = map(int, scaled)
         if costs is None:  # counted in C
             for slot, found in Counter(slots).items():
