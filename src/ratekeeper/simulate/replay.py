@@ -294,6 +294,13 @@ class Replay:
         self.offered: dict[int, int] = {}  # time bin -> units requested (retries excluded)
         self.name = "trace"
 
+    def span(self) -> range:
+        """The time bins from the first offered or admitted to the last."""
+        used = [bins for bins in (self.offered, *(tally.series for tally in self.tallies)) if bins]
+        if not used:
+            return range(0)
+        return range(min(min(bins) for bins in used), max(max(bins) for bins in used) + 1)
+
 
 def _replay_part(tally: LimitTally, part: Trace, groups: dict[str, list[int]], offset: int) -> None:
     """Decide one chunk of events, ``part``, starting at position ``offset`` of the trace, whose
@@ -403,15 +410,11 @@ def replay(
 def _merge(result: Replay) -> None:
     """Merge the bins of ``result``'s time series by the least whole factor that leaves at
     most ``MAX_BINS`` from the first to the last."""
-    used = [bins for bins in (result.offered, *(tally.series for tally in result.tallies)) if bins]
-    if not used:
-        return
-    span = max(max(bins) for bins in used) - min(min(bins) for bins in used) + 1
-    factor = -(-span // MAX_BINS)
-    if factor == 1:
+    factor = -(-len(result.span()) // MAX_BINS)
+    if factor <= 1:
         return
     result.width *= factor
-    for bins in used:
+    for bins in (result.offered, *(tally.series for tally in result.tallies)):
         merged = Counter[int]()
         for slot, found in bins.items():
             merged[slot // factor] += found

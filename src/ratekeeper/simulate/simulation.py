@@ -9,7 +9,7 @@ from typing import Any
 from ratekeeper.errors import InvalidLimitError
 from ratekeeper.limit import Limit
 from ratekeeper.rates import parse
-from ratekeeper.simulate.measures import Measures, dense, measure, slots
+from ratekeeper.simulate.measures import Measures, dense, measure
 from ratekeeper.simulate.replay import Replay, replay
 from ratekeeper.simulate.trace import Event, Trace
 
@@ -121,7 +121,7 @@ def simulate(
         keys=len(replayed.tallies[0].keys),
         duration=max(replayed.last - start, 0.0) if replayed.events else 0.0,
         width=replayed.width,
-        offered=dense(replayed.offered, slots(replayed), replayed.width, start),
+        offered=dense(replayed.offered, replayed.span(), replayed.width, start),
         measures=measure(replayed),
         replay=replayed,
     )
