@@ -186,3 +186,15 @@ def test_a_cost_or_key_no_store_would_take_is_a_bad_line() -> None:
     huge = read_csv(io.StringIO("1,a,99999999999999999999\n"))
     assert list(huge) == []
     assert huge.bad[0].reason.endswith("not 99999999999999999999")
+
+
+def test_a_line_too_big_or_too_deep_for_its_parser_is_a_bad_line() -> None:
+    deep = read_jsonl(io.StringIO("[" * 100_000 + "]" * 100_000 + '\n[1, "a"]\n'))
+    assert list(deep) == [(1.0, "a", 1)]
+    assert [bad.number for bad in deep.bad] == [1]
+    assert "recursion" in deep.bad[0].reason
+    wide = read_csv(io.StringIO("1," + "a" * 200_000 + "\n2,b\n"))
+    assert list(wide) == [(2.0, "b", 1)]
+    assert [(bad.number, bad.reason) for bad in wide.bad] == [
+        (1, "field larger than field limit (131072)")
+    ]

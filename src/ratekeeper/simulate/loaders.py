@@ -103,7 +103,15 @@ class Loaded:
         for number, line in enumerate(self._lines, 1):
             try:
                 event = parse(line)
-            except (ValueError, TypeError, KeyError, IndexError, OverflowError) as error:
+            except (
+                ValueError,
+                TypeError,
+                KeyError,
+                IndexError,
+                OverflowError,
+                csv.Error,  # a field past the csv module's limit
+                RecursionError,  # JSON nested too deeply
+            ) as error:
                 self._bad(number, str(error), line)
                 continue
             if event is not None:
