@@ -108,3 +108,15 @@ def test_help_describes_only_what_exists() -> None:
     text = " ".join(out.split())
     assert "library and decision engine" in text
     assert "serve run the decision service" in text
+
+
+@pytest.mark.parametrize("seconds", ["nan", "-1", "0", "abc"])
+def test_the_demo_refuses_seconds_that_are_not_positive(
+    seconds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--seconds", seconds])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: argument --seconds: must be positive seconds, not '{seconds}'\n"
+    )
