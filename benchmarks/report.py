@@ -15,6 +15,7 @@ from pathlib import Path
 import ratekeeper
 from benchmarks.peers import versions
 from benchmarks.scenarios import SAMPLE
+from ratekeeper.simulate.report import table as markdown_table
 
 MISSING = "—"
 
@@ -97,18 +98,8 @@ def ratio(value: float | None) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A markdown table; every column but the first is right-aligned."""
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [
-            cell.ljust(width) if i == 0 else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = ["-" * width if i == 0 else "-" * (width - 1) + ":" for i, width in enumerate(widths)]
-    return [line(headers), "| " + " | ".join(rule) + " |", *(line(row) for row in rows)]
+    """A markdown table, as lines; every column but the first is right-aligned."""
+    return markdown_table(headers, rows).split("\n")
 
 
 class Output:

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ratekeeper.simulate import report, simulate
+from ratekeeper.simulate import plots, simulate
 from ratekeeper.simulate import scenarios as standard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,10 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in standard.SCENARIOS:
         if scenario.name in ("edge", "bursts"):
             result = simulate(scenario.trace(), standard.LIMITS)
-            report.write(result, PLOTS / scenario.name)
-            (PLOTS / scenario.name / "results.json").unlink()
-    for unused in ("errors", "delays"):  # the page shows only the edge's admitted plot
-        (PLOTS / "edge" / f"{unused}.svg").unlink()
+            folder = PLOTS / scenario.name
+            folder.mkdir(parents=True, exist_ok=True)
+            if scenario.name == "edge":  # the page shows only the edge's admitted plot
+                plots.admitted(result, folder)
+            else:
+                plots.draw_all(result, folder)
     print(f"wrote {PAGE} and {PLOTS}", file=sys.stderr)
     return 0
 

@@ -28,6 +28,17 @@ def _store_options(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument("--domain", default=default, help="namespace of the keys (default: none)")
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (``inf``: until stopped), for argparse."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be positive seconds, not {text!r}")
+    return seconds
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ratekeeper",
@@ -40,7 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="show live decisions of every algorithm on the same bursty traffic"
     )
     demo.add_argument("--rate", default="20/second", help="the limit, e.g. '20/second'")
-    demo.add_argument("--seconds", type=float, default=10.0, help="how long to run (default 10)")
+    demo.add_argument(
+        "--seconds",
+        type=_seconds,
+        default=10.0,
+        help="how long to run (default 10; inf: until Ctrl-C)",
+    )
     demo.add_argument("--seed", type=int, default=7, help="seed of the synthetic traffic")
 
     config = commands.add_parser("config", help="work with rule files")

@@ -12,6 +12,7 @@ import pytest
 
 from ratekeeper import Algorithm, demo
 from ratekeeper.cli import main
+from tests.api.commandline import run
 
 
 def test_demo_run_counts_every_algorithm() -> None:
@@ -36,14 +37,9 @@ def test_bad_rate_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_version() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ratekeeper.cli", "--version"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0
-    assert result.stdout.startswith("ratekeeper ")
+    status, out, _ = run("--version")
+    assert status == 0
+    assert out.startswith("ratekeeper ")
 
 
 def test_the_engine_demo_refuses_what_its_rules_and_override_say(tmp_path: Path) -> None:
@@ -107,12 +103,20 @@ def test_the_demo_stops_at_once_on_a_signal(signal_number: int) -> None:
 
 
 def test_help_describes_only_what_exists() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ratekeeper.cli", "--help"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    text = " ".join(result.stdout.split())
+    status, out, _ = run("--help")
+    assert status == 0
+    text = " ".join(out.split())
     assert "library and decision engine" in text
     assert "serve run the decision service" in text
+
+
+@pytest.mark.parametrize("seconds", ["nan", "-1", "0", "abc"])
+def test_the_demo_refuses_seconds_that_are_not_positive(
+    seconds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--seconds", seconds])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: argument --seconds: must be positive seconds, not '{seconds}'\n"
+    )

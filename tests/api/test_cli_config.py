@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from ratekeeper.cli import main
 from ratekeeper.config import open_config_store
 from ratekeeper.overrides import Override
+from tests.api.commandline import run
 
 GOOD = """\
 domain: api
@@ -27,17 +26,6 @@ descriptors:
   - key: user
     ratelimit: {unit: minute, requests_per_unit: 5}
 """
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "ratekeeper.cli", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return completed.returncode, completed.stdout, completed.stderr
 
 
 def test_validate_accepts_a_good_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

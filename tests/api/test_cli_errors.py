@@ -15,6 +15,7 @@ import pytest
 from ratekeeper.cli import main
 from ratekeeper.config import open_config_store
 from ratekeeper.overrides import Override
+from tests.api.commandline import run
 
 FIVE = Override(5, 1)
 
@@ -88,28 +89,19 @@ def test_an_import_file_that_is_not_utf8_is_refused(
 
 
 def test_an_import_from_stdin_that_is_not_utf8_is_refused(here: Path) -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "ratekeeper.cli", "limits", "import", "-"],
-        input=b'{"caf\xe9": {"time_window_sec": 1, "capacity": 5}}',
-        capture_output=True,
-        timeout=60,
-        check=False,
+    status, out, err = run(
+        "limits", "import", "-", stdin=b'{"caf\xe9": {"time_window_sec": 1, "capacity": 5}}'
     )
-    assert (completed.returncode, completed.stdout) == (1, b"")
-    assert completed.stderr.startswith(b"error: <stdin>: not UTF-8 text: ")
-    assert len(completed.stderr.splitlines()) == 1
+    assert (status, out) == (1, "")
+    assert err.startswith("error: <stdin>: not UTF-8 text: ")
+    assert len(err.splitlines()) == 1
     assert not (here / "ratekeeper.db").exists()
 
 
 def test_an_import_from_stdin_with_a_byte_order_mark_is_read(here: Path) -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "ratekeeper.cli", "limits", "import", "-"],
-        input='\ufeff{"café": {"time_window_sec": 1, "capacity": 5}}'.encode(),
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
+    stdin = '\ufeff{"café": {"time_window_sec": 1, "capacity": 5}}'.encode()
+    status, _, err = run("limits", "import", "-", stdin=stdin)
+    assert status == 0, err
     store = open_config_store("sqlite:///ratekeeper.db")
     assert list(store.items()) == [("", "café", FIVE)]
     store.close()

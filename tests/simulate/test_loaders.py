@@ -166,3 +166,35 @@ def test_a_gigabyte_log_streams_in_constant_memory() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=900
     )
     assert int(done.stdout) < 100 * 1024  # kilobytes: under 100 MB, the interpreter included
+
+
+def test_a_cost_or_key_no_store_would_take_is_a_bad_line() -> None:
+    text = (
+        '{"time": 1, "key": "a", "cost": 9007199254740992}\n'
+        '{"time": 2, "key": "a", "cost": 1e20}\n'
+        '{"time": 3, "key": "\\ud800"}\n'
+        '{"time": 4, "key": "a", "cost": 9007199254740991}\n'
+    )
+    loaded = read_jsonl(io.StringIO(text))
+    assert list(loaded) == [(4.0, "a", 9_007_199_254_740_991)]
+    costs = "cost must be an integer from 0 to 9007199254740991 (0 only looks), not"
+    assert [(bad.number, bad.reason) for bad in loaded.bad] == [
+        (1, f"{costs} 9007199254740992"),
+        (2, f"{costs} 100000000000000000000"),
+        (3, "key must encode as UTF-8, not '\\ud800' (surrogates not allowed at 0)"),
+    ]
+    huge = read_csv(io.StringIO("1,a,99999999999999999999\n"))
+    assert list(huge) == []
+    assert huge.bad[0].reason.endswith("not 99999999999999999999")
+
+
+def test_a_line_too_big_or_too_deep_for_its_parser_is_a_bad_line() -> None:
+    deep = read_jsonl(io.StringIO("[" * 100_000 + "]" * 100_000 + '\n[1, "a"]\n'))
+    assert list(deep) == [(1.0, "a", 1)]
+    assert [bad.number for bad in deep.bad] == [1]
+    assert "recursion" in deep.bad[0].reason
+    wide = read_csv(io.StringIO("1," + "a" * 200_000 + "\n2,b\n"))
+    assert list(wide) == [(2.0, "b", 1)]
+    assert [(bad.number, bad.reason) for bad in wide.bad] == [
+        (1, "field larger than field limit (131072)")
+    ]

@@ -3,12 +3,14 @@ are reproducible, and retry storms come back as their policy says."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from ratekeeper import Limit
 from ratekeeper.errors import InvalidLimitError, TraceError
 from ratekeeper.simulate import Retry, Trace, parse_limit, simulate, traces
-from ratekeeper.simulate.replay import replay
+from ratekeeper.simulate.replay import MAX_BINS, replay
 from tests.simulate.mixed import LIMITS, mixed_trace
 
 
@@ -132,3 +134,120 @@ def test_the_fast_path_for_hits_of_cost_one_measures_as_the_general_one() -> Non
         ]
 
     assert measured(record=False) == measured(record=True)
+
+
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        ([(1.0, "k", 1), (float("nan"), "k", 1)], "event 2: time nan is not finite seconds"),
+        ([(float("inf"), "k", 1)], "event 1: time inf is not finite seconds"),
+        ([(10**400, "k", 1)], "event 1: time 1000000000"),
+        ([("1", "k", 1)], "event 1: time '1' is not finite seconds"),
+        ([(1.0, "k", -1)], "event 1: cost must be an integer from 0 to .*, not -1"),
+        ([(1.0, "k", 2**64)], "event 1: cost must be an integer .*, not 18446744073709551616"),
+        ([(1.0, "k", 1.5)], r"event 1: cost .*, not 1.5 \(float\)"),
+        ([(1.0, "k", 2), (2.0, "k", True)], r"event 2: cost .*, not True \(bool\)"),
+        ([(1.0, "k", 1), (2.0, "", 1)], "event 2: key must be a non-empty string, not ''"),
+        ([(1.0, 5, 1)], "event 1: key must be a non-empty string, not 5"),
+        ([(1.0, "k", 1), (1.0, ["k"], 1)], r"event 2: key .*, not \['k'\] \(list\)"),
+        ([(1.0, "\ud800", 1)], "event 1: key must encode as UTF-8"),
+        ([(1.0, "k")], r"an event must be \(time, key, cost\), not \(1.0, 'k'\)"),
+        (None, "events must be a Trace or an iterable of .*, not None"),
+        ("trace.csv", "not a string .*; ratekeeper.simulate.loaders reads trace files"),
+    ],
+)
+def test_bad_events_are_refused_naming_the_event(events: object, message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        simulate(events, ["gcra:10/second"])  # type: ignore[arg-type]
+
+
+def test_a_trace_with_a_bad_event_is_refused_at_its_number() -> None:
+    trace = Trace([1.0, 2.0, 3.0], ["a", "b", "c"], [1, 1, -2])
+    with pytest.raises(TraceError, match=r"event 3: cost .*, not -2"):
+        simulate(trace, ["gcra:10/second"])
+    with pytest.raises(TraceError, match="event 70000: time nan"):
+        simulate(Trace([1.0] * 69_999 + [float("nan")], ["k"] * 70_000), ["gcra:10/second"])
+
+
+@pytest.mark.parametrize("width", [0, -1.0, float("nan"), float("inf"), "1", True])
+def test_a_bad_width_is_refused(width: object) -> None:
+    with pytest.raises(TraceError, match="width must be positive finite seconds"):
+        simulate(traces.poisson(1, 10), ["gcra:10/second"], width=width)  # type: ignore[arg-type]
+
+
+def test_a_width_too_fine_for_the_times_is_refused() -> None:
+    with pytest.raises(TraceError, match=r"event 1: time 1e\+300 is too far from 0 for bins"):
+        simulate([(1e300, "k", 1)], ["gcra:10/second"], width=1e-10)
+
+
+def test_a_long_time_series_is_merged_to_at_most_max_bins() -> None:
+    # One hit at the start, one a million seconds later: a million one-second bins, merged
+    # ten by ten.
+    events = [(0.0, "k", 1), (999_999.5, "k", 1)]
+    result = simulate(events, ["fixed_window:10/second"], width=1.0)
+    assert result.width == 10.0
+    assert len(result.offered) == MAX_BINS
+    assert result.offered[0] == (0.0, 1) and result.offered[-1] == (999_990.0, 1)
+    assert sum(units for _, units in result.measures[0].series) == 2
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ("gcra:10/second", "limits must be a list of limits, not the string 'gcra:10/second'"),
+        ([5], "a limit must be a Limit or a string such as 'gcra:100/minute', not 5"),
+        (["token_bucket:10/s:partial=ture"], "partial must be true or false in .*, not 'ture'"),
+        (["fixed_window:10/day:calendar=maybe"], "calendar must be true or false"),
+    ],
+)
+def test_bad_limits_are_refused(limits: object, message: str) -> None:
+    with pytest.raises(InvalidLimitError, match=message):
+        simulate(traces.poisson(1, 10), limits)  # type: ignore[arg-type]
+
+
+def test_flags_of_a_limit_string_parse_both_ways() -> None:
+    assert parse_limit("token_bucket:10/s:partial=yes") == Limit(
+        10, 1, "token_bucket", partial=True
+    )
+    assert parse_limit("fixed_window:10/day:calendar=false") == Limit(10, 86_400)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: traces.poisson(float("inf"), 1), "rate must be a finite number, not inf"),
+        (lambda: traces.poisson(1, float("inf")), "seconds must be a finite number, not inf"),
+        (lambda: traces.poisson(1e9, 1e9), "makes about 1,000,000,000,000,000,000 events"),
+        (lambda: traces.poisson(1e8, 1e-6), "1e[+]08/s is finer than times near"),
+        (lambda: traces.poisson(1, 1, key=""), "key must be a non-empty string"),
+        (lambda: traces.poisson(1, 1, start=float("nan")), "start must be a finite number"),
+        (lambda: traces.bursts(1, 1, float("nan"), 10), "off must be a finite number, not nan"),
+        (lambda: traces.bursts(1, 1e-12, 0, 1e-3), "makes 1,000,000,000 cycles"),
+        (lambda: traces.window_edge(10**12, 60), "amount must be a whole number from 1 to"),
+        (lambda: traces.window_edge(2.5, 60), "amount must be a whole number .*, not 2.5"),  # type: ignore[arg-type]
+        (lambda: traces.window_edge(10, float("inf")), "period must be a finite number"),
+        (lambda: traces.zipf(10**12, 1, 1), "keys must be a whole number from 1 to"),
+        (lambda: traces.diurnal(1, 10, day=0), "day must be positive, not 0"),
+        (lambda: traces.retry_storm(1, 1, max_retries=10**9), "max_retries must be a whole"),
+        (lambda: Retry(max_retries=1.5), "max_retries must be a whole number"),  # type: ignore[arg-type]
+        (lambda: Retry(gap="1"), "retry gap must be finite seconds"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_generator_refuses_what_it_cannot_make(make: Callable[[], object], message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        make()
+
+
+def test_bursts_shorter_than_the_resolution_of_their_times_end() -> None:
+    # 100,000 cycles of 0.1 microsecond, less than half the spacing of floats near START:
+    # added up one by one, the cycles would never get past the start.
+    trace = traces.bursts(1, 1e-7, 0, 0.01)
+    assert all(traces.START <= now < traces.START + 0.01 for now in trace.times)
+
+
+def test_a_trace_out_of_order_spans_from_its_earliest_time_to_its_latest() -> None:
+    events = [(10.0, "a", 1), (0.0, "a", 1), (5.0, "b", 1), (4.0, "b", 1)]
+    result = simulate(events, ["gcra:10/second"], width=1.0)
+    assert (result.duration, result.events) == (10.0, 4)
+    assert result.offered[0] == (0.0, 1) and result.offered[-1] == (10.0, 1)
+    assert sum(units for _, units in result.offered) == 4

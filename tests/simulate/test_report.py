@@ -112,3 +112,63 @@ def test_the_command_reports_bad_lines_with_their_numbers(
 def test_the_command_refuses_a_bad_generator(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--generate", "zipf:colour=3"]) == 1
     assert "zipf takes keys, rate, seconds" in capsys.readouterr().err
+
+
+def refused(capsys: pytest.CaptureFixture[str]) -> str:
+    """The last line a refused ``simulate`` printed on stderr, with nothing on stdout."""
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "Traceback" not in err
+    assert err.endswith("\n")
+    return err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("out", ["report.svg", "report.svg/inside"])
+def test_the_command_refuses_an_out_that_is_not_a_directory_before_simulating(
+    tmp_path: Path, out: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "report.svg").write_text("kept")
+    target = tmp_path / out
+    assert main(["simulate", "--generate", "poisson:rate=5,seconds=10", "--out", str(target)]) == 1
+    assert refused(capsys) == f"error: --out {target}: {tmp_path / 'report.svg'} is not a directory"
+    assert [path.name for path in tmp_path.iterdir()] == ["report.svg"]
+    assert (tmp_path / "report.svg").read_text() == "kept"
+
+
+@pytest.mark.parametrize("text", ["", "# nothing\n", "time,key\n", "x,y\nfoo\n"])
+def test_the_command_refuses_a_trace_without_events(
+    tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(text)
+    out = tmp_path / "report"
+    assert main(["simulate", str(trace), "--out", str(out)]) == 1
+    assert refused(capsys) == f"error: {trace}: no events to simulate"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--width", "0"], "error: width must be positive finite seconds, not 0.0"),
+        (["--width", "nan"], "error: width must be positive finite seconds, not nan"),
+        (["--limit", "token_bucket:5/s:partial=ture"], "error: partial must be true or false"),
+        (["--generate", "poisson:rate=inf,seconds=1"], "error: rate must be a finite number"),
+        (["--generate", "window-edge:amount=1e12,period=60"], "error: amount must be a whole"),
+    ],
+)
+def test_the_command_refuses_bad_arguments_in_one_line(
+    tmp_path: Path, arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("1,a\n2,a\n")
+    source = [] if "--generate" in arguments else [str(trace)]
+    assert main(["simulate", *source, *arguments]) == 1
+    assert refused(capsys).startswith(message)
+
+
+def test_a_generated_key_is_text_even_when_it_looks_like_a_number(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", "--generate", "poisson:rate=5,seconds=10,key=404"]) == 0
+    assert "1 keys" in capsys.readouterr().out

@@ -2,17 +2,21 @@
 
 Prints the table of measures on stdout; bad lines of the trace on stderr, each with its file
 and line number; a progress line on stderr when stderr is a terminal (or with ``--progress``).
-With ``--out DIR``, writes ``results.json`` and the plots there. Exit status 0, or 1 when the
-trace cannot be read or (with ``--strict``) has a bad line.
+With ``--out DIR``, writes ``results.json`` and the plots there. Exit status 0, or 1 (with a
+line ``error: ...`` on stderr, and nothing written) when the trace cannot be read, holds no
+event, or (with ``--strict``) has a bad line, when an argument is invalid, or when ``--out``
+is not a directory that can be written.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 from ratekeeper.algorithms import Algorithm
@@ -91,7 +95,8 @@ def generated(spec: str) -> Trace:
         if not equals or key not in parameters:
             known = ", ".join(parameters)
             raise TraceError(f"{name} takes {known}; not {item!r}")
-        arguments[key] = _number(value)
+        text = isinstance(parameters[key].default, str)  # a key or a policy, not a number
+        arguments[key] = value if text else _number(value)
     try:
         return generator(**arguments)
     except TypeError as error:
@@ -105,6 +110,19 @@ def _number(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+def unwritable(directory: str) -> str | None:
+    """Why ``directory`` cannot take the report (it, or the nearest of its parents that exists,
+    is not a directory ratekeeper may write in); None when it can."""
+    path = Path(directory).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
 
 
 class Progress:
@@ -148,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
             for algorithm in Algorithm
             if algorithm is not Algorithm.CONCURRENCY
         ]
+    if args.out and (problem := unwritable(args.out)) is not None:
+        raise TraceError(f"--out {args.out}: {problem}")
     loaded: Loaded | None = None
     source: Trace | Loaded
     if args.generate:
@@ -172,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
             f"were skipped" + (f" (the first {len(loaded.bad)} shown)" if loaded.bad else ""),
             file=err,
         )
+    if not result.events:
+        raise TraceError(f"{args.trace or args.generate}: no events to simulate")
     print(report.summary(result), file=out)
     if args.out:
         extra: dict[str, Any] = {}
@@ -185,8 +207,11 @@ def run(args: argparse.Namespace) -> int:
                     for bad in loaded.bad
                 ],
             }
-        paths = report.write(
-            result, args.out, plots=not args.no_plots, extra=extra, image=args.image
-        )
+        try:
+            paths = report.write(
+                result, args.out, plots=not args.no_plots, extra=extra, image=args.image
+            )
+        except OSError as error:
+            raise TraceError(f"--out {args.out}: {error.strerror or error}") from None
         print(f"wrote {', '.join(str(path) for path in paths)}", file=err)
     return 0

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ratekeeper.errors import TraceError
+from ratekeeper.inputs import check_cost, check_key
 from ratekeeper.simulate.trace import Event
 
 #: How many bad lines a ``Loaded`` keeps, with their numbers and reasons (all are counted).
@@ -102,7 +103,15 @@ class Loaded:
         for number, line in enumerate(self._lines, 1):
             try:
                 event = parse(line)
-            except (ValueError, TypeError, KeyError, IndexError, OverflowError) as error:
+            except (
+                ValueError,
+                TypeError,
+                KeyError,
+                IndexError,
+                OverflowError,
+                csv.Error,  # a field past the csv module's limit
+                RecursionError,  # JSON nested too deeply
+            ) as error:
                 self._bad(number, str(error), line)
                 continue
             if event is not None:
@@ -160,6 +169,7 @@ def _time(value: Any) -> float:
 
 
 def _cost(value: Any) -> int:
+    """A cost as written (a number, or its text), checked as a store checks one."""
     if value is None or value == "":
         return 1
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
@@ -167,13 +177,7 @@ def _cost(value: Any) -> int:
     cost = int(value)
     if cost < 0:
         raise ValueError(f"cost {value!r} is negative")
-    return cost
-
-
-def _key(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"key {value!r} is not a non-empty string")
-    return value
+    return check_cost(cost)
 
 
 def read_csv(source: Source, *, strict: bool = False) -> Loaded:
@@ -199,7 +203,7 @@ def read_csv(source: Source, *, strict: bool = False) -> Loaded:
         if len(row) < 2:
             raise ValueError(f"expected time,key[,cost]; got {len(row)} field")
         cost = row[columns["cost"]] if "cost" in columns and columns["cost"] < len(row) else None
-        return _time(row[columns["time"]]), _key(row[columns["key"]]), _cost(cost)
+        return _time(row[columns["time"]]), check_key(row[columns["key"]]), _cost(cost)
 
     return Loaded(lines, parse, name, strict)
 
@@ -213,9 +217,9 @@ def read_jsonl(source: Source, *, strict: bool = False) -> Loaded:
             return None
         item = json.loads(line)
         if isinstance(item, dict):
-            return _time(item["time"]), _key(item["key"]), _cost(item.get("cost"))
+            return _time(item["time"]), check_key(item["key"]), _cost(item.get("cost"))
         if isinstance(item, list) and 2 <= len(item) <= 3:
-            return _time(item[0]), _key(item[1]), _cost(item[2] if len(item) == 3 else None)
+            return _time(item[0]), check_key(item[1]), _cost(item[2] if len(item) == 3 else None)
         raise ValueError("expected an object with time and key, or [time, key, cost]")
 
     return Loaded(lines, parse, name, strict)
@@ -258,7 +262,7 @@ def read_nginx(source: Source, *, key: str = "remote_addr", strict: bool = False
             if len(request) < 2:
                 raise ValueError(f"request {parts[3]!r} has no method and path")
             name = request[0] if key == "method" else request[1].split("?", 1)[0]
-        return float(when), _key(name), 1
+        return float(when), check_key(name), 1
 
     return Loaded(lines, parse, name, strict)
 

@@ -137,14 +137,6 @@ def _measures(tally: LimitTally, replay: Replay, slots: range) -> Measures:
     )
 
 
-def slots(replay: Replay) -> range:
-    """The time bins from the first offered to the last offered or admitted."""
-    used = [replay.offered, *(tally.series for tally in replay.tallies)]
-    found = [slot for bins in used for slot in (min(bins, default=None), max(bins, default=None))]
-    known = [slot for slot in found if slot is not None]
-    return range(min(known), max(known) + 1) if known else range(0)
-
-
 def dense(bins: dict[int, int], span: range, width: float, start: float) -> list[tuple[float, int]]:
     """``bins`` as ``(seconds from start, units)`` for every bin of ``span``, 0 where empty."""
     get = bins.get
@@ -153,5 +145,5 @@ def dense(bins: dict[int, int], span: range, width: float, start: float) -> list
 
 def measure(replay: Replay) -> list[Measures]:
     """One ``Measures`` per limit of ``replay``, in its order."""
-    span = slots(replay)
+    span = replay.span()
     return [_measures(tally, replay, span) for tally in replay.tallies]

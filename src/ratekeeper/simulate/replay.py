@@ -35,8 +35,9 @@ from operator import itemgetter
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
+from ratekeeper.errors import TraceError
 from ratekeeper.limit import Limit
-from ratekeeper.simulate.trace import RETRY_AFTER, Event, Retry, Trace, chunks
+from ratekeeper.simulate.trace import RETRY_AFTER, Event, Retry, Trace, checked, chunks
 
 #: Events read and grouped at a time from a stream.
 CHUNK = 65_536
@@ -45,6 +46,9 @@ CHUNK = 65_536
 #: grid of ``period / amount``, and a departure exactly one period before another must not be
 #: counted in through rounding.
 SLACK = 1e-9
+
+#: The most bins a time series holds; a longer one is merged (see ``replay``).
+MAX_BINS = 100_000
 
 #: Trim a key's history once this many entries have left its window.
 TRIM = 4_096
@@ -270,19 +274,6 @@ def _with_retries(
         yield when, cost, -attempt
 
 
-def _groups(keys: Sequence[str]) -> dict[str, list[int]]:
-    """The positions of each key in ``keys``, in order."""
-    groups: dict[str, list[int]] = {}
-    get = groups.get
-    for position, key in enumerate(keys):
-        found = get(key)
-        if found is None:
-            groups[key] = [position]
-        else:
-            found.append(position)
-    return groups
-
-
 def _pick(column: Sequence[Any], positions: list[int]) -> Sequence[Any]:
     if len(positions) == 1:
         return [column[positions[0]]]
@@ -302,6 +293,13 @@ class Replay:
         self.last = -inf
         self.offered: dict[int, int] = {}  # time bin -> units requested (retries excluded)
         self.name = "trace"
+
+    def span(self) -> range:
+        """The time bins from the first offered or admitted to the last."""
+        used = [bins for bins in (self.offered, *(tally.series for tally in self.tallies)) if bins]
+        if not used:
+            return range(0)
+        return range(min(min(bins) for bins in used), max(max(bins) for bins in used) + 1)
 
 
 def _replay_part(tally: LimitTally, part: Trace, groups: dict[str, list[int]], offset: int) -> None:
@@ -358,15 +356,19 @@ def replay(
     events at a time) through each of ``limits``; return the tallies.
 
     ``width`` is the seconds per bin of the time series (default: a 200th of a ``Trace``'s
-    duration, the shortest period for a stream). ``record`` keeps every event's decision
-    (``LimitTally.decisions``). ``progress`` is called with the number of events read so far
-    after each chunk.
+    duration, the shortest period for a stream); a series longer than ``MAX_BINS`` bins is
+    merged by the least whole factor that makes it fit, and ``Replay.width`` is the width
+    used. ``record`` keeps every event's decision (``LimitTally.decisions``). ``progress`` is
+    called with the number of events read so far after each chunk. Raises ``TraceError``
+    naming the first bad event (see ``trace.checked``) or a bad ``width``.
     """
     if width is None:
         if isinstance(source, Trace) and source.duration > 0:
             width = source.duration / 200
         else:
             width = min(limit.period for limit in limits)
+    elif isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width < inf:
+        raise TraceError(f"width must be positive finite seconds, not {width!r}")
     retry = source.retry if isinstance(source, Trace) else None
     result = Replay(limits, width, retry, record)
     if isinstance(source, Trace):
@@ -378,9 +380,11 @@ def replay(
         times, costs = part.times, part.costs
         if not times:
             continue
-        result.first = min(result.first, times[0])
-        result.last = max(result.last, times[-1])
-        slots = map(int, map(inverse.__mul__, times))
+        scaled, groups = checked(part, inverse, offset + 1)
+        earliest, latest = min(times), max(times)  # the events may be out of order
+        result.first = min(result.first, earliest)
+        result.last = max(result.last, latest)
+        slots = map(int, scaled)
         if costs is None:  # counted in C
             for slot, found in Counter(slots).items():
                 offered[slot] = offered.get(slot, 0) + found
@@ -388,7 +392,6 @@ def replay(
             for slot, cost in zip(slots, costs, strict=False):
                 offered[slot] = offered.get(slot, 0) + cost
         result.units += sum(costs) if costs is not None else len(times)
-        groups = _groups(part.keys)
         for tally in result.tallies:
             _replay_part(tally, part, groups, offset)
         offset += len(times)
@@ -400,4 +403,20 @@ def replay(
             if key.pending:
                 _replay_key(tally, key, _with_retries((), key.pending, inf))
             _bin(tally, key.times, len(key.times))
+    _merge(result)
     return result
+
+
+def _merge(result: Replay) -> None:
+    """Merge the bins of ``result``'s time series by the least whole factor that leaves at
+    most ``MAX_BINS`` from the first to the last."""
+    factor = -(-len(result.span()) // MAX_BINS)
+    if factor <= 1:
+        return
+    result.width *= factor
+    for bins in (result.offered, *(tally.series for tally in result.tallies)):
+        merged = Counter[int]()
+        for slot, found in bins.items():
+            merged[slot // factor] += found
+        bins.clear()
+        bins.update(merged)

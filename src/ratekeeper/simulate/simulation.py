@@ -9,18 +9,25 @@ from typing import Any
 from ratekeeper.errors import InvalidLimitError
 from ratekeeper.limit import Limit
 from ratekeeper.rates import parse
-from ratekeeper.simulate.measures import Measures, dense, measure, slots
+from ratekeeper.simulate.measures import Measures, dense, measure
 from ratekeeper.simulate.replay import Replay, replay
 from ratekeeper.simulate.trace import Event, Trace
 
 #: A limit as ``simulate`` takes it: a ``Limit``, or ``"algorithm:rate"`` (see ``parse_limit``).
 LimitLike = Limit | str
 
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
 
 def parse_limit(text: str) -> Limit:
     """A limit from ``"algorithm:rate[:name=value,...]"``, e.g. ``"gcra:100/minute"`` or
-    ``"token_bucket:100/minute:burst=20"``; a bare rate is a fixed window. Raises
+    ``"token_bucket:100/minute:burst=20"``; a bare rate is a fixed window. ``calendar`` and
+    ``partial`` take ``true`` or ``false`` (or ``1``, ``0``, ``yes``, ``no``). Raises
     ``InvalidLimitError``."""
+    if not isinstance(text, str):
+        raise InvalidLimitError(
+            f"a limit must be a Limit or a string such as 'gcra:100/minute', not {text!r}"
+        )
     algorithm, _, rest = text.partition(":") if ":" in text else ("fixed_window", "", text)
     rate, _, extra = rest.partition(":")
     params: dict[str, Any] = {}
@@ -36,7 +43,10 @@ def parse_limit(text: str) -> Limit:
             except ValueError:
                 raise InvalidLimitError(f"granularity must be seconds in {text!r}") from None
         elif name in ("calendar", "partial"):
-            params[name] = value.lower() in ("1", "true", "yes")
+            flag = _FLAGS.get(value.lower())
+            if flag is None:
+                raise InvalidLimitError(f"{name} must be true or false in {text!r}, not {value!r}")
+            params[name] = flag
         else:
             raise InvalidLimitError(f"unknown limit parameter {name!r} in {text!r}")
     return parse(rate, algorithm, **params)
@@ -97,6 +107,8 @@ def simulate(
         result = simulate(traces.window_edge(100, 60), ["fixed_window:100/minute"])
         result.measures[0].peak  # 200
     """
+    if isinstance(limits, str):
+        raise InvalidLimitError(f"limits must be a list of limits, not the string {limits!r}")
     if not limits:
         raise InvalidLimitError("simulate needs at least one limit")
     parsed = [limit if isinstance(limit, Limit) else parse_limit(limit) for limit in limits]
@@ -109,7 +121,7 @@ def simulate(
         keys=len(replayed.tallies[0].keys),
         duration=max(replayed.last - start, 0.0) if replayed.events else 0.0,
         width=replayed.width,
-        offered=dense(replayed.offered, slots(replayed), replayed.width, start),
+        offered=dense(replayed.offered, replayed.span(), replayed.width, start),
         measures=measure(replayed),
         replay=replayed,
     )
