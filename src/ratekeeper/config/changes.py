@@ -37,6 +37,7 @@ Callback = Callable[[str | None, str | None], None]
 Invalid = Callable[[ConfigError], None]
 
 C = TypeVar("C")
+R = TypeVar("R")
 
 
 def check_key(key: str, domain: str) -> None:
@@ -58,6 +59,15 @@ def checked(
     for key, _ in pairs:
         check_key(key, domain)
     return pairs
+
+
+def batches(rows: list[R], progress: Callable[[int], None] | None) -> Iterator[list[R]]:
+    """The rows of a ``set_many`` in batches of ``BATCH_SIZE``; after each is written,
+    ``progress`` (if given) is told how many rows are written so far."""
+    for start in range(0, len(rows), BATCH_SIZE):
+        yield rows[start : start + BATCH_SIZE]
+        if progress is not None:
+            progress(min(start + BATCH_SIZE, len(rows)))
 
 
 def paged(

@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from ratekeeper.config.changes import (
-    BATCH_SIZE,
     NAMED_CHANGES,
     PAGE_SIZE,
     Callback,
     Invalid,
     PerProcess,
+    batches,
     check_key,
     checked,
     logger,
@@ -232,10 +232,8 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
 
         def write(db: psycopg.Connection[Any]) -> None:
             with db.transaction(), db.cursor() as cursor:
-                for start in range(0, len(rows), BATCH_SIZE):
-                    cursor.executemany(self._write, rows[start : start + BATCH_SIZE])
-                    if progress is not None:
-                        progress(min(start + BATCH_SIZE, len(rows)))
+                for batch in batches(rows, progress):
+                    cursor.executemany(self._write, batch)
                 cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", announce)
 
         self._run("cannot write", write)

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ratekeeper.config.changes import (
-    BATCH_SIZE,
     PAGE_SIZE,
     Callback,
     Invalid,
     PerProcess,
+    batches,
     check_key,
     checked,
     logger,
@@ -190,10 +190,8 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    for start in range(0, len(rows), BATCH_SIZE):
-                        db.executemany(_UPSERT, rows[start : start + BATCH_SIZE])
-                        if progress is not None:
-                            progress(min(start + BATCH_SIZE, len(rows)))
+                    for batch in batches(rows, progress):
+                        db.executemany(_UPSERT, batch)
                     db.execute("COMMIT")
                 finally:
                     if db.in_transaction:  # not committed: nothing of it stays

@@ -30,7 +30,7 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.errors import InvalidInputError
 from ratekeeper.forks import renew_after_fork
-from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
+from ratekeeper.inputs import MAX_COST, check_hit, check_hits, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
 
@@ -118,7 +118,7 @@ class MemoryStore:
         """
         if now is None:
             now = self.clock()
-        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
+        hits = check_hits(hits)
         entries = self._entries
         with self._lock:
             results = []

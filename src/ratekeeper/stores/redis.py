@@ -49,7 +49,7 @@ from typing import Any
 
 from ratekeeper.decision import Decision
 from ratekeeper.errors import InvalidInputError, MissingExtraError, StoreConfigError, StoreError
-from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
+from ratekeeper.inputs import MAX_COST, check_hit, check_hits, check_key
 from ratekeeper.keys import check_tag, state_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.batches import Batch, Ran, Refund, gather, refunds_of, settle, unrefunded
@@ -139,9 +139,9 @@ class _Base:
         return self._singles[limit.algorithm], args
 
     def _batches(self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool) -> list[Batch]:
-        """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each;
-        with ``all_or_nothing`` over several slots, each run's reply also carries its ``now``."""
-        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
+        """Split a batch of checked hits (``check_hits``) into one script run per cluster slot:
+        ``(indexes, keys, argv)`` each; with ``all_or_nothing`` over several slots, each run's
+        reply also carries its ``now``."""
         prefix, tag = self.prefix, self.tag
         keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
         if not self.clustered:  # one server: one run
@@ -206,6 +206,7 @@ class RedisStore(_Base):
     ) -> list[Decision]:
         """Apply a batch: one script run (one round trip) per slot; with ``all_or_nothing``
         over several slots, refunds when one refused (see the module's docstring)."""
+        hits = check_hits(hits)
         batches = self._batches(hits, now, all_or_nothing)
         if all_or_nothing and len(batches) > 1:
             return self._apply_across(hits, batches)
@@ -347,6 +348,12 @@ class AsyncRedisStore(_Base):
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
+        return await self._apply_checked(check_hits(hits), all_or_nothing, now)
+
+    async def _apply_checked(
+        self, hits: Sequence[Hit], all_or_nothing: bool, now: float | None
+    ) -> list[Decision]:
+        """``apply_many`` of hits already checked: the batcher's, checked by ``apply``."""
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         batches = self._batches(hits, now, all_or_nothing)
@@ -480,7 +487,7 @@ class AsyncRedisStore(_Base):
 
     async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
         try:
-            decided = await self.apply_many(hits)
+            decided = await self._apply_checked(hits, False, None)
         except BaseException as error:  # every waiter must hear of it
             for future in futures:
                 if not future.done():

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from ratekeeper.decision import Decision
 from ratekeeper.errors import StoreError
-from ratekeeper.inputs import check_cost, check_key
+from ratekeeper.inputs import check_hits, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit, MemoryStore, check_release
@@ -154,7 +154,7 @@ class _Policy:
 
     def decide(self, hits: Sequence[Hit], all_or_nothing: bool) -> list[Decision]:
         """The policy's decisions for ``hits`` (checked here: the store never saw them)."""
-        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
+        hits = check_hits(hits)
         self.errors += len(hits)
         if self.on_store_error == "local":
             decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
