@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ratekeeper.decision import Decision
-from ratekeeper.errors import StoreError
+from ratekeeper.errors import StoreConfigError, StoreError
 from ratekeeper.inputs import check_hits, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
@@ -144,7 +144,7 @@ class _Policy:
 
     def __init__(self, on_store_error: str, local: MemoryStore | None) -> None:
         if on_store_error not in POLICIES:
-            raise ValueError(
+            raise StoreConfigError(
                 f"on_store_error must be one of {', '.join(POLICIES)}, not {on_store_error!r}"
             )
         self.on_store_error = on_store_error
