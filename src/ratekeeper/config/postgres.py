@@ -30,6 +30,8 @@ from ratekeeper.config.changes import (
     PerProcess,
     batches,
     check_key,
+    check_override,
+    check_timeout,
     checked,
     logger,
     overrides,
@@ -85,7 +87,7 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
         self._page_size = page_size
         self._create = create
         self._ready = False  # the table is known to exist
-        millis = max(1, int(timeout * 1000))
+        millis = max(1, int(check_timeout(timeout) * 1000))
         try:
             given = conninfo_to_dict(url).get("options") or ""
             self._conninfo = make_conninfo(
@@ -208,6 +210,7 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
 
     def set(self, key: str, override: Override, domain: str = "") -> None:
         check_key(key, domain)
+        check_override(override)
         parameters = (domain, key, override.to_json(), self.table, _payload(domain, key))
         self._fetch("cannot write", self._upsert, parameters)
         self._subscribers.notify(domain, key)
