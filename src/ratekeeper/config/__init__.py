@@ -48,7 +48,8 @@ class ConfigStore(Protocol):
     it: a store built before a server forks its workers works in each of them.
 
     Keys are non-empty strings; domains are strings; both encode as UTF-8 and neither may hold
-    a NUL character; an override is an ``Override`` (else ``ConfigError``). A store that cannot answer raises ``ConfigStoreError``. Example::
+    a NUL character; an override is an ``Override`` (else ``ConfigError``). A store that
+    cannot answer raises ``ConfigStoreError``. Example::
 
         store = open_config_store("sqlite:///ratekeeper.db")
         store.set("user:241531", Override.from_dict({"time_window_sec": 1, "capacity": 5}))
