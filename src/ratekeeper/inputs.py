@@ -13,9 +13,13 @@ local or remote, can buy capacity with a strange value, and no bad value reaches
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ratekeeper.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from ratekeeper.limit import Limit
 
 #: The largest cost: 2**53 - 1, the largest integer every store (including Redis's Lua, which
 #: counts in doubles) holds exactly.
@@ -65,6 +69,12 @@ def check_text(text: Any, what: str) -> str:
 def check_hit(key: Any, cost: Any) -> tuple[str, int]:
     """``(check_key(key), check_cost(cost))``: a store's whole check of one hit."""
     return check_key(key), check_cost(cost)
+
+
+def check_hits(hits: Iterable[tuple[Any, Limit, Any]]) -> list[tuple[str, Limit, int]]:
+    """Every ``(key, limit, cost)`` of a batch, its key and cost checked: a store's whole
+    check of a batch, done before anything in it is counted."""
+    return [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
 
 
 def _show(value: Any) -> str:

@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from urllib.parse import unquote
 
+from ratekeeper.errors import StoreConfigError
 from ratekeeper.limit import Limit
 
 #: The layout of the state under a key. Bumped with every change of layout, so that during a
@@ -40,9 +41,18 @@ TAGS = ("limit", "identity")
 
 
 def check_tag(tag: str) -> None:
-    """Raise ``ValueError`` unless ``tag`` is one of ``TAGS``."""
+    """Raise ``StoreConfigError`` unless ``tag`` is one of ``TAGS``."""
     if tag not in TAGS:
-        raise ValueError(f"tag must be 'limit' or 'identity', not {tag!r}")
+        raise StoreConfigError(f"tag must be 'limit' or 'identity', not {tag!r}")
+
+
+def check_prefix(prefix: str) -> None:
+    """Raise ``StoreConfigError`` unless ``prefix`` is a non-empty string without ``{`` or
+    ``}``, which would move the hash tag and so put every key in one cluster slot."""
+    if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
+        raise StoreConfigError(
+            f"prefix must be a non-empty string without '{{' or '}}', not {prefix!r}"
+        )
 
 
 def state_key(limit: Limit, identity: str, prefix: str = "rk", tag: str = "limit") -> str:

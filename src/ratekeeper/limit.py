@@ -31,6 +31,15 @@ _BURST = frozenset(
 )
 
 
+def algorithm_of(name: Algorithm | str) -> Algorithm:
+    """The ``Algorithm`` named ``name``; ``InvalidLimitError`` naming the known ones if none."""
+    try:
+        return Algorithm(name)
+    except ValueError:
+        names = ", ".join(a.value for a in Algorithm)
+        raise InvalidLimitError(f"unknown algorithm {name!r}; expected one of: {names}") from None
+
+
 class Limit:
     """``amount`` per ``period`` seconds, enforced by ``algorithm``.
 
@@ -105,13 +114,7 @@ class Limit:
         calendar: bool = False,
         partial: bool = False,
     ) -> None:
-        try:
-            algorithm = Algorithm(algorithm)
-        except ValueError:
-            names = ", ".join(a.value for a in Algorithm)
-            raise InvalidLimitError(
-                f"unknown algorithm {algorithm!r}; expected one of: {names}"
-            ) from None
+        algorithm = algorithm_of(algorithm)
         amount = _count("amount", amount)
         if isinstance(period, str):
             from ratekeeper.rates import parse_period

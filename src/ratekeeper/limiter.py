@@ -19,8 +19,8 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.closing import AsyncClosing, Closing
 from ratekeeper.decision import Decision
 from ratekeeper.errors import InvalidInputError, InvalidLimitError, RateLimitExceeded
-from ratekeeper.inputs import check_cost
-from ratekeeper.limit import Limit
+from ratekeeper.inputs import check_cost, check_key
+from ratekeeper.limit import Limit, algorithm_of
 from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Hit, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, Clock, MemoryStore
@@ -53,11 +53,13 @@ def _limits(limit: LimitLike, algorithm: Algorithm) -> tuple[Limit, ...]:
 def _single(limit: LimitLike, algorithm: Algorithm) -> Limit:
     limits = _limits(limit, algorithm)
     if len(limits) != 1:
-        raise ValueError(f"{limit!r} holds {len(limits)} limits; use hit_many for several")
+        raise InvalidLimitError(f"{limit!r} holds {len(limits)} limits; use hit_many for several")
     return limits[0]
 
 
 def _expand(hits: Iterable[HitLike], algorithm: Algorithm) -> list[Hit]:
+    if not isinstance(hits, Iterable):
+        raise InvalidInputError(f"hit_many takes a list of hits, not {hits!r}")
     batch: list[Hit] = []
     for hit in hits:
         if not isinstance(hit, tuple | list) or len(hit) not in (2, 3):
@@ -71,7 +73,7 @@ def _timeout(timeout: float | None) -> float | None:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
-        raise ValueError(f"timeout must be None or seconds >= 0, not {timeout!r}")
+        raise InvalidInputError(f"timeout must be None or seconds >= 0, not {timeout!r}")
     return float(timeout)
 
 
@@ -112,8 +114,9 @@ def _key_function(key: KeyLike, function: Callable[..., Any]) -> Callable[..., s
     if key is None:
         name = f"{function.__module__}.{function.__qualname__}"
         return lambda *args, **kwargs: name
-    if isinstance(key, str):
-        return lambda *args, **kwargs: key
+    if isinstance(key, str) or not callable(key):
+        fixed = check_key(key)
+        return lambda *args, **kwargs: fixed
     return key
 
 
@@ -142,7 +145,9 @@ RATES = 256
 def _concurrency_limit(limit: LimitLike) -> Limit:
     limit = _single(limit, Algorithm.CONCURRENCY)
     if limit.algorithm is not Algorithm.CONCURRENCY:
-        raise ValueError(f"concurrency() needs a concurrency limit, not {limit.algorithm.value}")
+        raise InvalidLimitError(
+            f"concurrency() needs a concurrency limit, not {limit.algorithm.value}"
+        )
     return limit
 
 
@@ -170,7 +175,7 @@ class Limiter(Closing):
             options: dict[str, Any] = {} if clock is None else {"clock": clock}
             store = MemoryStore(**options) if store is None else open_store(store, **options)
         self.store = store
-        self.algorithm = Algorithm(algorithm)
+        self.algorithm = algorithm_of(algorithm)
         self._sleep = sleep
         self._apply = store.apply
         self._rates = _Rates(self.algorithm)
@@ -243,8 +248,8 @@ class Limiter(Closing):
         ``key`` is a fixed string or a function of the call's arguments; by default all calls
         to the function share one key. A refused call raises ``RateLimitExceeded`` carrying
         ``retry_after``. ``limit`` may hold several limits (``"100/day; 10/minute"``): a call
-        passes only if all allow, and a refused call consumes nothing. A bad ``limit`` or
-        ``cost`` raises here, when the function is decorated.
+        passes only if all allow, and a refused call consumes nothing. A bad ``limit``, fixed
+        ``key`` or ``cost`` raises here, when the function is decorated.
 
         An ``async def`` is refused with ``TypeError``: this limiter's store calls would block
         its event loop. Decorate it with ``AsyncLimiter.limit``, over the same in-memory state
@@ -328,7 +333,7 @@ class AsyncLimiter(AsyncClosing):
                 AsyncMemoryStore(**options) if store is None else open_async_store(store, **options)
             )
         self.store = store
-        self.algorithm = Algorithm(algorithm)
+        self.algorithm = algorithm_of(algorithm)
         self._sleep = sleep
         self._apply = store.apply
         self._rates = _Rates(self.algorithm)

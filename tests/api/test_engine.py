@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ratekeeper import Limit, MemoryStore
+from ratekeeper import ConfigError, InvalidInputError, Limit, MemoryStore
 from ratekeeper.config import open_config_store
 from ratekeeper.engine import UNLIMITED, AsyncEngine, Descriptor, Engine, descriptor_key
 from ratekeeper.keys import descriptor_entries
@@ -315,3 +316,15 @@ def test_identities_are_built_in_one_place() -> None:
     assert identity("", "a/b") != identity("a", "b")
     assert identity("api", "user:1") == "api/user:1"
     assert identity("10%/x", "k") == "10%25%2Fx/k"
+
+
+@pytest.mark.parametrize("rules", [5, [None], ["rules.yaml", 5]])
+def test_rules_that_are_no_files_are_a_config_error(rules: Any) -> None:
+    with pytest.raises(ConfigError, match="rules are a RuleSet, or rule files and directories"):
+        Engine(rules=rules)
+
+
+@pytest.mark.parametrize("domain", [None, 5, "\udcff"])
+def test_a_domain_that_is_no_string_is_refused_when_the_engine_is_built(domain: Any) -> None:
+    with pytest.raises(InvalidInputError, match="domain must"):
+        Engine(domain=domain)

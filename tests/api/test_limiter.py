@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import pickle
+from typing import Any
 
 import pytest
 
-from ratekeeper import Limit, Limiter, MemoryStore, RateLimitExceeded
+from ratekeeper import (
+    InvalidInputError,
+    InvalidLimitError,
+    Limit,
+    Limiter,
+    MemoryStore,
+    RateLimitExceeded,
+)
 from ratekeeper import limiter as limiter_module
 from ratekeeper.testing import FakeClock
 
@@ -191,3 +200,48 @@ def test_store_by_url() -> None:
     assert isinstance(Limiter("memory://").store, MemoryStore)
     with pytest.raises(ValueError, match="unknown store URL 'nope://x'"):
         Limiter("nope://x")
+
+
+# --- A careless caller: every mistake is an error of ratekeeper's hierarchy, nothing counted ---
+
+
+def test_a_limit_a_call_cannot_take_is_an_invalid_limit(limiter: Limiter) -> None:
+    for call in (
+        lambda: limiter.hit("k", "1/second; 5/minute"),
+        lambda: limiter.peek("k", "1/second; 5/minute"),
+        lambda: limiter.acquire("k", "1/second; 5/minute"),
+        lambda: limiter.concurrency("k", "1/second; 5/minute").__enter__(),
+    ):
+        with pytest.raises(InvalidLimitError, match="'1/second; 5/minute' holds 2 limits"):
+            call()
+    with pytest.raises(InvalidLimitError, match="needs a concurrency limit, not fixed_window"):
+        limiter.concurrency("k", Limit(1, 60)).__enter__()
+    with pytest.raises(InvalidLimitError, match="unknown algorithm 'nope'"):
+        Limiter(algorithm="nope")
+    assert len(limiter.store) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [-1, math.nan, "1", True])
+def test_a_bad_timeout_is_an_invalid_input(limiter: Limiter, timeout: Any) -> None:
+    with pytest.raises(
+        InvalidInputError, match=f"timeout must be None or seconds >= 0, not {timeout!r}"
+    ):
+        limiter.acquire("k", "1/minute", timeout=timeout)
+    with pytest.raises(InvalidInputError, match="timeout must be None or seconds >= 0"):
+        limiter.concurrency("k", "1/minute", timeout=timeout).__enter__()
+    assert len(limiter.store) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("key", "shown"), [(5, "5"), ("", "''"), (b"k", "b'k'")])
+def test_a_decorator_key_that_is_no_key_raises_when_the_function_is_decorated(
+    limiter: Limiter, key: Any, shown: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=f"key must be a non-empty string, not {shown}"):
+        limiter.limit("1/minute", key=key)(lambda: None)
+    assert len(limiter.store) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("hits", [None, 5])
+def test_hit_many_of_no_list_is_an_invalid_input(limiter: Limiter, hits: Any) -> None:
+    with pytest.raises(InvalidInputError, match=f"hit_many takes a list of hits, not {hits!r}"):
+        limiter.hit_many(hits)

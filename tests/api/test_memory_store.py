@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from ratekeeper import Limit, MemoryStore
+from ratekeeper import InvalidInputError, InvalidLimitError, Limit, MemoryStore
 from ratekeeper.testing import FakeClock
 
 
@@ -75,3 +77,20 @@ def test_a_million_keys_stay_within_max_keys(clock: FakeClock) -> None:
     # The survivors are exactly the 100,000 most recent keys.
     assert not store.apply("client:999999", limit, 10).allowed
     assert store.apply("client:899999", limit, 10).allowed
+
+
+@pytest.mark.parametrize("key", ["", None, b"k", "\udcff"])
+def test_reset_refuses_a_key_that_is_no_key(clock: FakeClock, key: Any) -> None:
+    store = MemoryStore(clock=clock)
+    store.apply("k", Limit(1, 60))
+    with pytest.raises(InvalidInputError, match="key must"):
+        store.reset(key, Limit(1, 60))
+    assert len(store) == 1
+
+
+def test_release_of_a_limit_that_is_not_concurrency_is_an_invalid_limit(
+    clock: FakeClock,
+) -> None:
+    store = MemoryStore(clock=clock)
+    with pytest.raises(InvalidLimitError, match="release needs a concurrency limit, not gcra"):
+        store.release("k", Limit(1, 60, "gcra"))

@@ -4,6 +4,8 @@ real PostgreSQL server."""
 from __future__ import annotations
 
 import logging
+import math
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,6 +169,8 @@ def test_odd_keys_and_domains(store: ConfigStore, key: str) -> None:
         ("k", None, "override domain must be a string, not None"),
         ("a\x00b", "", "override key 'a\\x00b' in domain '' holds a NUL character"),
         ("k", "d\x00", "override key 'k' in domain 'd\\x00' holds a NUL character"),
+        ("\udcff", "", "override key '\\udcff' in domain '' must encode as UTF-8"),
+        ("k", "\udcff", "override key 'k' in domain '\\udcff' must encode as UTF-8"),
     ],
 )
 def test_bad_keys_are_refused(store: ConfigStore, key: Any, domain: Any, message: str) -> None:
@@ -177,6 +181,37 @@ def test_bad_keys_are_refused(store: ConfigStore, key: Any, domain: Any, message
         store.get(key, domain)
     with pytest.raises(ConfigError):
         store.delete(key, domain)
+
+
+@pytest.mark.parametrize("override", [None, {"capacity": 5, "time_window_sec": 1}, "5/s"])
+def test_a_value_that_is_no_override_is_refused_before_anything_is_written(
+    store: ConfigStore, override: Any
+) -> None:
+    message = f"an override is an Override, not {override!r}"
+    with pytest.raises(ConfigError) as caught:
+        store.set("k", override)
+    assert str(caught.value) == message
+    with pytest.raises(ConfigError) as caught:
+        store.set_many([("a", FIVE), ("b", override)])
+    assert str(caught.value) == message
+    assert list(store.items()) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"timeout": -1}, "timeout must be positive seconds, not -1"),
+        ({"timeout": math.nan}, "timeout must be positive seconds, not nan"),
+        ({"timeout": "5"}, "timeout must be positive seconds, not '5'"),
+        ({"timeuot": 5}, "unexpected keyword argument 'timeuot'"),
+    ],
+)
+def test_a_bad_option_is_refused_when_the_store_is_opened(
+    location: tuple[str, dict[str, Any]], options: dict[str, Any], message: str
+) -> None:
+    url, _ = location
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        open_config_store(url, **options)
 
 
 def test_changes_survive_reopening(location: tuple[str, dict[str, Any]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -14,6 +15,7 @@ from redis.retry import Retry
 
 from ratekeeper import (
     AsyncLimiter,
+    InvalidInputError,
     Limit,
     Limiter,
     StoreConfigError,
@@ -263,3 +265,22 @@ def test_the_async_engine_refuses_bad_input_before_the_store(redis_server: Redis
         await engine.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("key", ["", None, "\udcff"])
+def test_reset_refuses_a_key_that_is_no_key(redis_server: RedisServer, key: Any) -> None:
+    limit = Limit(1, 60)
+
+    async def main() -> None:
+        store = AsyncRedisStore(redis.asyncio.Redis.from_url(redis_server.url), prefix="bad")
+        with pytest.raises(InvalidInputError, match="key must"):
+            await store.reset(key, limit)
+        await store.close()
+
+    client = redis.Redis.from_url(redis_server.url)
+    store = RedisStore(client, prefix="bad")
+    with pytest.raises(InvalidInputError, match="key must"):
+        store.reset(key, limit)
+    asyncio.run(main())
+    assert client.keys("bad:*") == []
+    client.close()

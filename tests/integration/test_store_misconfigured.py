@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Iterator
 
@@ -171,5 +172,47 @@ def test_an_option_a_store_does_not_take_is_refused_when_it_is_opened(
 
 @pytest.mark.parametrize("bad", [0, -1, "many", 2.5, True])
 def test_a_memory_store_refuses_a_bad_size(bad: object) -> None:
-    with pytest.raises(ValueError, match="max_keys must be an integer of at least 1"):
+    with pytest.raises(StoreConfigError, match="max_keys must be an integer of at least 1"):
         open_store("memory://", max_keys=bad)
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (
+            {"on_store_error": "maybe"},
+            "on_store_error must be one of allow, deny, local, not 'maybe'",
+        ),
+        ({"tag": "user"}, "tag must be 'limit' or 'identity', not 'user'"),
+        ({"prefix": ""}, "prefix must be a non-empty string without '{' or '}', not ''"),
+        ({"prefix": "a{b}"}, "prefix must be a non-empty string without '{' or '}', not 'a{b}'"),
+        ({"prefix": 5}, "prefix must be a non-empty string without '{' or '}', not 5"),
+    ],
+)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_bad_redis_option_is_a_store_config_error(
+    redis_server: RedisServer, options: dict[str, object], problem: str, asynchronous: bool
+) -> None:
+    opener = open_async_store if asynchronous else open_store
+    with pytest.raises(StoreConfigError, match=re.escape(problem)):
+        opener(redis_server.url, **options)
+
+
+@pytest.mark.parametrize("policy", [*POLICIES, None])
+def test_a_cluster_url_for_a_server_not_in_cluster_mode_raises_and_never_admits(
+    redis_server: RedisServer, policy: str | None
+) -> None:
+    url = f"redis+cluster://127.0.0.1:{redis_server.port}"
+    limiter = Limiter(open_store(url, on_store_error=policy))
+    for _ in range(3):
+        with pytest.raises(StoreConfigError, match="Cluster mode is not enabled"):
+            limiter.hit("k", LIMIT)
+    limiter.close()
+
+    async def main() -> None:
+        limiter = AsyncLimiter(open_async_store(url, on_store_error=policy))
+        with pytest.raises(StoreConfigError, match="Cluster mode is not enabled"):
+            await limiter.hit("k", LIMIT)
+        await limiter.close()
+
+    asyncio.run(main())

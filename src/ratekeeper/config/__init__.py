@@ -47,8 +47,9 @@ class ConfigStore(Protocol):
     A store connects on first use, not when it is built, and only in the process that uses
     it: a store built before a server forks its workers works in each of them.
 
-    Keys are non-empty strings; domains are strings; neither may hold a NUL character
-    (``ConfigError``). A store that cannot answer raises ``ConfigStoreError``. Example::
+    Keys are non-empty strings; domains are strings; both encode as UTF-8 and neither may hold
+    a NUL character; an override is an ``Override`` (else ``ConfigError``). A store that
+    cannot answer raises ``ConfigStoreError``. Example::
 
         store = open_config_store("sqlite:///ratekeeper.db")
         store.set("user:241531", Override.from_dict({"time_window_sec": 1, "capacity": 5}))
@@ -125,7 +126,7 @@ def open_config_store(url: str = DEFAULT_URL, **options: Any) -> ConfigStore:
     connection attempt and per statement, default 5). Both take ``create`` (default True):
     False opens only a store that exists (a SQLite file, a PostgreSQL table) and creates
     nothing. Nothing connects until the first call. Raises ``ConfigError`` (a ``ValueError``)
-    for a URL of an unknown scheme or a malformed one; the store's calls raise
+    for a URL of an unknown scheme or a malformed one, or a bad option; the store's calls raise
     ``ConfigStoreError`` when it cannot be opened or fails. No message repeats a password.
     """
     scheme, separator, _ = url.partition("://")
@@ -135,4 +136,7 @@ def open_config_store(url: str = DEFAULT_URL, **options: Any) -> ConfigStore:
         raise ConfigError(
             f"unknown configuration store URL scheme {scheme!r}; expected one of: {known}"
         )
-    return _REGISTRY[scheme](url, dict(options))
+    try:
+        return _REGISTRY[scheme](url, dict(options))
+    except TypeError as error:  # an option the store does not take
+        raise ConfigError(f"bad option for {redacted(url)}: {error}") from None

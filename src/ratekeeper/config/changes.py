@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from math import inf
 from typing import Any, Generic, TypeVar
 
 from ratekeeper.errors import ConfigError, ConfigStoreError
@@ -37,27 +38,60 @@ Callback = Callable[[str | None, str | None], None]
 Invalid = Callable[[ConfigError], None]
 
 C = TypeVar("C")
+R = TypeVar("R")
 
 
 def check_key(key: str, domain: str) -> None:
     """Raise ``ConfigError`` unless ``key`` is a non-empty string and ``domain`` a string,
-    neither holding a NUL character (which PostgreSQL text cannot store)."""
+    both encoding as UTF-8 and neither holding a NUL character (which PostgreSQL text cannot
+    store)."""
     if not isinstance(key, str) or not key:
         raise ConfigError(f"override key must be a non-empty string, not {key!r}")
     if not isinstance(domain, str):
         raise ConfigError(f"override domain must be a string, not {domain!r}")
     if "\x00" in key or "\x00" in domain:
         raise ConfigError(f"override key {key!r} in domain {domain!r} holds a NUL character")
+    if not (key.isascii() and domain.isascii()):
+        try:
+            key.encode("utf-8"), domain.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"override key {key!r} in domain {domain!r} must encode as UTF-8"
+            ) from None
+
+
+def check_override(override: Override) -> None:
+    """Raise ``ConfigError`` unless ``override`` is an ``Override``."""
+    if not isinstance(override, Override):
+        raise ConfigError(f"an override is an Override, not {override!r}")
+
+
+def check_timeout(timeout: float) -> float:
+    """``timeout`` if it is positive (finite) seconds; else raise ``ConfigError``."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < inf:
+        raise ConfigError(f"timeout must be positive seconds, not {timeout!r}")
+    return float(timeout)
 
 
 def checked(
     items: Mapping[str, Override] | Iterable[tuple[str, Override]], domain: str
 ) -> list[tuple[str, Override]]:
-    """The pairs of a ``set_many``, every key checked before anything is written."""
+    """The pairs of a ``set_many``, every key and override checked before anything is
+    written."""
     pairs = list(items.items() if isinstance(items, Mapping) else items)
-    for key, _ in pairs:
+    for key, override in pairs:
         check_key(key, domain)
+        check_override(override)
     return pairs
+
+
+def batches(rows: list[R], progress: Callable[[int], None] | None) -> Iterator[list[R]]:
+    """The rows of a ``set_many`` in batches of ``BATCH_SIZE``; after each is written,
+    ``progress`` (if given) is told how many rows are written so far."""
+    for start in range(0, len(rows), BATCH_SIZE):
+        yield rows[start : start + BATCH_SIZE]
+        if progress is not None:
+            progress(min(start + BATCH_SIZE, len(rows)))
 
 
 def paged(

@@ -23,13 +23,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from ratekeeper.config.changes import (
-    BATCH_SIZE,
     NAMED_CHANGES,
     PAGE_SIZE,
     Callback,
     Invalid,
     PerProcess,
+    batches,
     check_key,
+    check_override,
+    check_timeout,
     checked,
     logger,
     overrides,
@@ -85,7 +87,7 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
         self._page_size = page_size
         self._create = create
         self._ready = False  # the table is known to exist
-        millis = max(1, int(timeout * 1000))
+        millis = max(1, int(check_timeout(timeout) * 1000))
         try:
             given = conninfo_to_dict(url).get("options") or ""
             self._conninfo = make_conninfo(
@@ -208,6 +210,7 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
 
     def set(self, key: str, override: Override, domain: str = "") -> None:
         check_key(key, domain)
+        check_override(override)
         parameters = (domain, key, override.to_json(), self.table, _payload(domain, key))
         self._fetch("cannot write", self._upsert, parameters)
         self._subscribers.notify(domain, key)
@@ -232,10 +235,8 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
 
         def write(db: psycopg.Connection[Any]) -> None:
             with db.transaction(), db.cursor() as cursor:
-                for start in range(0, len(rows), BATCH_SIZE):
-                    cursor.executemany(self._write, rows[start : start + BATCH_SIZE])
-                    if progress is not None:
-                        progress(min(start + BATCH_SIZE, len(rows)))
+                for batch in batches(rows, progress):
+                    cursor.executemany(self._write, batch)
                 cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", announce)
 
         self._run("cannot write", write)

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from ratekeeper.config.changes import (
-    BATCH_SIZE,
     PAGE_SIZE,
     Callback,
     Invalid,
     PerProcess,
+    batches,
     check_key,
+    check_override,
+    check_timeout,
     checked,
     logger,
     overrides,
@@ -79,7 +81,7 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
     ) -> None:
         super().__init__()
         self.path = os.fspath(path)
-        self._timeout = timeout
+        self._timeout = check_timeout(timeout)
         self._poll_interval = poll_interval
         self._page_size = page_size
         self._create = create
@@ -168,6 +170,7 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
 
     def set(self, key: str, override: Override, domain: str = "") -> None:
         check_key(key, domain)
+        check_override(override)
         config = override.to_json()
         self._run("cannot write", _UPSERT, (domain, key, config, time.time()))
         self._subscribers.notify(domain, key)
@@ -190,10 +193,8 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    for start in range(0, len(rows), BATCH_SIZE):
-                        db.executemany(_UPSERT, rows[start : start + BATCH_SIZE])
-                        if progress is not None:
-                            progress(min(start + BATCH_SIZE, len(rows)))
+                    for batch in batches(rows, progress):
+                        db.executemany(_UPSERT, batch)
                     db.execute("COMMIT")
                 finally:
                     if db.in_transaction:  # not committed: nothing of it stays

@@ -26,9 +26,9 @@ from ratekeeper.decision import Decision
 from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, status, verdict
 from ratekeeper.engine.reload import RuleWatcher
 from ratekeeper.engine.verdict import Descriptor, Entry, Observer, Verdict, unlimited
-from ratekeeper.errors import InvalidLimitError
+from ratekeeper.errors import ConfigError, InvalidLimitError
 from ratekeeper.forks import renew_after_fork
-from ratekeeper.inputs import MAX_COST, check_cost, check_key
+from ratekeeper.inputs import MAX_COST, check_cost, check_key, check_text
 from ratekeeper.keys import identity
 from ratekeeper.limit import Limit
 from ratekeeper.rates import cached
@@ -48,8 +48,16 @@ def _rules(rules: Any) -> tuple[RuleSet, list[str | os.PathLike[str]]]:
         return RuleSet.empty(), []
     if isinstance(rules, RuleSet):
         return rules, []
-    paths = [rules] if isinstance(rules, str | os.PathLike) else list(rules)
+    paths = [rules] if isinstance(rules, str | os.PathLike) else _paths(rules)
     return load_rules(paths), paths
+
+
+def _paths(rules: Any) -> list[str | os.PathLike[str]]:
+    """Rule files and directories, listed; ``ConfigError`` for anything else."""
+    paths = list(rules) if isinstance(rules, Iterable) else [rules]
+    if not all(isinstance(path, str | os.PathLike) for path in paths):
+        raise ConfigError(f"rules are a RuleSet, or rule files and directories, not {rules!r}")
+    return paths
 
 
 def _config(config: ConfigStore | str | None) -> ConfigStore | None:
@@ -101,6 +109,7 @@ class _Core:
         clock: Callable[[], float] = time.monotonic,
         observer: Observer | None = None,
     ) -> None:
+        domain = check_text(domain, "domain")
         ruleset, paths = _rules(rules)
         if store is None or isinstance(store, str):
             opened = type(self)._memory() if store is None else type(self)._open(store)

@@ -28,9 +28,9 @@ from typing import Any
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
-from ratekeeper.errors import InvalidInputError
+from ratekeeper.errors import InvalidInputError, InvalidLimitError, StoreConfigError
 from ratekeeper.forks import renew_after_fork
-from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
+from ratekeeper.inputs import MAX_COST, check_hit, check_hits, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
 
@@ -62,7 +62,7 @@ class MemoryStore:
 
     def __init__(self, *, clock: Clock = time.time, max_keys: int = 1_000_000) -> None:
         if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
-            raise ValueError(f"max_keys must be an integer of at least 1, not {max_keys!r}")
+            raise StoreConfigError(f"max_keys must be an integer of at least 1, not {max_keys!r}")
         self.clock = clock
         self.max_keys = max_keys
         # (limit id, key) -> [state, time the state expires, the filing set it is in]; the
@@ -118,7 +118,7 @@ class MemoryStore:
         """
         if now is None:
             now = self.clock()
-        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
+        hits = check_hits(hits)
         entries = self._entries
         with self._lock:
             results = []
@@ -172,7 +172,7 @@ class MemoryStore:
 
     def reset(self, key: str, limit: Limit) -> None:
         """Forget everything ``limit`` counted for ``key``."""
-        slot = (limit.id, key)
+        slot = (limit.id, check_key(key))
         with self._lock:
             entry = self._entries.pop(slot, None)
             if entry is not None:
@@ -267,11 +267,11 @@ class MemoryStore:
 
 
 def check_release(limit: Limit, slots: Any) -> int:
-    """``slots`` if it can be released from ``limit``: ``ValueError`` unless ``limit`` is a
+    """``slots`` if it can be released from ``limit``: ``InvalidLimitError`` unless ``limit`` is a
     concurrency limit, ``InvalidInputError`` unless ``slots`` is an integer from 1 to
     ``MAX_COST``."""
     if limit.algorithm is not Algorithm.CONCURRENCY:
-        raise ValueError(f"release needs a concurrency limit, not {limit.algorithm.value}")
+        raise InvalidLimitError(f"release needs a concurrency limit, not {limit.algorithm.value}")
     if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_COST:
         raise InvalidInputError(f"slots must be a positive integer, not {slots!r}")
     return int(slots)

@@ -33,8 +33,9 @@ frees up.
 ``release`` frees concurrency slots with its own script; every script refuses a cost that is
 not a non-negative integer before it writes anything.
 
-Errors are sorted at this boundary (``failure``): bad credentials, an unknown database or a
-missing permission raise ``StoreConfigError``; a script's refusal of a caller's value raises
+Errors are sorted at this boundary (``failure``): bad credentials, an unknown database, a
+missing permission or a cluster URL for a server not in cluster mode raise
+``StoreConfigError``; a script's refusal of a caller's value raises
 ``InvalidInputError``; anything else redis-py raises (a refused connection, a timeout, a server
 error) raises ``StoreError``, the only one a failure policy answers.
 
@@ -49,8 +50,8 @@ from typing import Any
 
 from ratekeeper.decision import Decision
 from ratekeeper.errors import InvalidInputError, MissingExtraError, StoreConfigError, StoreError
-from ratekeeper.inputs import MAX_COST, check_cost, check_hit, check_key
-from ratekeeper.keys import check_tag, state_key
+from ratekeeper.inputs import MAX_COST, check_hit, check_hits, check_key
+from ratekeeper.keys import check_prefix, check_tag, state_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.batches import Batch, Ran, Refund, gather, refunds_of, settle, unrefunded
 from ratekeeper.stores.health import Health
@@ -86,15 +87,20 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
 
 _MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
-#: Error replies that say the store's own configuration is wrong (an unknown database).
-_MISCONFIGURED_REPLIES = ("DB index is out of range", "invalid DB index")
+#: Errors that say the store's own configuration is wrong: an unknown database, a cluster URL
+#: for a server that is not in cluster mode.
+_MISCONFIGURED_REPLIES = (
+    "DB index is out of range",
+    "invalid DB index",
+    "Cluster mode is not enabled",
+)
 
 
 def failure(error: BaseException) -> Exception:
     """The ratekeeper exception for an error redis-py raised (see the module docstring)."""
     message = str(error)
     if isinstance(error, _MISCONFIGURED) or (
-        isinstance(error, ResponseError)
+        isinstance(error, ResponseError | RedisClusterException)
         and any(reply in message for reply in _MISCONFIGURED_REPLIES)
     ):
         return StoreConfigError(f"redis is misconfigured: {message}")
@@ -109,6 +115,7 @@ class _Base:
     _cluster: type
 
     def __init__(self, client: Any, *, prefix: str = "rk", tag: str = "limit") -> None:
+        check_prefix(prefix)
         check_tag(tag)
         self.client = client
         self.prefix = prefix
@@ -139,9 +146,9 @@ class _Base:
         return self._singles[limit.algorithm], args
 
     def _batches(self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool) -> list[Batch]:
-        """Split a batch into one script run per cluster slot: ``(indexes, keys, argv)`` each;
-        with ``all_or_nothing`` over several slots, each run's reply also carries its ``now``."""
-        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
+        """Split a batch of checked hits (``check_hits``) into one script run per cluster slot:
+        ``(indexes, keys, argv)`` each; with ``all_or_nothing`` over several slots, each run's
+        reply also carries its ``now``."""
         prefix, tag = self.prefix, self.tag
         keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
         if not self.clustered:  # one server: one run
@@ -206,6 +213,7 @@ class RedisStore(_Base):
     ) -> list[Decision]:
         """Apply a batch: one script run (one round trip) per slot; with ``all_or_nothing``
         over several slots, refunds when one refused (see the module's docstring)."""
+        hits = check_hits(hits)
         batches = self._batches(hits, now, all_or_nothing)
         if all_or_nothing and len(batches) > 1:
             return self._apply_across(hits, batches)
@@ -221,8 +229,8 @@ class RedisStore(_Base):
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         """Release up to ``slots`` leases of ``key`` under the concurrency ``limit``, the
         earliest-expiring first; the decision's ``granted`` is the number released and its
-        ``remaining`` the free slots. ``ValueError`` for another algorithm or ``slots`` below
-        1; ``StoreError`` when Redis fails."""
+        ``remaining`` the free slots. ``InvalidLimitError`` for another algorithm,
+        ``InvalidInputError`` for ``slots`` below 1; ``StoreError`` when Redis fails."""
         args = self._release_args(key, limit, slots, now)
         script = self._release_script
         try:
@@ -262,6 +270,7 @@ class RedisStore(_Base):
 
     def reset(self, key: str, limit: Limit) -> None:
         """Delete ``limit``'s state for ``key``."""
+        key = check_key(key)
         try:
             self.client.delete(state_key(limit, key, self.prefix, self.tag))
         except ERRORS as error:
@@ -347,6 +356,12 @@ class AsyncRedisStore(_Base):
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
+        return await self._apply_checked(check_hits(hits), all_or_nothing, now)
+
+    async def _apply_checked(
+        self, hits: Sequence[Hit], all_or_nothing: bool, now: float | None
+    ) -> list[Decision]:
+        """``apply_many`` of hits already checked: the batcher's, checked by ``apply``."""
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         batches = self._batches(hits, now, all_or_nothing)
@@ -420,6 +435,7 @@ class AsyncRedisStore(_Base):
         # else the client belongs to another loop, which closes it as it shuts down
 
     async def reset(self, key: str, limit: Limit) -> None:
+        key = check_key(key)
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         try:
@@ -480,7 +496,7 @@ class AsyncRedisStore(_Base):
 
     async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
         try:
-            decided = await self.apply_many(hits)
+            decided = await self._apply_checked(hits, False, None)
         except BaseException as error:  # every waiter must hear of it
             for future in futures:
                 if not future.done():

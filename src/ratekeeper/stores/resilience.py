@@ -36,8 +36,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ratekeeper.decision import Decision
-from ratekeeper.errors import StoreError
-from ratekeeper.inputs import check_cost, check_key
+from ratekeeper.errors import StoreConfigError, StoreError
+from ratekeeper.inputs import check_hits, check_key
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit, MemoryStore, check_release
@@ -144,7 +144,7 @@ class _Policy:
 
     def __init__(self, on_store_error: str, local: MemoryStore | None) -> None:
         if on_store_error not in POLICIES:
-            raise ValueError(
+            raise StoreConfigError(
                 f"on_store_error must be one of {', '.join(POLICIES)}, not {on_store_error!r}"
             )
         self.on_store_error = on_store_error
@@ -154,7 +154,7 @@ class _Policy:
 
     def decide(self, hits: Sequence[Hit], all_or_nothing: bool) -> list[Decision]:
         """The policy's decisions for ``hits`` (checked here: the store never saw them)."""
-        hits = [(check_key(key), limit, check_cost(cost)) for key, limit, cost in hits]
+        hits = check_hits(hits)
         self.errors += len(hits)
         if self.on_store_error == "local":
             decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
