@@ -56,6 +56,15 @@ def _only(body: Any, names: Sequence[str], what: str) -> Mapping[str, Any]:
     return body
 
 
+def _array(body: Mapping[str, Any], name: str) -> list[Any]:
+    value = body.get(name)
+    if value is None:  # protobuf's JSON: null is the default, an empty array
+        return []
+    if not isinstance(value, list):
+        raise InvalidInputError(f"{name} must be an array")
+    return value
+
+
 def _camel(name: str) -> str:
     first, *rest = name.split("_")
     return first + "".join(part.title() for part in rest)
@@ -68,19 +77,11 @@ def request(data: Any) -> Call:
     domain = body.get("domain", "")
     if not isinstance(domain, str):
         raise InvalidInputError("domain must be a string")
-    listed = body.get("descriptors")
-    listed = [] if listed is None else listed
-    if not isinstance(listed, list):
-        raise InvalidInputError("descriptors must be an array")
     result = []
-    for item in listed:
+    for item in _array(body, "descriptors"):
         one = _only(item, DESCRIPTOR, "a descriptor")
-        entries = one.get("entries")
-        entries = [] if entries is None else entries
-        if not isinstance(entries, list):
-            raise InvalidInputError("entries must be an array")
         pairs = []
-        for entry in entries:
+        for entry in _array(one, "entries"):
             fields = _only(entry, ENTRY, "an entry")
             key, value = fields.get("key", ""), fields.get("value", "")
             if not isinstance(key, str) or not isinstance(value, str):

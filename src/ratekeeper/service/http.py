@@ -474,9 +474,8 @@ def create_app(
     def route(path: str, handler: Handler, methods: list[str], surface: str = "") -> Route:
         return Route(path, answering(handler, surface), methods=methods)
 
-    check = answering(service.check, "http")
     routes: list[BaseRoute] = [
-        Route("/v1/check", check, methods=["POST"]),
+        route("/v1/check", service.check, ["POST"], "http"),
         route("/v1/check/batch", service.batch, ["POST"], "http"),
         route("/v1/peek", service.peek, ["POST"], "http"),
         route("/v1/reset", service.reset, ["POST"]),
