@@ -399,6 +399,7 @@ def test_envoys_json_endpoint(client: AppClient) -> None:
         b'{"domain": ""}',
         b'{"domain": "test", "descriptors": []}',
         b'{"domian": "x"}',
+        b"[" * 30_000 + b"]" * 30_000,  # nested deeper than Python's JSON parser goes
     ):
         answer = client.post("/json", content=bad)
         assert (answer.status_code, answer.text) == (400, "Bad Request\n")

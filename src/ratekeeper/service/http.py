@@ -294,8 +294,7 @@ class Service:
     async def envoy_json(self, request: Request) -> Response:
         """``POST /json``: 200, 429 or 400 ``Bad Request``, as Envoy's service answers."""
         try:
-            raw = await read_body(request)
-            call = envoy_json.request(json.loads(raw))
+            call = envoy_json.request(bodies.loads(await read_body(request)))
             answer = await decide_async(self.engine, call)
         except (Problem, ValueError):  # InvalidInputError is a ValueError
             return PlainTextResponse("Bad Request\n", 400)
