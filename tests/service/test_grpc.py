@@ -157,8 +157,11 @@ def test_unlimited_and_no_rule_answer_as_envoy(clock: FakeClock) -> None:
         request(),
         request(descriptor(("", "x"))),
         request(descriptor(DEFAULT, limit=Descriptor.RateLimitOverride(requests_per_unit=5))),
+        request(
+            descriptor(DEFAULT, limit=Descriptor.RateLimitOverride(requests_per_unit=5, unit=7))
+        ),
     ],
-    ids=["empty domain", "no descriptors", "empty key", "unknown unit"],
+    ids=["empty domain", "no descriptors", "empty key", "unknown unit", "no such unit"],
 )
 def test_an_invalid_request_is_invalid_argument(
     clock: FakeClock, bad: rls_pb2.RateLimitRequest

@@ -4,9 +4,11 @@
 the one ``AsyncEngine`` decides it (``translate.decide_async``), and the ``translate.Answer``
 becomes a ``RateLimitResponse`` whose statuses are in the request's order. A request ratekeeper
 refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit) is answered
-``INVALID_ARGUMENT`` with the reason. The asyncio server lets concurrent requests share the
-request store's batching. ``serve_grpc`` starts it, with the health service reporting SERVING
-for the overall server and for the rate-limit service.
+``INVALID_ARGUMENT`` with the reason; a store that fails with no failure policy to answer, or
+is misconfigured, ``UNAVAILABLE`` (Envoy's ``failure_mode_deny`` then decides). The asyncio
+server lets concurrent requests share the request store's batching. ``serve_grpc`` starts it,
+with the health service reporting SERVING for the overall server and for the rate-limit
+service.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ratekeeper.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.errors import (
+    ConfigStoreError,
+    InvalidInputError,
+    InvalidLimitError,
+    StoreConfigError,
+    StoreError,
+)
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.translate import OK, Answer, Call, WireDescriptor, decide_async
 
@@ -43,8 +51,10 @@ def call_of(request: rls_pb2.RateLimitRequest) -> Call:
         entries = tuple((entry.key, entry.value) for entry in descriptor.entries)
         limit = None
         if descriptor.HasField("limit"):
-            unit = _UNIT_NAMES.Name(descriptor.limit.unit)
-            limit = (descriptor.limit.requests_per_unit, unit)
+            number = descriptor.limit.unit
+            if number not in _UNIT_NAMES.values():
+                raise InvalidInputError(f"a limit's unit is a RateLimitUnit, not {number}")
+            limit = (descriptor.limit.requests_per_unit, _UNIT_NAMES.Name(number))
         hits = descriptor.hits_addend.value if descriptor.HasField("hits_addend") else None
         descriptors.append(WireDescriptor(entries, limit, hits))
     return Call(request.domain, tuple(descriptors), request.hits_addend)
@@ -82,11 +92,14 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
     ) -> rls_pb2.RateLimitResponse:
         started = time.perf_counter()
         try:
-            call = call_of(request)
-            answer = await decide_async(self.engine, call)
-        except (InvalidInputError, InvalidLimitError, ValueError) as error:
+            answer = await decide_async(self.engine, call_of(request))
+        except (InvalidInputError, InvalidLimitError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             raise  # abort raises; this line is never reached
+        except (StoreError, StoreConfigError, ConfigStoreError) as error:
+            log.warning("ShouldRateLimit: %s", error)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
+            raise
         finally:
             if self.metrics is not None:
                 self.metrics.observe_latency("grpc", time.perf_counter() - started)

@@ -296,7 +296,7 @@ class Service:
         try:
             call = envoy_json.request(bodies.loads(await read_body(request)))
             answer = await decide_async(self.engine, call)
-        except (Problem, ValueError):  # InvalidInputError is a ValueError
+        except (Problem, InvalidInputError):  # a store's failure is answered as the API's
             return PlainTextResponse("Bad Request\n", 400)
         status = 429 if answer.code == OVER_LIMIT else 200
         headers = {DEGRADED: "true"} if answer.degraded else None
@@ -305,10 +305,12 @@ class Service:
     async def nginx(self, request: Request) -> Response:
         """``GET /v1/nginx``: nginx's ``auth_request``. Only 200 (let through) or 403 (refused),
         with the rate-limit headers; a request nginx could not describe is refused too, so that
-        nginx never turns the answer into a 500 (see ``service.nginx``)."""
+        nginx never turns the answer into a 500 (see ``service.nginx``). A store that fails
+        is a 503, as elsewhere: nginx's failure mode (``@fail_open`` in the shipped file)
+        decides."""
         try:
             answer = await decide_async(self.engine, nginx.call_of(request.headers))
-        except ValueError as error:  # InvalidInputError is a ValueError
+        except InvalidInputError as error:  # a store's failure is a 503: nginx's to answer
             log.warning("nginx auth_request refused: %s", error)
             return Response(status_code=nginx.REFUSED, headers={"X-RateLimit-Problem": "invalid"})
         headers = rate_limit_headers(answer.statuses, ietf=self.ietf_headers)
