@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
@@ -128,19 +128,8 @@ def _timed(handler: Handler, observe: Callable[[float], None]) -> Handler:
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     """The request's body, at most ``limit`` bytes (a 413 problem beyond)."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise _too_large(limit)
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise Problem(400, "malformed", "the client went away before its body ended") from None
-    return b"".join(chunks)
+    _check_length(request.headers.get("content-length"), limit)
+    return await _receive_body(request.receive, limit)
 
 
 async def read_json(request: Request) -> Any:
@@ -160,8 +149,15 @@ def _check_media_type(given: str | None) -> None:
         )
 
 
-async def _receive_body(receive: Receive, limit: int = MAX_BODY) -> bytes:
-    """An ASGI request's body, as ``read_body`` reads it, from its ``receive``."""
+def _check_length(given: str | bytes | None, limit: int) -> None:
+    """A 413 problem when a ``Content-Length`` says the body is over ``limit`` bytes."""
+    if given is not None and given.isdigit() and int(given) > limit:
+        raise _too_large(limit)
+
+
+async def _receive_body(receive: Receive, limit: int) -> bytes:
+    """An ASGI request's body from its ``receive``: at most ``limit`` bytes (a 413 problem
+    beyond); a 400 problem when the client goes away before it ends."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -248,9 +244,8 @@ class Service:
             elif name == b"content-length":
                 length = value
         _check_media_type(content_type)
-        if length is not None and length.isdigit() and int(length) > MAX_BODY:
-            raise _too_large(MAX_BODY)
-        check = bodies.check(bodies.loads(await _receive_body(receive)))
+        _check_length(length, MAX_BODY)
+        check = bodies.check(bodies.loads(await _receive_body(receive, MAX_BODY)))
         outcome = await self._decide(check)
         body = bodies.result(outcome)
         payload = _encode(body).encode()
