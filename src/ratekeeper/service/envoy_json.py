@@ -10,7 +10,8 @@ durations as ``"60s"``. The request becomes a ``translate.Call``; the answer com
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from ratekeeper.errors import InvalidInputError
@@ -46,11 +47,10 @@ def _integral(value: Any) -> Any:
     return value
 
 
-def _only(body: Any, names: Sequence[str], what: str) -> Mapping[str, Any]:
+def _only(body: Any, names: tuple[str, ...], what: str) -> Mapping[str, Any]:
     if not isinstance(body, dict):
         raise InvalidInputError(f"{what} must be an object")
-    allowed = set(names) | {_camel(name) for name in names}
-    unknown = sorted(set(body) - allowed)
+    unknown = sorted(body.keys() - _both(names))
     if unknown:
         raise InvalidInputError(f"unknown field {unknown[0]!r} in {what}")
     return body
@@ -65,7 +65,14 @@ def _array(body: Mapping[str, Any], name: str) -> list[Any]:
     return value
 
 
-def _camel(name: str) -> str:
+@cache
+def _both(names: tuple[str, ...]) -> frozenset[str]:
+    """``names`` and their lowerCamelCase twins, worked out once."""
+    return frozenset(names) | {camel(name) for name in names}
+
+
+def camel(name: str) -> str:
+    """A protobuf field's lowerCamelCase JSON name: ``hits_addend`` gives ``hitsAddend``."""
     first, *rest = name.split("_")
     return first + "".join(part.title() for part in rest)
 
