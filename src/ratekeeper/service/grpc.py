@@ -41,7 +41,8 @@ log = logging.getLogger("ratekeeper.service")
 SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
 
 Response = rls_pb2.RateLimitResponse
-_UNIT_NAMES = ratelimit_unit_pb2.RateLimitUnit
+#: ``RateLimitUnit``'s names, by number.
+_UNIT_NAMES = {number: name for name, number in ratelimit_unit_pb2.RateLimitUnit.items()}
 
 
 def call_of(request: rls_pb2.RateLimitRequest) -> Call:
@@ -51,10 +52,11 @@ def call_of(request: rls_pb2.RateLimitRequest) -> Call:
         entries = tuple((entry.key, entry.value) for entry in descriptor.entries)
         limit = None
         if descriptor.HasField("limit"):
-            number = descriptor.limit.unit
-            if number not in _UNIT_NAMES.values():
+            unit = _UNIT_NAMES.get(descriptor.limit.unit)
+            if unit is None:
+                number = descriptor.limit.unit
                 raise InvalidInputError(f"a limit's unit is a RateLimitUnit, not {number}")
-            limit = (descriptor.limit.requests_per_unit, _UNIT_NAMES.Name(number))
+            limit = (descriptor.limit.requests_per_unit, unit)
         hits = descriptor.hits_addend.value if descriptor.HasField("hits_addend") else None
         descriptors.append(WireDescriptor(entries, limit, hits))
     return Call(request.domain, tuple(descriptors), request.hits_addend)
