@@ -119,9 +119,12 @@ async def serve_grpc(
     rls_pb2_grpc.add_RateLimitServiceServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(address)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # grpcio's "Failed to bind"; older ones return 0
+        port = 0
     if port == 0:
-        raise OSError(f"gRPC cannot listen on {address}")
+        raise OSError(f"gRPC cannot listen on {address}: in use, or not this host's address")
     await server.start()
     for name in ("", SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
