@@ -7,7 +7,8 @@ keep-alive connections (httpx), with a ``timeout`` per call. When the service ca
 (refused, timed out, or answering 5xx), the same ``on_store_error`` policy as for a Redis store
 answers (``allow``, ``deny``, ``local``, or ``None`` to raise ``StoreError``), with the same
 circuit breaker. Keys and costs are checked here first; a value the service refuses raises
-``InvalidInputError``; a refused admin token or a wrong address raises ``StoreConfigError``.
+``InvalidInputError``; a refused admin token or a wrong address (a URL without a host, a
+server that is not a ratekeeper service) raises ``StoreConfigError``.
 
 The service decides on its own clock, by its own store: every client of one service shares its
 counts. It takes limits it can name, ``Limit(amount, period, algorithm, burst=, granularity=)``
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from math import inf
 from typing import Any
+from urllib.parse import urlsplit
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
@@ -39,6 +41,8 @@ from ratekeeper.stores.memory import Hit
 
 #: Seconds each call to the service may take.
 DEFAULT_TIMEOUT = 0.25
+#: The longest ``timeout``, in seconds (as a Redis store's).
+MAX_TIMEOUT = 3600
 
 
 def _httpx() -> Any:
@@ -68,31 +72,39 @@ def limit_body(limit: Limit) -> dict[str, Any]:
     return body
 
 
-def _decision(data: dict[str, Any], cost: int) -> Decision:
-    status = data["statuses"][0]
-    retry = status["retry_after"]
-    allowed = bool(data["allowed"])
-    return Decision(
-        allowed,
-        status["limit"] or 0,
-        status["remaining"],
-        status["reset_after"] or 0.0,
-        inf if retry is None else retry,
-        0.0,
-        cost if allowed else 0,
-        bool(data.get("degraded", False)),
-    )
+def _decision(response: Any, url: str, cost: int) -> Decision:
+    """The decision of a check's answer (200 or 429); else the error it stands for."""
+    data = _answer(response, url)
+    try:
+        status = data["statuses"][0]
+        allowed, retry = data["allowed"], status["retry_after"]
+        if allowed.__class__ is not bool:
+            raise TypeError(allowed)
+        return Decision(
+            allowed,
+            status["limit"] or 0,
+            status["remaining"],
+            status["reset_after"] or 0.0,
+            inf if retry is None else retry,
+            0.0,
+            cost if allowed else 0,
+            bool(data.get("degraded", False)),
+        )
+    except (LookupError, TypeError, AttributeError):
+        raise _foreign(response, url) from None
 
 
-def _answer(response: Any, url: str) -> dict[str, Any]:
+def _answer(response: Any, url: str) -> Any:
     """The JSON of a check's answer (200 or 429); else the error it stands for."""
     status = response.status_code
     if status in (200, 429):
-        data: dict[str, Any] = response.json()
-        return data
+        try:
+            return response.json()
+        except ValueError:
+            raise _foreign(response, url) from None
     try:
         detail = response.json().get("detail", response.text)
-    except ValueError:
+    except (ValueError, AttributeError):
         detail = response.text
     if status in (400, 413, 422):
         raise InvalidInputError(f"the ratekeeper service refused the request: {detail}")
@@ -101,14 +113,42 @@ def _answer(response: Any, url: str) -> dict[str, Any]:
     raise StoreError(f"ratekeeper service {redacted(url)} answered {status}: {detail}")
 
 
+def _foreign(response: Any, url: str) -> StoreConfigError:
+    """The error of an answer no ratekeeper service gives (a 200 to a check that is not a
+    check's result, a 200 to a reset): a wrong URL."""
+    return StoreConfigError(
+        f"{redacted(url)} is not a ratekeeper service: it answered {response.status_code} "
+        f"with {response.text[:80]!r}"
+    )
+
+
+def _is_http(url: Any) -> bool:
+    """Whether ``url`` is an ``http(s)://`` URL naming a host, and a port if any in range."""
+    if not isinstance(url, str):
+        return False
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port when it is read
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 class _Base:
     """What the twins share: the address, the bodies, the checks (no I/O)."""
 
     def __init__(self, url: str, timeout: float, admin_token: str | None) -> None:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise StoreConfigError(f"a ratekeeper service URL is http(s)://host:port, not {url!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        if not _is_http(url):
+            raise StoreConfigError(
+                f"a ratekeeper service URL is http(s)://host:port, "
+                f"not {redacted(url) if isinstance(url, str) else url!r}"
+            )
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise StoreConfigError(f"timeout must be positive seconds, not {timeout!r}")
+        if not 0 < timeout < MAX_TIMEOUT:
+            raise StoreConfigError(
+                f"timeout must be positive seconds under {MAX_TIMEOUT}, not {timeout!r}"
+            )
         if admin_token is not None and (not isinstance(admin_token, str) or not admin_token):
             raise StoreConfigError("admin_token is the service's admin token, a non-empty string")
         self.url = url.rstrip("/")
@@ -151,7 +191,7 @@ class ServiceStore(_Base):
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         body = self._check(key, limit, cost, now)
-        return _decision(_answer(self._post("/v1/check", body), self.url), body["cost"])
+        return _decision(self._post("/v1/check", body), self.url, body["cost"])
 
     def apply_many(
         self, hits: Any, *, all_or_nothing: bool = False, now: float | None = None
@@ -169,6 +209,7 @@ class ServiceStore(_Base):
         response = self._post("/v1/reset", body, self._admin)
         if response.status_code != 204:
             _answer(response, self.url)
+            raise _foreign(response, self.url)
 
     def ping(self) -> Health:
         try:
@@ -200,7 +241,7 @@ class AsyncServiceStore(_Base):
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
     ) -> Decision:
         body = self._check(key, limit, cost, now)
-        return _decision(_answer(await self._post("/v1/check", body), self.url), body["cost"])
+        return _decision(await self._post("/v1/check", body), self.url, body["cost"])
 
     async def apply_many(
         self, hits: Any, *, all_or_nothing: bool = False, now: float | None = None
@@ -220,6 +261,7 @@ class AsyncServiceStore(_Base):
         response = await self._post("/v1/reset", body, self._admin)
         if response.status_code != 204:
             _answer(response, self.url)
+            raise _foreign(response, self.url)
 
     async def ping(self) -> Health:
         try:

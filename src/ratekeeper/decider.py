@@ -1,7 +1,8 @@
 """What web middleware and other surfaces need of whatever decides: ``Decider`` and its twin.
 
 ``Limiter`` and ``Engine`` are ``Decider``s; ``AsyncLimiter`` and ``AsyncEngine`` are
-``AsyncDecider``s (a remote client of the decision service will be one too). Code written
+``AsyncDecider``s, and so are the decision service's clients, ``RemoteLimiter`` and
+``AsyncRemoteLimiter`` (a ``Limiter`` and an ``AsyncLimiter``). Code written
 against these protocols takes any of them: a limit given with the call (a ``Limit`` or a rate
 string) is counted on ``key``; ``peek`` counts nothing; ``reset`` forgets the key's count.
 """

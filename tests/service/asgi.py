@@ -1,5 +1,6 @@
 """A synchronous client of an ASGI app in-process: the app runs, lifespan included, on an event
-loop in a thread of its own, and each request goes through httpx's ASGI transport there."""
+loop in a thread of its own, and each request goes through httpx's ASGI transport there. And
+``service_app``, the service's app as most of these tests build it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,34 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
 from starlette.applications import Starlette
 
+from ratekeeper import AsyncEngine
+from ratekeeper.config import open_config_store
+from ratekeeper.rules import parse_rules
+from ratekeeper.service.http import create_app
+from ratekeeper.stores.memory import AsyncMemoryStore
+from ratekeeper.testing import FakeClock
+
 T = TypeVar("T")
+
+
+def service_app(rules: str, directory: Path, clock: FakeClock, **options: Any) -> Starlette:
+    """``create_app`` over an engine of ``rules`` (YAML text), a memory store on ``clock`` and a
+    SQLite configuration store in ``directory``; the app closes the engine. ``options`` go to
+    ``create_app`` (``admin_token``, ``ietf_headers``, ...)."""
+    engine = AsyncEngine(
+        AsyncMemoryStore(clock=clock),
+        rules=parse_rules(rules, "rules.yaml"),
+        config=open_config_store(f"sqlite:///{directory}/config.db"),
+        clock=clock,
+    )
+    return create_app(engine, close_engine=True, **options)
 
 
 class AppClient:

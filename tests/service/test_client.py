@@ -4,7 +4,9 @@ Limiter API decided by the service, and the failure policy while the service is 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from ratekeeper import (
     StoreError,
 )
 from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
+from tests.gateways import UpstreamServer
 from tests.servers import free_port
 from tests.service.served import Served
 
@@ -126,3 +129,43 @@ def test_reset_is_an_admin_call(service: str) -> None:
     assert asyncio.run(run())
     with pytest.raises(StoreConfigError, match="admin_token"):
         RemoteLimiter(service, admin_token="")
+
+
+@pytest.mark.parametrize(
+    "url", ["http://", "http://:8080", "https:///v1", "http://127.0.0.1:99999"]
+)
+def test_a_url_without_a_host_or_port_is_refused_when_made(url: str) -> None:
+    with pytest.raises(StoreConfigError, match="URL"):
+        RemoteLimiter(url)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, 1e308, 3600])
+def test_a_timeout_that_is_not_positive_seconds_is_refused_when_made(timeout: float) -> None:
+    for make in (RemoteLimiter, AsyncRemoteLimiter):
+        with pytest.raises(StoreConfigError, match="timeout"):
+            make("http://127.0.0.1:8080", timeout=timeout)
+
+
+@pytest.mark.parametrize("role", ["app", "auth"])  # 200 with JSON of its own; 200, no body
+def test_a_server_that_is_not_ratekeeper_is_a_misconfiguration(tmp_path: Path, role: str) -> None:
+    server = UpstreamServer(tmp_path, role)
+    try:
+        for policy in ("allow", None):
+            limiter = RemoteLimiter(server.url, timeout=5, on_store_error=policy, admin_token=TOKEN)
+            with pytest.raises(StoreConfigError, match="not a ratekeeper service"):
+                limiter.hit("k", "1/hour")
+            with pytest.raises(StoreConfigError, match="not a ratekeeper service"):
+                limiter.reset("k", "1/hour")
+            limiter.close()
+
+        async def main() -> None:
+            limiter = AsyncRemoteLimiter(server.url, timeout=5)
+            try:
+                await limiter.hit("k", "1/hour")
+            finally:
+                await limiter.close()
+
+        with pytest.raises(StoreConfigError, match="not a ratekeeper service"):
+            asyncio.run(main())
+    finally:
+        server.stop()

@@ -20,13 +20,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from ratekeeper import AsyncEngine
-from ratekeeper.config import open_config_store
-from ratekeeper.rules import parse_rules
-from ratekeeper.service.http import create_app
 from ratekeeper.service.openapi import document
-from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
+from tests.service.asgi import service_app
 from tests.service.served import Served
 
 RULES = """
@@ -85,13 +81,7 @@ admin.app = CURRENT
 
 def _app(directory: Path, admin_token: str | None) -> Any:
     clock = FakeClock(1_700_000_000.0)
-    engine = AsyncEngine(
-        AsyncMemoryStore(clock=clock),
-        rules=parse_rules(RULES, "rules.yaml"),
-        config=open_config_store(f"sqlite:///{directory}/config.db"),
-        clock=clock,
-    )
-    return create_app(engine, admin_token=admin_token, ietf_headers=True, close_engine=True)
+    return service_app(RULES, directory, clock, admin_token=admin_token, ietf_headers=True)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ back in request order with Envoy's fields, equal to what the engine decides in p
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -157,8 +158,11 @@ def test_unlimited_and_no_rule_answer_as_envoy(clock: FakeClock) -> None:
         request(),
         request(descriptor(("", "x"))),
         request(descriptor(DEFAULT, limit=Descriptor.RateLimitOverride(requests_per_unit=5))),
+        request(
+            descriptor(DEFAULT, limit=Descriptor.RateLimitOverride(requests_per_unit=5, unit=7))
+        ),
     ],
-    ids=["empty domain", "no descriptors", "empty key", "unknown unit"],
+    ids=["empty domain", "no descriptors", "empty key", "unknown unit", "no such unit"],
 )
 def test_an_invalid_request_is_invalid_argument(
     clock: FakeClock, bad: rls_pb2.RateLimitRequest
@@ -210,3 +214,17 @@ def test_the_wire_decides_as_the_engine_does_in_process(clock: FakeClock) -> Non
         return [one.SerializeToString() for one in answers]
 
     assert wire == asyncio.run(in_process())
+
+
+def test_an_address_in_use_is_an_os_error_naming_it(clock: FakeClock) -> None:
+    async def main() -> None:
+        engine = AsyncEngine(AsyncMemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
+        try:
+            with pytest.raises(OSError, match=f"gRPC cannot listen on 127.0.0.1:{port}"):
+                await serve_grpc(engine, f"127.0.0.1:{port}")
+        finally:
+            await engine.close()
+
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        asyncio.run(main())

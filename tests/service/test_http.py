@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 
 from ratekeeper import AsyncEngine, Engine, MemoryStore
-from ratekeeper.config import open_config_store
 from ratekeeper.rules import parse_rules
 from ratekeeper.service.http import MAX_BODY, create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
 from tests.servers import free_port
-from tests.service.asgi import AppClient
+from tests.service.asgi import AppClient, service_app
 
 RULES = """
 domain: test
@@ -47,13 +46,7 @@ def fake() -> FakeClock:
 
 @pytest.fixture
 def client(fake: FakeClock, tmp_path: Path) -> Iterator[AppClient]:
-    engine = AsyncEngine(
-        AsyncMemoryStore(clock=fake),
-        rules=parse_rules(RULES, "rules.yaml"),
-        config=open_config_store(f"sqlite:///{tmp_path}/config.db"),
-        clock=fake,
-    )
-    app = create_app(engine, admin_token=TOKEN, ietf_headers=True, close_engine=True)
+    app = service_app(RULES, tmp_path, fake, admin_token=TOKEN, ietf_headers=True)
     with AppClient(app) as client:
         yield client
 
@@ -406,6 +399,7 @@ def test_envoys_json_endpoint(client: AppClient) -> None:
         b'{"domain": ""}',
         b'{"domain": "test", "descriptors": []}',
         b'{"domian": "x"}',
+        b"[" * 30_000 + b"]" * 30_000,  # nested deeper than Python's JSON parser goes
     ):
         answer = client.post("/json", content=bad)
         assert (answer.status_code, answer.text) == (400, "Bad Request\n")

@@ -14,11 +14,10 @@ import pytest
 from ratekeeper import AsyncEngine
 from ratekeeper.config import open_config_store
 from ratekeeper.inputs import MAX_COST
-from ratekeeper.rules import parse_rules
 from ratekeeper.service.http import MAX_BODY, create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
-from tests.service.asgi import AppClient
+from tests.service.asgi import AppClient, service_app
 
 RULES = """
 domain: test
@@ -33,14 +32,8 @@ ONE = [{"entries": [{"key": "k"}]}]
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[AppClient]:
-    clock = FakeClock(1_700_000_000.0)
-    engine = AsyncEngine(
-        AsyncMemoryStore(clock=clock),
-        rules=parse_rules(RULES, "rules.yaml"),
-        config=open_config_store(f"sqlite:///{tmp_path}/config.db"),
-        clock=clock,
-    )
-    with AppClient(create_app(engine, admin_token=TOKEN, close_engine=True)) as client:
+    app = service_app(RULES, tmp_path, FakeClock(1_700_000_000.0), admin_token=TOKEN)
+    with AppClient(app) as client:
         yield client
 
 

@@ -12,14 +12,9 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from ratekeeper import AsyncEngine
-from ratekeeper.config import open_config_store
-from ratekeeper.rules import parse_rules
-from ratekeeper.service.http import create_app
 from ratekeeper.service.openapi import document
-from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
-from tests.service.asgi import AppClient
+from tests.service.asgi import AppClient, service_app
 
 RULES = """
 domain: test
@@ -33,14 +28,8 @@ ONE = [{"entries": [{"key": "generic_key", "value": "v"}]}]
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[AppClient]:
-    clock = FakeClock(1_700_000_000.0)
-    engine = AsyncEngine(
-        AsyncMemoryStore(clock=clock),
-        rules=parse_rules(RULES, "rules.yaml"),
-        config=open_config_store(f"sqlite:///{tmp_path}/config.db"),
-        clock=clock,
-    )
-    with AppClient(create_app(engine, admin_token=TOKEN, close_engine=True)) as client:
+    app = service_app(RULES, tmp_path, FakeClock(1_700_000_000.0), admin_token=TOKEN)
+    with AppClient(app) as client:
         yield client
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from ratekeeper.errors import MissingExtraError
 from ratekeeper.service.settings import EXAMPLE_RULES
-from tests.servers import RedisServer
+from tests.servers import RedisServer, free_port
 from tests.service.served import Served
 
 TOKEN = "serve-token-0123456789abcdef"
@@ -112,6 +112,28 @@ def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "error: --http: expected HOST:PORT" in result.stderr
     assert "each worker would count alone" in result.stderr
+
+
+def test_serve_refuses_a_grpc_address_another_service_listens_on(tmp_path: Path) -> None:
+    """Not shared silently, as gRPC's SO_REUSEPORT would: each would get half of the calls."""
+    first = Served(tmp_path)
+    try:
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "ratekeeper.cli", "serve"),
+                *("--http", f"127.0.0.1:{free_port()}", "--grpc", f"127.0.0.1:{first.grpc}"),
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        assert first.stop() == 0
+    assert result.returncode == 3
+    assert f"could not listen on gRPC 127.0.0.1:{first.grpc}" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_importing_ratekeeper_brings_no_web_framework() -> None:

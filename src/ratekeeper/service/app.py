@@ -6,7 +6,8 @@
 many rules it loaded from which files, then serves HTTP with uvicorn until SIGTERM or SIGINT:
 it stops accepting, finishes the requests in flight, closes the engine, and returns 0 (SIGINT
 ends as an interrupt). With ``workers`` above 1, each worker process builds its own engine from
-the same settings (``from_environment``).
+the same settings (``from_environment``), and their gRPC servers share the port. An address
+something else listens on is refused (exit 3), the gRPC one included.
 
 Starlette and uvicorn are the ``server`` extra, imported here only when serving: without them,
 ``MissingExtraError`` names the extra to install.
@@ -18,13 +19,14 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.errors import MissingExtraError
 from ratekeeper.redaction import redacted
-from ratekeeper.service.settings import Settings
+from ratekeeper.service.settings import Address, Settings
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -160,12 +162,31 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _unlistenable(address: Address) -> str | None:
+    """Why nothing can listen on ``address`` now (another process does, say); None if it can.
+
+    gRPC's own servers share a port (SO_REUSEPORT, as the workers of one service do), so a
+    second service would quietly take half of the first one's calls: it is refused here.
+    """
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    try:
+        with socket.socket(family) as probe:
+            probe.bind((address.host, address.port))
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
 def serve(settings: Settings) -> int:
     """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
     require_server_extra()
     import uvicorn
 
     configure_logging(settings.log_format)
+    refused = _unlistenable(settings.grpc)
+    if refused is not None:  # else gRPC's SO_REUSEPORT would share it with its holder
+        log.error("could not listen on gRPC %s: %s", settings.grpc, refused)
+        return 3
     common = uvicorn_options(settings)
     if settings.workers > 1:
         os.environ.update(_environment(settings))

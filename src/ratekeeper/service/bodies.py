@@ -88,7 +88,7 @@ _decode = json.JSONDecoder(parse_constant=_no_constant).decode
 def _object(value: Any, path: Path, fields: Sequence[str], what: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise invalid(f"{what} must be a JSON object, not {_kind(value)}", path)
-    unknown = sorted(set(value) - set(fields))
+    unknown = sorted(value.keys() - fields)
     if unknown:
         raise invalid(
             f"unknown field {unknown[0]!r} in {what}; expected some of: {', '.join(fields)}",
@@ -183,10 +183,11 @@ def _call(data: dict[str, Any], path: Path, *, looks: bool) -> Call:
         one = _descriptor(item, at)
         if looks:
             one = WireDescriptor(one.entries, one.limit, 0)
-        try:  # translate's own checks, one descriptor at a time, to say which is wrong
-            translate.descriptors(Call(domain, (one,), hits))
-        except InvalidInputError as error:
-            raise invalid(str(error), at) from None
+        if one.limit is not None:
+            try:  # translate's own check, here to say which descriptor's limit is wrong
+                translate.sent_limit(one.limit)
+            except InvalidInputError as error:
+                raise invalid(str(error), at) from None
         result.append(one)
     return Call(domain, tuple(result), hits)
 

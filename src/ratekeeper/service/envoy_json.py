@@ -10,7 +10,8 @@ durations as ``"60s"``. The request becomes a ``translate.Call``; the answer com
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from ratekeeper.errors import InvalidInputError
@@ -46,17 +47,32 @@ def _integral(value: Any) -> Any:
     return value
 
 
-def _only(body: Any, names: Sequence[str], what: str) -> Mapping[str, Any]:
+def _only(body: Any, names: tuple[str, ...], what: str) -> Mapping[str, Any]:
     if not isinstance(body, dict):
         raise InvalidInputError(f"{what} must be an object")
-    allowed = set(names) | {_camel(name) for name in names}
-    unknown = sorted(set(body) - allowed)
+    unknown = sorted(body.keys() - _both(names))
     if unknown:
         raise InvalidInputError(f"unknown field {unknown[0]!r} in {what}")
     return body
 
 
-def _camel(name: str) -> str:
+def _array(body: Mapping[str, Any], name: str) -> list[Any]:
+    value = body.get(name)
+    if value is None:  # protobuf's JSON: null is the default, an empty array
+        return []
+    if not isinstance(value, list):
+        raise InvalidInputError(f"{name} must be an array")
+    return value
+
+
+@cache
+def _both(names: tuple[str, ...]) -> frozenset[str]:
+    """``names`` and their lowerCamelCase twins, worked out once."""
+    return frozenset(names) | {camel(name) for name in names}
+
+
+def camel(name: str) -> str:
+    """A protobuf field's lowerCamelCase JSON name: ``hits_addend`` gives ``hitsAddend``."""
     first, *rest = name.split("_")
     return first + "".join(part.title() for part in rest)
 
@@ -68,19 +84,11 @@ def request(data: Any) -> Call:
     domain = body.get("domain", "")
     if not isinstance(domain, str):
         raise InvalidInputError("domain must be a string")
-    listed = body.get("descriptors")
-    listed = [] if listed is None else listed
-    if not isinstance(listed, list):
-        raise InvalidInputError("descriptors must be an array")
     result = []
-    for item in listed:
+    for item in _array(body, "descriptors"):
         one = _only(item, DESCRIPTOR, "a descriptor")
-        entries = one.get("entries")
-        entries = [] if entries is None else entries
-        if not isinstance(entries, list):
-            raise InvalidInputError("entries must be an array")
         pairs = []
-        for entry in entries:
+        for entry in _array(one, "entries"):
             fields = _only(entry, ENTRY, "an entry")
             key, value = fields.get("key", ""), fields.get("value", "")
             if not isinstance(key, str) or not isinstance(value, str):

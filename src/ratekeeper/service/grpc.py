@@ -4,9 +4,11 @@
 the one ``AsyncEngine`` decides it (``translate.decide_async``), and the ``translate.Answer``
 becomes a ``RateLimitResponse`` whose statuses are in the request's order. A request ratekeeper
 refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit) is answered
-``INVALID_ARGUMENT`` with the reason. The asyncio server lets concurrent requests share the
-request store's batching. ``serve_grpc`` starts it, with the health service reporting SERVING
-for the overall server and for the rate-limit service.
+``INVALID_ARGUMENT`` with the reason; a store that fails with no failure policy to answer, or
+is misconfigured, ``UNAVAILABLE`` (Envoy's ``failure_mode_deny`` then decides). The asyncio
+server lets concurrent requests share the request store's batching. ``serve_grpc`` starts it,
+with the health service reporting SERVING for the overall server and for the rate-limit
+service.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ratekeeper.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.errors import (
+    ConfigStoreError,
+    InvalidInputError,
+    InvalidLimitError,
+    StoreConfigError,
+    StoreError,
+)
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.translate import OK, Answer, Call, WireDescriptor, decide_async
 
@@ -33,7 +41,8 @@ log = logging.getLogger("ratekeeper.service")
 SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
 
 Response = rls_pb2.RateLimitResponse
-_UNIT_NAMES = ratelimit_unit_pb2.RateLimitUnit
+#: ``RateLimitUnit``'s names, by number.
+_UNIT_NAMES = {number: name for name, number in ratelimit_unit_pb2.RateLimitUnit.items()}
 
 
 def call_of(request: rls_pb2.RateLimitRequest) -> Call:
@@ -43,7 +52,10 @@ def call_of(request: rls_pb2.RateLimitRequest) -> Call:
         entries = tuple((entry.key, entry.value) for entry in descriptor.entries)
         limit = None
         if descriptor.HasField("limit"):
-            unit = _UNIT_NAMES.Name(descriptor.limit.unit)
+            unit = _UNIT_NAMES.get(descriptor.limit.unit)
+            if unit is None:
+                number = descriptor.limit.unit
+                raise InvalidInputError(f"a limit's unit is a RateLimitUnit, not {number}")
             limit = (descriptor.limit.requests_per_unit, unit)
         hits = descriptor.hits_addend.value if descriptor.HasField("hits_addend") else None
         descriptors.append(WireDescriptor(entries, limit, hits))
@@ -82,11 +94,14 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
     ) -> rls_pb2.RateLimitResponse:
         started = time.perf_counter()
         try:
-            call = call_of(request)
-            answer = await decide_async(self.engine, call)
-        except (InvalidInputError, InvalidLimitError, ValueError) as error:
+            answer = await decide_async(self.engine, call_of(request))
+        except (InvalidInputError, InvalidLimitError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             raise  # abort raises; this line is never reached
+        except (StoreError, StoreConfigError, ConfigStoreError) as error:
+            log.warning("ShouldRateLimit: %s", error)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
+            raise
         finally:
             if self.metrics is not None:
                 self.metrics.observe_latency("grpc", time.perf_counter() - started)
@@ -104,9 +119,12 @@ async def serve_grpc(
     rls_pb2_grpc.add_RateLimitServiceServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(address)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # grpcio's "Failed to bind"; older ones return 0
+        port = 0
     if port == 0:
-        raise OSError(f"gRPC cannot listen on {address}")
+        raise OSError(f"gRPC cannot listen on {address}: in use, or not this host's address")
     await server.start()
     for name in ("", SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
@@ -128,19 +128,8 @@ def _timed(handler: Handler, observe: Callable[[float], None]) -> Handler:
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     """The request's body, at most ``limit`` bytes (a 413 problem beyond)."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise _too_large(limit)
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise Problem(400, "malformed", "the client went away before its body ended") from None
-    return b"".join(chunks)
+    _check_length(request.headers.get("content-length"), limit)
+    return await _receive_body(request.receive, limit)
 
 
 async def read_json(request: Request) -> Any:
@@ -160,8 +149,15 @@ def _check_media_type(given: str | None) -> None:
         )
 
 
-async def _receive_body(receive: Receive, limit: int = MAX_BODY) -> bytes:
-    """An ASGI request's body, as ``read_body`` reads it, from its ``receive``."""
+def _check_length(given: str | bytes | None, limit: int) -> None:
+    """A 413 problem when a ``Content-Length`` says the body is over ``limit`` bytes."""
+    if given is not None and given.isdigit() and int(given) > limit:
+        raise _too_large(limit)
+
+
+async def _receive_body(receive: Receive, limit: int) -> bytes:
+    """An ASGI request's body from its ``receive``: at most ``limit`` bytes (a 413 problem
+    beyond); a 400 problem when the client goes away before it ends."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -248,9 +244,8 @@ class Service:
             elif name == b"content-length":
                 length = value
         _check_media_type(content_type)
-        if length is not None and length.isdigit() and int(length) > MAX_BODY:
-            raise _too_large(MAX_BODY)
-        check = bodies.check(bodies.loads(await _receive_body(receive)))
+        _check_length(length, MAX_BODY)
+        check = bodies.check(bodies.loads(await _receive_body(receive, MAX_BODY)))
         outcome = await self._decide(check)
         body = bodies.result(outcome)
         payload = _encode(body).encode()
@@ -294,10 +289,9 @@ class Service:
     async def envoy_json(self, request: Request) -> Response:
         """``POST /json``: 200, 429 or 400 ``Bad Request``, as Envoy's service answers."""
         try:
-            raw = await read_body(request)
-            call = envoy_json.request(json.loads(raw))
+            call = envoy_json.request(bodies.loads(await read_body(request)))
             answer = await decide_async(self.engine, call)
-        except (Problem, ValueError):  # InvalidInputError is a ValueError
+        except (Problem, InvalidInputError):  # a store's failure is answered as the API's
             return PlainTextResponse("Bad Request\n", 400)
         status = 429 if answer.code == OVER_LIMIT else 200
         headers = {DEGRADED: "true"} if answer.degraded else None
@@ -306,10 +300,12 @@ class Service:
     async def nginx(self, request: Request) -> Response:
         """``GET /v1/nginx``: nginx's ``auth_request``. Only 200 (let through) or 403 (refused),
         with the rate-limit headers; a request nginx could not describe is refused too, so that
-        nginx never turns the answer into a 500 (see ``service.nginx``)."""
+        nginx never turns the answer into a 500 (see ``service.nginx``). A store that fails
+        is a 503, as elsewhere: nginx's failure mode (``@fail_open`` in the shipped file)
+        decides."""
         try:
             answer = await decide_async(self.engine, nginx.call_of(request.headers))
-        except ValueError as error:  # InvalidInputError is a ValueError
+        except InvalidInputError as error:  # a store's failure is a 503: nginx's to answer
             log.warning("nginx auth_request refused: %s", error)
             return Response(status_code=nginx.REFUSED, headers={"X-RateLimit-Problem": "invalid"})
         headers = rate_limit_headers(answer.statuses, ietf=self.ietf_headers)
@@ -474,9 +470,8 @@ def create_app(
     def route(path: str, handler: Handler, methods: list[str], surface: str = "") -> Route:
         return Route(path, answering(handler, surface), methods=methods)
 
-    check = answering(service.check, "http")
     routes: list[BaseRoute] = [
-        Route("/v1/check", check, methods=["POST"]),
+        route("/v1/check", service.check, ["POST"], "http"),
         route("/v1/check/batch", service.batch, ["POST"], "http"),
         route("/v1/peek", service.peek, ["POST"], "http"),
         route("/v1/reset", service.reset, ["POST"]),

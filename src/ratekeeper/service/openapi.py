@@ -12,6 +12,7 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.inputs import MAX_COST
 from ratekeeper.rules.model import UNITS
 from ratekeeper.service.bodies import MAX_BATCH
+from ratekeeper.service.envoy_json import camel
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -111,19 +112,14 @@ _UINT = {
 }
 
 
-def _camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(part.title() for part in rest)
-
-
 def _both(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     """A protobuf field under its two JSON names: snake_case and lowerCamelCase."""
-    return {name: schema, _camel(name): schema}
+    return {name: schema, camel(name): schema}
 
 
 def _once(name: str) -> dict[str, Any]:
     """The field ``name`` under one of its two JSON names, not both."""
-    return {"not": {"required": [name, _camel(name)]}}
+    return {"not": {"required": [name, camel(name)]}}
 
 
 _SCHEMAS: dict[str, Any] = {

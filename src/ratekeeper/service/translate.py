@@ -11,7 +11,7 @@ engine's verdict becomes Envoy's statuses (``OK`` / ``OVER_LIMIT``, ``current_li
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -101,14 +101,23 @@ def descriptors(call: Call) -> list[Descriptor]:
     for one, cost in zip(call.descriptors, costs(call), strict=True):
         if isinstance(cost, bool) or not isinstance(cost, int) or not 0 <= cost <= MAX_COST:
             raise InvalidInputError(f"hits_addend must be an integer from 0 to {MAX_COST}")
-        result.append(Descriptor(one.entries, _limit(one.limit), cost))
+        result.append(Descriptor(one.entries, sent_limit(one.limit), cost))
     return result
 
 
-def arguments(call: Call) -> tuple[list[Descriptor] | list[tuple[Entry, ...]], int]:
+def arguments(call: Call) -> tuple[Sequence[Descriptor | tuple[Entry, ...]], int]:
     """``engine.check``'s descriptors and hits for ``call``, checked as ``descriptors`` checks
     them. When no descriptor sends a limit or a cost of its own, the descriptors are their bare
     entries and the request's cost is ``hits``: the engine's fast path for a cached one."""
+    found, hits, _ = _prepared(call, ())
+    return found, hits
+
+
+def _prepared(
+    call: Call, domains: Container[str]
+) -> tuple[Sequence[Descriptor | tuple[Entry, ...]], int, list[bool] | None]:
+    """``arguments(call)``, and which descriptors are always over (``_over``; None when none
+    is), found in the one scan that picks the path: only a sent limit can be 0."""
     default = call.hits_addend or 1
     if (
         not call.domain
@@ -116,14 +125,17 @@ def arguments(call: Call) -> tuple[list[Descriptor] | list[tuple[Entry, ...]], i
         or default.__class__ is not int
         or not 0 < default <= MAX_COST
     ):
-        return descriptors(call), 1  # which raises the error
+        return descriptors(call), 1, None  # which raises the error
     for one in call.descriptors:
         if one.limit is not None or one.hits_addend is not None:
-            return descriptors(call), 1
-    return [one.entries for one in call.descriptors], default
+            return descriptors(call), 1, _over(call, domains)
+    return [one.entries for one in call.descriptors], default, None
 
 
-def _limit(sent: tuple[int, str] | None) -> Limit | None:
+def sent_limit(sent: tuple[int, str] | None) -> Limit | None:
+    """The ``Limit`` of a limit sent with a descriptor (``(requests_per_unit, unit)``); None
+    when none is sent, or for 0, which ``decide`` answers always over without the engine.
+    ``InvalidInputError`` for an unknown unit or an amount that is no limit's."""
     if sent is None:
         return None
     amount, unit = sent
@@ -178,22 +190,21 @@ def _over(call: Call, domains: Container[str]) -> list[bool] | None:
     """Which descriptors carry a limit of 0 in a known domain, which Envoy's service holds
     always over their limit; None when none does (in an unknown domain no limit applies, as
     for any sent limit)."""
-    for one in call.descriptors:
-        if one.limit is not None and one.limit[0] == 0 and call.domain in domains:
-            return [each.limit is not None and each.limit[0] == 0 for each in call.descriptors]
-    return None
+    if call.domain not in domains:
+        return None
+    over = [one.limit is not None and one.limit[0] == 0 for one in call.descriptors]
+    return over if any(over) else None
 
 
 def _joined(call: Call, over: list[bool], verdict: Verdict | None) -> Answer:
     """The answer of the engine's ``verdict`` on the descriptors not ``over``, with an
-    always-over status put back in place of each of the others."""
+    always-over status put back in place of each of the others: over its limit, as one is."""
     decided = iter(() if verdict is None else answer(verdict).statuses)
     statuses = tuple(
         _always_over(one.limit) if refused and one.limit is not None else next(decided)
         for one, refused in zip(call.descriptors, over, strict=True)
     )
-    code = OK if all(status.code == OK for status in statuses) else OVER_LIMIT
-    return Answer(code, statuses, verdict is not None and verdict.degraded)
+    return Answer(OVER_LIMIT, statuses, verdict is not None and verdict.degraded)
 
 
 def _always_over(limit: tuple[int, str]) -> WireStatus:
@@ -202,17 +213,17 @@ def _always_over(limit: tuple[int, str]) -> WireStatus:
 
 def decide(engine: Engine, call: Call) -> Answer:
     """``call`` decided by ``engine``."""
-    over = _over(call, engine.rules.domains)
+    found, hits, over = _prepared(call, engine.rules.domains)
     if over is None:
-        return answer(engine.check(call.domain, *arguments(call)))
-    rest = [one for one, refused in zip(descriptors(call), over, strict=True) if not refused]
+        return answer(engine.check(call.domain, found, hits))
+    rest = [one for one, refused in zip(found, over, strict=True) if not refused]
     return _joined(call, over, engine.check(call.domain, rest) if rest else None)
 
 
 async def decide_async(engine: AsyncEngine, call: Call) -> Answer:
     """``call`` decided by the asyncio ``engine``."""
-    over = _over(call, engine.rules.domains)
+    found, hits, over = _prepared(call, engine.rules.domains)
     if over is None:
-        return answer(await engine.check(call.domain, *arguments(call)))
-    rest = [one for one, refused in zip(descriptors(call), over, strict=True) if not refused]
+        return answer(await engine.check(call.domain, found, hits))
+    rest = [one for one, refused in zip(found, over, strict=True) if not refused]
     return _joined(call, over, await engine.check(call.domain, rest) if rest else None)
