@@ -110,6 +110,53 @@ def test_batching_is_exact_under_many_tasks(redis_server: RedisServer) -> None:
     assert asyncio.run(main()) == 500
 
 
+def test_calls_made_while_batches_are_in_flight_go_together(redis_server: RedisServer) -> None:
+    """One call per loop turn (as a gRPC server delivers them): the calls made while a batch
+    is on its way wait for it and go as the next batch, and each still gets the decision it
+    would have had alone, in call order."""
+    sync = redis.Redis.from_url(redis_server.url)
+    limit = Limit(100, 3600, "gcra")
+    calls = 60
+
+    async def main() -> tuple[list[int], int]:
+        client = redis.asyncio.Redis.from_url(redis_server.url)
+        store = AsyncRedisStore(client, prefix=prefix())
+        await store.apply("warm", limit)  # loads the script
+        before = evalsha_calls(sync)
+        pending = []
+        for _ in range(calls):  # one call started per loop turn
+            pending.append(asyncio.ensure_future(store.apply("k", limit)))
+            await asyncio.sleep(0)
+        decisions = await asyncio.gather(*pending)
+        runs = evalsha_calls(sync) - before
+        await client.aclose()
+        return [d.remaining for d in decisions], runs
+
+    remaining, runs = asyncio.run(main())
+    assert remaining == list(range(99, 99 - calls, -1))
+    # A round trip takes many loop turns: far fewer script runs than calls.
+    assert runs < calls // 2
+
+
+def test_an_idle_store_sends_a_call_in_the_next_turn(redis_server: RedisServer) -> None:
+    """Batching never holds back a call when no batch is in flight: one call, one round trip,
+    each sent at once."""
+    sync = redis.Redis.from_url(redis_server.url)
+    limit = Limit(100, 3600, "gcra")
+
+    async def main() -> int:
+        client = redis.asyncio.Redis.from_url(redis_server.url)
+        store = AsyncRedisStore(client, prefix=prefix())
+        await store.apply("warm", limit)
+        before = evalsha_calls(sync)
+        for _ in range(5):
+            await asyncio.wait_for(store.apply("k", limit), timeout=5)
+        await client.aclose()
+        return evalsha_calls(sync) - before
+
+    assert asyncio.run(main()) == 5
+
+
 def test_over_limit_cache_answers_denials_locally(redis_server: RedisServer) -> None:
     client = redis.Redis.from_url(redis_server.url)
     store = OverLimitCache(RedisStore(client, prefix=prefix()))

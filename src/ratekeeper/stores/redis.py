@@ -291,9 +291,13 @@ class RedisStore(_Base):
 class AsyncRedisStore(_Base):
     """The asyncio twin of ``RedisStore``, on ``redis.asyncio`` clients.
 
-    With ``batch=True`` (the default), the ``apply`` calls issued in one event-loop tick go to
-    Redis together, as one script run per slot in one round trip; each call still gets exactly
-    the decision it would have had alone, in the order the calls were made.
+    With ``batch=True`` (the default), ``apply`` calls go to Redis together, as one script run
+    per slot in one round trip: an idle store sends the calls of one event-loop tick at the end
+    of that tick; while a batch is on its way, the calls made meanwhile wait for it to return
+    and then go as the next batch (under a server that hands over one call per tick, as
+    ``grpc.aio`` does, they would otherwise each be a round trip of their own). So one batch at
+    a time is in flight, and each call gets exactly the decision it would have had alone, in
+    the order the calls were made.
 
     A client's connections belong to the event loop that opened them, so the store serves one
     loop at a time, and closes the client's connections when that loop shuts down (as
@@ -321,7 +325,7 @@ class AsyncRedisStore(_Base):
         self._guard: AsyncGenerator[None, None] | None = None  # closes the client with it
         self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
         self._futures: list[asyncio.Future[Decision]] = []
-        self._sending: set[asyncio.Future[None]] = set()
+        self._sending: set[asyncio.Future[None]] = set()  # the batch on its way, if any
 
     async def apply(
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
@@ -488,11 +492,20 @@ class AsyncRedisStore(_Base):
             await client.aclose()
 
     def _flush(self) -> None:
+        """Send the waiting hits as one batch, unless a batch is on its way: then they go when
+        it returns (``_sent``)."""
+        if not self._hits or self._sending:
+            return
         hits, futures = self._hits, self._futures
         self._hits, self._futures = [], []
         task = asyncio.ensure_future(self._send(hits, futures))
         self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Future[None]) -> None:
+        self._sending.discard(task)
+        if self._hits and not task.get_loop().is_closed():
+            self._flush()
 
     async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
         try:
