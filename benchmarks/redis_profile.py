@@ -56,16 +56,11 @@ def _lua_parts() -> tuple[str, str]:
 
 
 #: A stand-in for ratekeeper's scripts: the same reply shape (one allowing decision per key,
-#: seven fields each, flat), next to no server work. With it, what remains of a decision's cost
-#: is the client's.
+#: packed as the scripts pack it), next to no server work. With it, what remains of a
+#: decision's cost is the client's.
 STUB = """
-local reply = {}
-for i = 0, #KEYS - 1 do
-  local r = i * 7
-  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = 1, 1000000000, 999999999, '3.6e-06'
-  reply[r + 5], reply[r + 6], reply[r + 7] = 0, 0, 1
-end
-return reply
+return string.rep(struct.pack('<Bi8i8dddi8B', 1, 1000000000, 999999999, 3.6e-06, 0, 0, 1, 0),
+  #KEYS)
 """
 
 

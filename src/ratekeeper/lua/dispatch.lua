@@ -10,11 +10,10 @@
 -- Hits run in order, each seeing the state the earlier ones left. With all_or_nothing nothing
 -- is kept unless every hit is allowed: the keys are snapshotted (DUMP) first and restored if
 -- one hit is refused; the allowed hits then report the state they would have left, with
--- granted 0 (as the memory store does). Reply: one flat array, the 7 fields of each decision
--- in turn (allowed, limit, remaining, reset_after, retry_after, delay, granted; see num()
--- for the floats), no table per hit; with ARGV[2] '2', then `now` (as num() gives it), which
--- a Redis Cluster batch spanning slots needs to refund this slot's hits (refund.lua) when
--- another slot refused.
+-- granted 0 (as the memory store does). Reply: one string, each decision packed in turn
+-- (DECISION, in the prelude); with ARGV[2] '2', then `now` as one more little-endian double,
+-- which a Redis Cluster batch spanning slots needs to refund this slot's hits (refund.lua)
+-- when another slot refused.
 
 local count = #KEYS
 local hits = 3 + tonumber(ARGV[3]) * LIMIT_FIELDS
@@ -69,9 +68,9 @@ for i = 1, count do
   reply[r + 1] = allowed
   reply[r + 2] = limit
   reply[r + 3] = remaining
-  reply[r + 4] = num(reset_after)
-  reply[r + 5] = num(retry_after)
-  reply[r + 6] = num(delay)
+  reply[r + 4] = reset_after
+  reply[r + 5] = retry_after
+  reply[r + 6] = delay
   reply[r + 7] = granted
 end
 
@@ -88,5 +87,11 @@ if saved and refused then
     if reply[r + 1] == 1 then reply[r + 7] = 0 end
   end
 end
-if mode == '2' then reply[count * 7 + 1] = num(now) end
-return reply
+local packed = {}
+for i = 1, count do
+  local r = (i - 1) * 7
+  packed[i] = pack(DECISION, reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4],
+    reply[r + 5], reply[r + 6], reply[r + 7], 0)
+end
+if mode == '2' then packed[count + 1] = pack('<d', now) end
+return concat(packed)

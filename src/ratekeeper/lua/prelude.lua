@@ -54,8 +54,16 @@ local function ttl_ms(seconds)
   return floor(seconds * 1000) + 1000
 end
 
--- A float for a reply: an integer when whole (Redis replies it exactly), else %.17g, which
--- round-trips every double. -0 keeps its sign as a string.
+-- A decision in a reply (single.lua, dispatch.lua): one string of the fields of Python's
+-- `Decision`, in its order, little-endian: allowed (one byte), limit and remaining (8-byte
+-- integers), reset_after, retry_after and delay (doubles, every bit kept, nothing formatted),
+-- granted (an 8-byte integer), and degraded (one byte, always 0). The store unpacks it with
+-- `struct.Struct('<?qqdddq?')` (stores/lua.py).
+local DECISION = '<Bi8i8dddi8B'
+local concat = table.concat
+
+-- A float for the release script's reply: an integer when whole (Redis replies it exactly),
+-- else %.17g, which round-trips every double. -0 keeps its sign as a string.
 local function num(x)
   if x == floor(x) and x < 9007199254740992 and x > -9007199254740992
       and (x ~= 0 or 1 / x > 0) then

@@ -4,8 +4,8 @@
 --   [1] now in seconds ('' takes the server's TIME), [2] the cost, then the limit's 9 fields
 --   in the batch script's order (algorithm, amount, period, capacity, rate, interval, bucket,
 --   unit, partial), so that the step reads them from the same offsets, at base 2.
--- Reply: the decision's 7 fields as one flat array, as in the batch script. A cost that is
--- not a non-negative integer of at most 16 digits is refused before anything is written.
+-- Reply: the decision as one packed string (DECISION, in the prelude). A cost that is not a
+-- non-negative integer of at most 16 digits is refused before anything is written.
 
 local cost = ARGV[2]
 if #cost > 16 or not match(cost, '^%d+$') then
@@ -18,4 +18,4 @@ if not now then
 end
 local allowed, limit, remaining, reset_after, retry_after, delay, granted =
   STEP(KEYS[1], now, tonumber(cost), 2)
-return {allowed, limit, remaining, num(reset_after), num(retry_after), num(delay), granted}
+return pack(DECISION, allowed, limit, remaining, reset_after, retry_after, delay, granted, 0)

@@ -14,11 +14,14 @@ algorithm's Python module:
   ``lua/release.lua``.
 
 All run the same twins, so one parity suite binds them to the Python ``step`` and ``refund``.
-Each decision comes back as seven fields of one flat array.
+The single-hit and batch scripts reply one string, each decision packed as ``DECISION``
+(the prelude's format of the same name); the release script replies the seven fields of its
+decision as a flat array.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib.resources import files
@@ -36,9 +39,15 @@ _NEEDS_FROM_ARGV = (
 BATCH_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS = false"
 #: The refund script's header: the same, with the refund steps.
 REFUND_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS = true"
-FIELDS = 7  # per decision in a reply
+#: A decision in a script's reply: ``Decision``'s eight fields in its order, little-endian
+#: (allowed a byte, limit and remaining 8-byte integers, the three floats doubles, granted an
+#: 8-byte integer, degraded a byte, always 0): the prelude's ``DECISION``.
+DECISION = struct.Struct("<?qqdddq?")
+_NOW = struct.Struct("<d")
 
 _new = tuple.__new__
+_unpack = DECISION.unpack
+_iter_unpack = DECISION.iter_unpack
 
 
 def _read(name: str) -> str:
@@ -121,8 +130,25 @@ def arguments(
     return [now_arg(now), mode, str(len(index)), *blocks, *tail]
 
 
-def decision(reply: Sequence[Any]) -> Decision:
-    """Decode a single-hit script's reply: ``allowed, limit, remaining, reset_after,
+def decision(reply: bytes) -> Decision:
+    """Decode a single-hit script's reply, one packed ``DECISION``."""
+    return _new(Decision, _unpack(reply))
+
+
+def decisions(reply: bytes) -> list[Decision]:
+    """Decode a batch script's reply, one packed ``DECISION`` per hit."""
+    return [_new(Decision, fields) for fields in _iter_unpack(reply)]
+
+
+def decisions_at(reply: bytes) -> tuple[list[Decision], float]:
+    """Decode a batch script's reply that ends with its ``now`` (``with_now``): the decisions,
+    and the time they were taken at."""
+    end = len(reply) - _NOW.size
+    return decisions(reply[:end]), _NOW.unpack_from(reply, end)[0]
+
+
+def released(reply: Sequence[Any]) -> Decision:
+    """Decode the release script's reply: ``allowed, limit, remaining, reset_after,
     retry_after, delay, granted`` (integers come back as ``int``; the floats as ``int`` or as
     ``%.17g`` bytes)."""
     allowed, limit, remaining, reset_after, retry_after, delay, granted = reply
@@ -139,18 +165,3 @@ def decision(reply: Sequence[Any]) -> Decision:
             False,
         ),
     )
-
-
-def decisions(reply: Sequence[Any]) -> list[Decision]:
-    """Decode a batch script's reply, seven fields per hit, into one decision per hit."""
-    fields = iter(reply)
-    return [
-        _new(Decision, (a == 1, n, r, float(ra), float(rt), float(d), g, False))
-        for a, n, r, ra, rt, d, g in zip(*(fields,) * FIELDS, strict=True)
-    ]
-
-
-def decisions_at(reply: Sequence[Any]) -> tuple[list[Decision], float]:
-    """Decode a batch script's reply that ends with its ``now`` (``with_now``): the decisions,
-    and the time they were taken at."""
-    return decisions(reply[:-1]), float(reply[-1])

@@ -65,12 +65,14 @@ from ratekeeper.stores.lua import (
     decisions_at,
     limit_args,
     now_arg,
+    released,
 )
 from ratekeeper.stores.memory import Hit, check_release
 
 try:
     import redis
     import redis.asyncio
+    from redis.client import NEVER_DECODE
     from redis.crc import key_slot
     from redis.exceptions import (
         AuthenticationError,
@@ -85,6 +87,9 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 #: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
+
+#: Script replies are read as bytes, whatever the client decodes: they are packed decisions.
+_RAW = {NEVER_DECODE: True}
 
 _MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
 #: Errors that say the store's own configuration is wrong: an unknown database, a cluster URL
@@ -200,10 +205,10 @@ class RedisStore(_Base):
         script, args = self._single(key, limit, cost, now)
         try:
             try:
-                reply = self._execute("EVALSHA", script.sha, 1, *args)
+                reply = self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
             except NoScriptError:  # a restarted or failed-over server: load it, once
                 self.client.script_load(script.script)
-                reply = self._execute("EVALSHA", script.sha, 1, *args)
+                reply = self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
         except ERRORS as error:
             raise failure(error) from error
         return decision(reply)
@@ -219,9 +224,9 @@ class RedisStore(_Base):
             return self._apply_across(hits, batches)
         try:
             if len(batches) == 1:
-                replies = [self._script(batches[0][1], batches[0][2])]
+                replies = [self._run(batches[0][1], batches[0][2])]
             else:  # only a cluster splits a batch; its pipeline refuses scripts: one run a slot
-                replies = [self._script(keys, argv) for _, keys, argv in batches]
+                replies = [self._run(keys, argv) for _, keys, argv in batches]
         except ERRORS as error:
             raise failure(error) from error
         return gather(len(hits), batches, replies)
@@ -241,7 +246,16 @@ class RedisStore(_Base):
                 reply = self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
             raise failure(error) from error
-        return decision(reply)
+        return released(reply)
+
+    def _run(self, keys: list[str], argv: list[str]) -> Any:
+        """One run of the batch script, its reply as bytes (reloaded after NOSCRIPT)."""
+        script = self._script
+        try:
+            return self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
+        except NoScriptError:
+            self.client.script_load(script.script)
+            return self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
 
     def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
         """all_or_nothing over several slots: each slot's part, one after another, then the
@@ -249,7 +263,7 @@ class RedisStore(_Base):
         ran: list[Ran] = []
         try:
             for batch in batches:
-                ran.append((batch, *decisions_at(self._script(batch[1], batch[2]))))
+                ran.append((batch, *decisions_at(self._run(batch[1], batch[2]))))
         except ERRORS as error:
             self._refund(refunds_of(hits, ran))
             raise failure(error) from error
@@ -349,10 +363,10 @@ class AsyncRedisStore(_Base):
         script, args = self._single(key, limit, cost, now)
         try:
             try:
-                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+                reply = await self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
             except NoScriptError:
                 await self.client.script_load(script.script)
-                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+                reply = await self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
         except ERRORS as error:
             raise failure(error) from error
         return decision(reply)
@@ -373,10 +387,10 @@ class AsyncRedisStore(_Base):
             return await self._apply_across(hits, batches)
         try:
             if len(batches) == 1:
-                replies = [await self._script(batches[0][1], batches[0][2])]
+                replies = [await self._run(batches[0][1], batches[0][2])]
             else:  # only a cluster splits a batch: the slots concurrently
                 replies = await asyncio.gather(
-                    *(self._script(keys, argv) for _, keys, argv in batches)
+                    *(self._run(keys, argv) for _, keys, argv in batches)
                 )
         except ERRORS as error:
             raise failure(error) from error
@@ -397,13 +411,21 @@ class AsyncRedisStore(_Base):
                 reply = await self._execute("EVALSHA", script.sha, 1, *args)
         except ERRORS as error:
             raise failure(error) from error
-        return decision(reply)
+        return released(reply)
+
+    async def _run(self, keys: list[str], argv: list[str]) -> Any:
+        script = self._script
+        try:
+            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
+        except NoScriptError:
+            await self.client.script_load(script.script)
+            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
 
     async def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
         """all_or_nothing over several slots: the slots' parts concurrently, then the refunds
         if one refused (or raised)."""
         outcomes = await asyncio.gather(
-            *(self._script(keys, argv) for _, keys, argv in batches), return_exceptions=True
+            *(self._run(keys, argv) for _, keys, argv in batches), return_exceptions=True
         )
         ran: list[Ran] = [
             (batch, *decisions_at(outcome))
