@@ -1,12 +1,16 @@
 """Every key ratekeeper writes to a shared store, and every identity the engine counts under,
 is built here.
 
-Layout: ``<prefix>:<version>:{<limit id>:<identity>}`` by default, so all the state of one
+Layout: ``<prefix>:<version>:{<limit>:<identity>}`` by default, so all the state of one
 limit for one identity lives in one Redis Cluster slot. With ``tag="identity"`` the layout is
-``<prefix>:<version>:{<identity>}:<limit id>``: every limit of one identity then shares a slot,
+``<prefix>:<version>:{<identity>}:<limit>``: every limit of one identity then shares a slot,
 which is what lets a batch over several limits of one identity stay atomic in a cluster.
 
-User input cannot break the hash tag or reach another key: ``%``, ``{``, ``}`` and ``:`` in an
+``<limit>`` is the limit's id made shorter (``limit_tag``): its algorithm as one letter, and
+``,`` for every ``:`` in the rest, so ``gcra:10/60:b3`` is ``g10/60,b3``. It holds no ``:``,
+so the first ``:`` in a hash tag ends it, and an identity's own ``:`` need no escaping.
+
+User input cannot break the hash tag or reach another key: ``%``, ``{`` and ``}`` in an
 identity are percent-escaped, and an identity longer than ``MAX_IDENTITY`` characters is
 replaced by ``#`` and its SHA-256 (a literal leading ``#`` is escaped too).
 """
@@ -15,17 +19,32 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from functools import lru_cache
 from urllib.parse import unquote
 
 from ratekeeper.errors import StoreConfigError
 from ratekeeper.limit import Limit
 
-#: The layout of the state under a key. Bumped with every change of layout, so that during a
-#: rolling deploy no script reads a state written in another layout: "2" packs fixed-size
-#: states as little-endian doubles, where "1" wrote them as "%.17g" text.
-VERSION = "2"
+#: The layout of the keys and of the state under them. Bumped with every change of either, so
+#: that during a rolling deploy no script reads a state written in another layout: "3" names
+#: a limit by ``limit_tag`` and leaves ``:`` in identities as it is, where "2" wrote the
+#: limit's whole id and escaped ``:``; "2" packed fixed-size states as little-endian doubles,
+#: where "1" wrote them as "%.17g" text.
+VERSION = "3"
 MAX_IDENTITY = 256
-_ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"})
+_ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
+#: One letter per algorithm, for ``limit_tag``.
+_LETTERS = {
+    "fixed_window": "f",
+    "sliding_log": "l",
+    "sliding_counter": "c",
+    "bucketed_window": "b",
+    "token_bucket": "t",
+    "leaky_bucket": "k",
+    "leaky_shaper": "s",
+    "gcra": "g",
+    "concurrency": "n",
+}
 
 
 def escape(identity: str) -> str:
@@ -34,6 +53,14 @@ def escape(identity: str) -> str:
         return "#" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
     safe = identity.translate(_ESCAPES)
     return "%23" + safe[1:] if safe.startswith("#") else safe
+
+
+@lru_cache(maxsize=4096)
+def limit_tag(limit: Limit) -> str:
+    """``limit``'s part of its keys: its id with the algorithm as one letter and ``,`` for
+    ``:`` (``gcra:10/60:b3`` is ``g10/60,b3``); distinct limits get distinct tags."""
+    algorithm = limit.algorithm.value
+    return _LETTERS[algorithm] + limit.id[len(algorithm) + 1 :].replace(":", ",")
 
 
 #: Where the hash tag goes: around the limit and identity, or around the identity alone.
@@ -58,8 +85,8 @@ def check_prefix(prefix: str) -> None:
 def state_key(limit: Limit, identity: str, prefix: str = "rk", tag: str = "limit") -> str:
     """The key holding ``limit``'s state for ``identity``."""
     if tag == "identity":
-        return f"{prefix}:{VERSION}:{{{escape(identity)}}}:{limit.id}"
-    return f"{prefix}:{VERSION}:{{{limit.id}:{escape(identity)}}}"
+        return f"{prefix}:{VERSION}:{{{escape(identity)}}}:{limit_tag(limit)}"
+    return f"{prefix}:{VERSION}:{{{limit_tag(limit)}:{escape(identity)}}}"
 
 
 # -- the engine's identities ------------------------------------------------------------------

@@ -7,17 +7,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ratekeeper import Limit
-from ratekeeper.keys import MAX_IDENTITY, escape, state_key
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.keys import MAX_IDENTITY, escape, limit_tag, state_key
+from tests.strategies import limits
 
 LIMIT = Limit(10, 60, "gcra", burst=3)
 
 
 def test_layout_by_limit() -> None:
-    assert state_key(LIMIT, "user:1") == "rk:2:{gcra:10/60:b3:user%3A1}"
+    assert state_key(LIMIT, "user:1") == "rk:3:{g10/60,b3:user:1}"
 
 
 def test_layout_by_identity() -> None:
-    assert state_key(LIMIT, "user:1", "app", "identity") == "app:2:{user%3A1}:gcra:10/60:b3"
+    assert state_key(LIMIT, "user:1", "app", "identity") == "app:3:{user:1}:g10/60,b3"
 
 
 @pytest.mark.parametrize("identity", ["{x}", "a}b{c", "}{", "{", "%7B"])
@@ -45,3 +47,16 @@ def test_an_identity_cannot_reach_another_limit() -> None:
     # Without escaping, "b3:x" under gcra:10/60 would read as identity "x" under gcra:10/60:b3.
     plain = Limit(10, 60, "gcra")
     assert state_key(plain, "b3:x") != state_key(LIMIT, "x")
+
+
+@given(st.data())
+def test_distinct_limits_never_share_a_tag(data: st.DataObject) -> None:
+    one = data.draw(limits(data.draw(st.sampled_from(list(Algorithm)))))
+    two = data.draw(limits(data.draw(st.sampled_from(list(Algorithm)))))
+    assert (limit_tag(one) == limit_tag(two)) == (one == two)
+    assert ":" not in limit_tag(one)  # so the first ':' of a hash tag ends the limit's part
+
+
+def test_every_algorithm_has_its_own_letter() -> None:
+    tags = {limit_tag(Limit(10, 60, algorithm)) for algorithm in Algorithm}
+    assert len({tag[0] for tag in tags}) == len(Algorithm)
