@@ -8,8 +8,8 @@ On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on 
    default client through redis-py's ``Script``, and sent as ratekeeper sends its scripts on
    ratekeeper's own client) and for ratekeeper with its scripts swapped for a stub that only
    returns a reply of the same shape (what is left is the client's cost; the store's
-   ``_script`` and ``_singles`` are replaced on that one store object, nothing in ``src`` is
-   touched);
+   ``_script`` and ``_scripts`` are replaced on that one store object, which is then sent
+   the scripts, not its functions; nothing in ``src`` is touched);
 2. the client's top functions under ``cProfile``, and its own time summed by area;
 3. the server's time per script run for pieces of ratekeeper's scripts: ``return 1`` (bare,
    and given ratekeeper's key and arguments); the batch script's definitions (prelude and every
@@ -66,11 +66,12 @@ return string.rep(struct.pack('<Bi8i8dddi8B', 1, 1000000000, 999999999, 3.6e-06,
 
 def _stubbed(store: Any, client: Any) -> Any:
     """``store`` with its scripts (batch and single-hit) swapped for ``STUB``, on its client."""
-    if not hasattr(store, "_script") or not hasattr(store, "_singles"):
-        raise RuntimeError("RedisStore no longer keeps its scripts in _script and _singles")
+    if not all(hasattr(store, name) for name in ("_script", "_scripts", "_use_functions")):
+        raise RuntimeError("RedisStore no longer keeps its scripts in _script and _scripts")
     stub = client.register_script(STUB)
     store._script = stub
-    store._singles = dict.fromkeys(store._singles, stub)
+    store._scripts = dict.fromkeys(store._scripts, stub)
+    store._use_functions(False)
     return store
 
 

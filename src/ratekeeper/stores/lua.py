@@ -11,7 +11,9 @@ algorithm's Python module:
 - ``REFUND``, the refund script: the batch script's parts with ``lua/refund.lua``, and the
   twins' ``refund`` steps; it takes back what one slot of a Redis Cluster batch admitted;
 - ``RELEASE``, the release script (``release``): the prelude, the concurrency twin and
-  ``lua/release.lua``.
+  ``lua/release.lua``;
+- ``LIBRARY``, the same single-hit and batch entries as a Redis 7 function library
+  (``FUNCTION LOAD``, ``FCALL``), whose definitions run once, not on every call (``_library``).
 
 All run the same twins, so one parity suite binds them to the Python ``step`` and ``refund``.
 The single-hit and batch scripts reply one string, each decision packed as ``DECISION``
@@ -21,6 +23,7 @@ decision as a flat array.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -78,10 +81,60 @@ def _single_source(algorithm: Algorithm, entry: str = "lua/single.lua") -> str:
     )
 
 
+def _library() -> tuple[str, dict[str, str]]:
+    """The function library for Redis 7 (``FUNCTION LOAD``), and the name of its function for
+    each algorithm's single-hit entry and for the batch entry (under ``"batch"``).
+
+    The same parts as the scripts, run the same way: every entry sees ``KEYS`` and ``ARGV``
+    laid out as for its script. Redis runs a library's body once, when it is loaded, where
+    only ``redis.register_function`` may be called (not even ``tonumber`` is there), so the
+    prelude and every twin are put in ``define()``, run on the library's first call: its
+    closures are then made once, where a script makes them on every call. The library and
+    its functions are named for a digest of the source, so that two versions of ratekeeper
+    sharing a server each call their own.
+    """
+    names = [algorithm.value for algorithm in Algorithm]
+    body = "\n".join(
+        [
+            "local KEYS, ARGV",
+            "local function define()",
+            "local NEEDS = {" + ", ".join(f"{name} = true" for name in names) + "}",
+            "local REFUNDS = false",
+            _read("lua/prelude.lua"),
+            *(_read(f"algorithms/{name}.lua") for name in names),
+            "local entries = {}",
+            *(
+                f"entries.{name} = function()\nlocal STEP = {name}\n{_read('lua/single.lua')}\nend"
+                for name in names
+            ),
+            f"entries.batch = function()\n{_read('lua/dispatch.lua')}\nend",
+            "return entries",
+            "end",
+            "local entries",
+            *(
+                f"redis.register_function('@{entry}', function(keys, args)\n"
+                f"  KEYS, ARGV = keys, args\n"
+                f"  entries = entries or define()\n"
+                f"  return entries.{entry}()\n"
+                "end)"
+                for entry in [*names, "batch"]
+            ),
+        ]
+    )
+    digest = hashlib.sha1(body.encode()).hexdigest()[:16]
+    functions = {entry: f"rk_{digest}_{entry}" for entry in [*names, "batch"]}
+    source = f"#!lua name=ratekeeper_{digest}\n" + body.replace("'@", f"'rk_{digest}_")
+    return source, functions
+
+
 SOURCE = batch_source()
 SINGLE = {algorithm: _single_source(algorithm) for algorithm in Algorithm}
 REFUND = batch_source(header=REFUND_HEADER, entry="lua/refund.lua")
 RELEASE = _single_source(Algorithm.CONCURRENCY, "lua/release.lua")
+#: The function library (``FUNCTION LOAD``) and its functions' names: ``FUNCTIONS[algorithm]``
+#: is the single-hit entry of that algorithm (as ``SINGLE``), ``FUNCTIONS["batch"]`` the
+#: batch entry (as ``SOURCE``).
+LIBRARY, FUNCTIONS = _library()
 
 
 @lru_cache(maxsize=4096)

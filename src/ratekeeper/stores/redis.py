@@ -3,7 +3,10 @@
 Consistency: exact across processes and machines. Every decision is one run of a Lua script
 (``stores/lua.py``: a single-hit script per algorithm for ``apply``, the batch script for
 ``apply_many``), which Redis executes atomically on the server that owns the key's slot,
-with the time taken from that server's ``TIME`` so that every client agrees on it. A batch is
+with the time taken from that server's ``TIME`` so that every client agrees on it. On one
+server (or Sentinel) the same entries are called as the functions of a Redis 7 library
+(``FCALL``), loaded when a call finds it missing; a server without functions is sent the
+scripts (``EVALSHA``), and so is a cluster. A batch is
 one script run per slot (one round trip on a single server; one per slot, concurrently in
 asyncio, in a cluster): atomic within a slot. Every key written carries a TTL.
 
@@ -56,6 +59,8 @@ from ratekeeper.limit import Limit
 from ratekeeper.stores.batches import Batch, Ran, Refund, gather, refunds_of, settle, unrefunded
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.lua import (
+    FUNCTIONS,
+    LIBRARY,
     REFUND,
     RELEASE,
     SINGLE,
@@ -114,6 +119,23 @@ def failure(error: BaseException) -> Exception:
     return StoreError(f"redis: {message}")
 
 
+def _missing(error: ResponseError) -> str | None:
+    """What a call's error says the server is missing: ``"script"`` (NOSCRIPT: a restarted or
+    failed-over server, or ``SCRIPT FLUSH``), ``"library"`` (no such function: the same, or
+    ``FUNCTION FLUSH``), ``"functions"`` (a server older than Redis 7, or a user not allowed to
+    call functions: the scripts serve instead); None for any other error."""
+    if isinstance(error, NoScriptError):
+        return "script"
+    message = str(error).lower()
+    if message.startswith("function not found"):
+        return "library"
+    if "fcall" in message and (
+        "unknown command" in message or isinstance(error, NoPermissionError)
+    ):
+        return "functions"
+    return None
+
+
 class _Base:
     """What the twins share: the client, the key layout and the script arguments (no I/O)."""
 
@@ -127,17 +149,34 @@ class _Base:
         self.tag = tag
         self.clustered = isinstance(client, self._cluster)
         self._script = client.register_script(SOURCE)
-        self._singles = {
+        self._scripts = {
             algorithm: client.register_script(source) for algorithm, source in SINGLE.items()
         }
         self._refund_script = client.register_script(REFUND)
         self._release_script = client.register_script(RELEASE)
         self._execute = client.execute_command
+        self._use_functions(not self.clustered)
+
+    def _use_functions(self, on: bool) -> None:
+        """From now on, send ``apply`` and batches to the function library (``FCALL``), or to
+        the scripts (``EVALSHA``): ``_call`` is the command, ``_singles[algorithm]`` and
+        ``_batch`` what it names.
+
+        A cluster is sent the scripts: redis-py asks a cluster node for the keys of every
+        ``FCALL`` (a ``COMMAND GETKEYS`` round trip), where it reads an ``EVALSHA``'s itself.
+        """
+        self._call = "FCALL" if on else "EVALSHA"
+        if on:
+            self._singles = {algorithm: FUNCTIONS[algorithm] for algorithm in self._scripts}
+            self._batch = FUNCTIONS["batch"]
+        else:
+            self._singles = {algorithm: script.sha for algorithm, script in self._scripts.items()}
+            self._batch = self._script.sha
 
     def _single(
         self, key: str, limit: Limit, cost: int, now: float | None
-    ) -> tuple[Any, tuple[Any, ...]]:
-        """The single-hit script of ``limit``'s algorithm, and its arguments."""
+    ) -> tuple[str, tuple[Any, ...]]:
+        """What ``_call`` names for ``limit``'s single-hit entry, and its arguments."""
         if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
             key, cost = check_hit(key, cost)
         elif not key.isascii() or not key:
@@ -202,13 +241,15 @@ class RedisStore(_Base):
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply one hit atomically; see ``ratekeeper.stores.Store``."""
-        script, args = self._single(key, limit, cost, now)
+        name, args = self._single(key, limit, cost, now)
         try:
             try:
-                reply = self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
-            except NoScriptError:  # a restarted or failed-over server: load it, once
-                self.client.script_load(script.script)
-                reply = self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
+                reply = self._execute(self._call, name, 1, *args, **_RAW)
+            except ResponseError as error:  # a restarted or failed-over server: load, once
+                if not self._reload(error, self._scripts[limit.algorithm]):
+                    raise
+                name = self._singles[limit.algorithm]
+                reply = self._execute(self._call, name, 1, *args, **_RAW)
         except ERRORS as error:
             raise failure(error) from error
         return decision(reply)
@@ -249,13 +290,30 @@ class RedisStore(_Base):
         return released(reply)
 
     def _run(self, keys: list[str], argv: list[str]) -> Any:
-        """One run of the batch script, its reply as bytes (reloaded after NOSCRIPT)."""
-        script = self._script
+        """One run of the batch entry, its reply as bytes (reloaded when missing)."""
         try:
-            return self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
-        except NoScriptError:
-            self.client.script_load(script.script)
-            return self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
+            return self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+        except ResponseError as error:
+            if not self._reload(error, self._script):
+                raise
+            return self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+
+    def _reload(self, error: ResponseError, script: Any) -> bool:
+        """Load what ``error`` says the server is missing, and tell whether to call again
+        (``_missing``): the library, or ``script`` (after falling back to scripts)."""
+        missing = _missing(error)
+        if missing == "library":
+            try:
+                self.client.function_load(LIBRARY, replace=True)
+                return True
+            except NoPermissionError:
+                missing = "functions"
+        if missing == "functions":
+            self._use_functions(False)
+        elif missing != "script":
+            return False
+        self.client.script_load(script.script)
+        return True
 
     def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
         """all_or_nothing over several slots: each slot's part, one after another, then the
@@ -360,13 +418,15 @@ class AsyncRedisStore(_Base):
             return await future
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
-        script, args = self._single(key, limit, cost, now)
+        name, args = self._single(key, limit, cost, now)
         try:
             try:
-                reply = await self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
-            except NoScriptError:
-                await self.client.script_load(script.script)
-                reply = await self._execute("EVALSHA", script.sha, 1, *args, **_RAW)
+                reply = await self._execute(self._call, name, 1, *args, **_RAW)
+            except ResponseError as error:
+                if not await self._reload(error, self._scripts[limit.algorithm]):
+                    raise
+                name = self._singles[limit.algorithm]
+                reply = await self._execute(self._call, name, 1, *args, **_RAW)
         except ERRORS as error:
             raise failure(error) from error
         return decision(reply)
@@ -414,12 +474,27 @@ class AsyncRedisStore(_Base):
         return released(reply)
 
     async def _run(self, keys: list[str], argv: list[str]) -> Any:
-        script = self._script
         try:
-            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
-        except NoScriptError:
-            await self.client.script_load(script.script)
-            return await self._execute("EVALSHA", script.sha, len(keys), *keys, *argv, **_RAW)
+            return await self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+        except ResponseError as error:
+            if not await self._reload(error, self._script):
+                raise
+            return await self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+
+    async def _reload(self, error: ResponseError, script: Any) -> bool:
+        missing = _missing(error)
+        if missing == "library":
+            try:
+                await self.client.function_load(LIBRARY, replace=True)
+                return True
+            except NoPermissionError:
+                missing = "functions"
+        if missing == "functions":
+            self._use_functions(False)
+        elif missing != "script":
+            return False
+        await self.client.script_load(script.script)
+        return True
 
     async def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
         """all_or_nothing over several slots: the slots' parts concurrently, then the refunds
