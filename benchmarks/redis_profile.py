@@ -11,7 +11,9 @@ On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on 
    ``_script`` and ``_scripts`` are replaced on that one store object, which is then sent
    the scripts, not its functions; nothing in ``src`` is touched);
 2. the client's top functions under ``cProfile``, and its own time summed by area;
-3. the server's time per script run for pieces of ratekeeper's scripts: ``return 1`` (bare,
+3. calls handed over one per event-loop turn (as ``grpc.aio`` hands over requests), and how
+   many share a script run;
+4. the server's time per script run for pieces of ratekeeper's scripts: ``return 1`` (bare,
    and given ratekeeper's key and arguments); the batch script's definitions (prelude and every
    algorithm) followed by ``return 1``; the whole batch script with no hit, one hit (also with
    ``now`` given, and as a peek), two hits and a batch of 64; and the single-hit script.
@@ -243,6 +245,53 @@ def concurrent(server: RedisServer, per_caller: int, top: int, rounds: int) -> N
     asyncio.run(main())
 
 
+def one_per_turn(server: RedisServer, calls: int, rounds: int) -> None:
+    """Calls handed over one per event-loop turn, as ``grpc.aio`` hands over its requests: a
+    new task every turn, up to ``CALLERS`` outstanding, on ``CALLERS`` keys in turn."""
+
+    async def main() -> None:
+        limit = ratekeeper_limit(ALGORITHM, AMOUNT)
+        store = open_async_store(server.url, prefix="turn", on_store_error=None, timeout=TIMEOUT)
+        hit = rk.AsyncLimiter(store).hit
+
+        async def run() -> None:
+            room = asyncio.Semaphore(CALLERS)
+
+            async def one(key: str) -> None:
+                try:
+                    await hit(key, limit)
+                finally:
+                    room.release()
+
+            tasks = []
+            for i in range(calls):
+                await room.acquire()
+                tasks.append(asyncio.ensure_future(one(f"user:{i % CALLERS}")))
+                await asyncio.sleep(0)  # the next call comes in the next turn
+            await asyncio.gather(*tasks)
+
+        await run()  # warm-up
+        measured = []
+        for _ in range(rounds):
+            server.reset_stats()
+            wall = time.perf_counter()
+            await run()
+            wall = time.perf_counter() - wall
+            measured.append((wall, *server_usec(server.commandstats())))
+        await store.close()
+        wall, usec, runs = (statistics.median(c) for c in zip(*measured, strict=True))
+        print(
+            f"{calls / wall:,.0f} decisions/s, {calls / max(runs, 1):.1f} decisions per script "
+            f"run, {usec / calls:.1f} server µs per decision"
+        )
+
+    print(
+        f"\n== one call per event-loop turn, {ALGORITHM}, up to {CALLERS} outstanding, "
+        f"{calls} calls; median of {rounds} rounds"
+    )
+    asyncio.run(main())
+
+
 def server_side(server: RedisServer, calls: int, rounds: int) -> None:
     """The server's µs per script run for pieces of ratekeeper's script (median of rounds)."""
     client = redis.Redis.from_url(server.url)
@@ -301,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"redis-server {server.version()} on 127.0.0.1:{server.port}")
         sequential(server, args.calls, args.top, args.rounds)
         concurrent(server, args.per_caller, args.top, args.rounds)
+        one_per_turn(server, args.calls, args.rounds)
         server_side(server, args.calls // 2, args.rounds)
     return 0
 

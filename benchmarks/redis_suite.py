@@ -399,7 +399,8 @@ def sequential(out: Output, server: RedisServer, sizes: RedisSizes) -> tuple[Rat
     out.emit("", "### Server time per decision (µs, from `INFO commandstats`)", "")
     out.emit(
         "The server's own time for the commands a decision sends, per decision. For "
-        "ratekeeper it is `cmdstat_evalsha` `usec_per_call` (one script run per decision); for a "
+        "ratekeeper it is `cmdstat_fcall` `usec_per_call` (one call of its function library per "
+        "decision; `cmdstat_evalsha` on a server without functions); for a "
         "library whose calls run scripts only the scripts count (their time includes the "
         "commands they call); throttled-py's fixed window sends plain `INCRBY`.",
         "",
