@@ -97,3 +97,24 @@ def test_a_server_without_functions_is_sent_the_scripts(without_functions: Redis
 
     assert asyncio.run(main()) == [99, 98, 97]
     client.close()
+
+
+def test_a_client_that_decodes_its_replies_gets_the_same_decisions(
+    redis_server: RedisServer,
+) -> None:
+    """The replies are packed decisions, read as bytes whatever the client decodes."""
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    store = RedisStore(client, prefix=prefix())
+    assert store.apply("k", LIMIT).remaining == 99
+    assert [d.remaining for d in store.apply_many([("k", LIMIT, 1), ("j", LIMIT, 1)])] == [98, 99]
+
+    async def main() -> list[int]:
+        aclient = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
+        astore = AsyncRedisStore(aclient, prefix=prefix())
+        decided = [await astore.apply("k", LIMIT, now=time.time())]
+        decided += await asyncio.gather(*(astore.apply("k", LIMIT) for _ in range(2)))
+        await astore.close()
+        return [one.remaining for one in decided]
+
+    assert asyncio.run(main()) == [99, 98, 97]
+    client.close()

@@ -93,7 +93,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 #: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
 
-#: Script replies are read as bytes, whatever the client decodes: they are packed decisions.
+#: The option that has a client which decodes its replies read a script's reply as bytes.
 _RAW = {NEVER_DECODE: True}
 
 _MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
@@ -155,6 +155,8 @@ class _Base:
         self._refund_script = client.register_script(REFUND)
         self._release_script = client.register_script(RELEASE)
         self._execute = client.execute_command
+        # Script replies are packed decisions: read as bytes even by a client that decodes.
+        self._raw = _RAW if client.get_encoder().decode_responses else {}
         self._use_functions(not self.clustered)
 
     def _use_functions(self, on: bool) -> None:
@@ -244,12 +246,12 @@ class RedisStore(_Base):
         name, args = self._single(key, limit, cost, now)
         try:
             try:
-                reply = self._execute(self._call, name, 1, *args, **_RAW)
+                reply = self._execute(self._call, name, 1, *args, **self._raw)
             except ResponseError as error:  # a restarted or failed-over server: load, once
                 if not self._reload(error, self._scripts[limit.algorithm]):
                     raise
                 name = self._singles[limit.algorithm]
-                reply = self._execute(self._call, name, 1, *args, **_RAW)
+                reply = self._execute(self._call, name, 1, *args, **self._raw)
         except ERRORS as error:
             raise failure(error) from error
         return decision(reply)
@@ -292,11 +294,11 @@ class RedisStore(_Base):
     def _run(self, keys: list[str], argv: list[str]) -> Any:
         """One run of the batch entry, its reply as bytes (reloaded when missing)."""
         try:
-            return self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+            return self._execute(self._call, self._batch, len(keys), *keys, *argv, **self._raw)
         except ResponseError as error:
             if not self._reload(error, self._script):
                 raise
-            return self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+            return self._execute(self._call, self._batch, len(keys), *keys, *argv, **self._raw)
 
     def _reload(self, error: ResponseError, script: Any) -> bool:
         """Load what ``error`` says the server is missing, and tell whether to call again
@@ -421,12 +423,12 @@ class AsyncRedisStore(_Base):
         name, args = self._single(key, limit, cost, now)
         try:
             try:
-                reply = await self._execute(self._call, name, 1, *args, **_RAW)
+                reply = await self._execute(self._call, name, 1, *args, **self._raw)
             except ResponseError as error:
                 if not await self._reload(error, self._scripts[limit.algorithm]):
                     raise
                 name = self._singles[limit.algorithm]
-                reply = await self._execute(self._call, name, 1, *args, **_RAW)
+                reply = await self._execute(self._call, name, 1, *args, **self._raw)
         except ERRORS as error:
             raise failure(error) from error
         return decision(reply)
@@ -475,11 +477,15 @@ class AsyncRedisStore(_Base):
 
     async def _run(self, keys: list[str], argv: list[str]) -> Any:
         try:
-            return await self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+            return await self._execute(
+                self._call, self._batch, len(keys), *keys, *argv, **self._raw
+            )
         except ResponseError as error:
             if not await self._reload(error, self._script):
                 raise
-            return await self._execute(self._call, self._batch, len(keys), *keys, *argv, **_RAW)
+            return await self._execute(
+                self._call, self._batch, len(keys), *keys, *argv, **self._raw
+            )
 
     async def _reload(self, error: ResponseError, script: Any) -> bool:
         missing = _missing(error)
