@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,6 +143,45 @@ def test_calls_made_while_batches_are_in_flight_go_together(redis_server: RedisS
     assert remaining == list(range(99, 99 - calls, -1))
     # A round trip takes many loop turns: far fewer script runs than calls.
     assert runs < calls // 2
+
+
+def test_calls_waiting_on_a_batch_that_timed_out_wait_no_longer(tmp_path: Path) -> None:
+    """A hung server: the calls made while a batch is in flight fail with it when it times
+    out, so that no call waits longer than one timeout (and a little scheduling slack)."""
+    timeout, margin = 0.4, 0.25
+    server = RedisServer(tmp_path)
+    limit = Limit(100, 3600, "gcra")
+
+    async def main() -> list[tuple[str, float]]:
+        store = open_async_store(server.url, prefix=prefix(), on_store_error=None, timeout=timeout)
+
+        async def timed(key: str) -> tuple[str, float]:
+            start = time.monotonic()
+            try:
+                await store.apply(key, limit)
+                outcome = "decided"
+            except StoreError:
+                outcome = "StoreError"
+            return outcome, time.monotonic() - start
+
+        await store.apply("warm", limit)
+        os.kill(server.pid, signal.SIGSTOP)  # alive but silent
+        try:
+            first = asyncio.ensure_future(timed("a"))
+            await asyncio.sleep(0.02)  # the first batch is in flight
+            later = [asyncio.ensure_future(timed(f"b{i}")) for i in range(3)]
+            results = await asyncio.gather(first, *later)
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        await store.close()  # type: ignore[attr-defined]
+        return results
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        server.stop()
+    assert [outcome for outcome, _ in results] == ["StoreError"] * 4
+    assert max(duration for _, duration in results) < timeout + margin
 
 
 def test_an_idle_store_sends_a_call_in_the_next_turn(redis_server: RedisServer) -> None:

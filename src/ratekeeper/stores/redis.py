@@ -92,6 +92,8 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 #: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
+#: What it raises when a call timed out.
+_TIMEOUTS = (redis.TimeoutError, TimeoutError)
 
 #: The option that has a client which decodes its replies read a script's reply as bytes.
 _RAW = {NEVER_DECODE: True}
@@ -371,7 +373,9 @@ class AsyncRedisStore(_Base):
     and then go as the next batch (under a server that hands over one call per tick, as
     ``grpc.aio`` does, they would otherwise each be a round trip of their own). So one batch at
     a time is in flight, and each call gets exactly the decision it would have had alone, in
-    the order the calls were made.
+    the order the calls were made. When a batch times out (a server that hangs), the calls
+    that waited for it fail with it (``StoreError``), so that no call waits longer than one
+    timeout.
 
     A client's connections belong to the event loop that opened them, so the store serves one
     loop at a time, and closes the client's connections when that loop shuts down (as
@@ -617,6 +621,15 @@ class AsyncRedisStore(_Base):
             for future in futures:
                 if not future.done():
                     future.set_exception(error)
+            if isinstance(error, StoreError) and isinstance(error.__cause__, _TIMEOUTS):
+                # A server that hangs: the calls that waited for this batch fail with it, so
+                # that no call waits longer than one timeout.
+                waiting, self._hits, self._futures = self._futures, [], []
+                for future in waiting:
+                    if not future.done():
+                        failed = StoreError(str(error))
+                        failed.__cause__ = error.__cause__
+                        future.set_exception(failed)
             if not isinstance(error, Exception):
                 raise
         else:
