@@ -51,8 +51,9 @@ def escape(identity: str) -> str:
     """Return ``identity`` made safe to embed in a key."""
     if len(identity) > MAX_IDENTITY:
         return "#" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
-    safe = identity.translate(_ESCAPES)
-    return "%23" + safe[1:] if safe.startswith("#") else safe
+    if "%" in identity or "{" in identity or "}" in identity:  # rare: translate is slower
+        identity = identity.translate(_ESCAPES)
+    return "%23" + identity[1:] if identity[:1] == "#" else identity
 
 
 @lru_cache(maxsize=4096)

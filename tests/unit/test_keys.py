@@ -60,3 +60,11 @@ def test_distinct_limits_never_share_a_tag(data: st.DataObject) -> None:
 def test_every_algorithm_has_its_own_letter() -> None:
     tags = {limit_tag(Limit(10, 60, algorithm)) for algorithm in Algorithm}
     assert len({tag[0] for tag in tags}) == len(Algorithm)
+
+
+@given(st.text(max_size=300))
+def test_escaping_is_percent_encoding_of_the_special_characters(identity: str) -> None:
+    if len(identity) > MAX_IDENTITY:
+        return
+    plain = identity.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    assert escape(identity) == ("%23" + plain[1:] if plain.startswith("#") else plain)
