@@ -1,4 +1,4 @@
-"""The engine's configuration cache: LRU order, expiry (by the planner's ticker), and what it
+"""The engine's configuration cache: oldest first out, expiry (by the planner's ticker), and what it
 keeps aside as stale."""
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from ratekeeper.rules import RuleSet
 from tests.servers import wait_until
 
 
-def test_the_least_recently_used_entry_goes_first() -> None:
+def test_a_full_cache_drops_its_oldest_entry_and_a_hit_keeps_no_order() -> None:
     cache: TTLCache[int] = TTLCache(3, 60.0)
     for number, key in enumerate("abc"):
         cache.put(key, number)
-    assert cache.get("a") == 0  # a is now the most recently used
+    assert cache.get("a") == 0  # a hit writes nothing: a stays the oldest
     cache.put("d", 3)
-    assert [cache.get(key) for key in "abcd"] == [0, None, 2, 3]
-    cache.put("e", 4)  # after the gets above, a is again the least recently used
-    assert cache.get("a") is None
+    assert [cache.get(key) for key in "abcd"] == [None, 1, 2, 3]
+    cache.put("b", 10)  # put again: b is now the newest
+    cache.put("e", 4)
+    assert [cache.get(key) for key in "bcde"] == [10, None, 3, 4]
     assert len(cache) == 3
 
 

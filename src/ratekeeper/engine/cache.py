@@ -1,8 +1,12 @@
-"""The configuration cache: least recently used entries, none older than a time to live.
+"""The configuration cache: at most ``maxsize`` entries, none older than a time to live.
 
-A lookup is on the path of every decision, so a hit reads no clock: instead, ``expire()``
-empties the cache every ``ttl`` seconds (the engine's planner calls it from a background
-thread), so no entry is older than ``ttl``. What was emptied is kept aside as the ``stale``
+A lookup is on the path of every decision, so a hit reads no clock and writes nothing:
+``expire()`` empties the cache every ``ttl`` seconds (the engine's planner calls it from a
+background thread), so no entry is older than ``ttl``; and a full cache drops its oldest entry
+to make room. A hit keeps no order of use: that would be a write on every decision (an
+``OrderedDict.move_to_end``, about half the cost of the lookup it follows), and an entry that
+is still wanted after being dropped costs one load, which the emptying every ``ttl`` seconds
+costs every entry anyway. What was emptied is kept aside as the ``stale``
 entries: the last known values, which a process falls back on while the configuration store
 is down.
 """
@@ -17,12 +21,11 @@ V = TypeVar("V")
 
 
 class TTLCache(Generic[V]):
-    """At most ``maxsize`` entries, the least recently used evicted first.
+    """At most ``maxsize`` entries, the oldest dropped first.
 
-    ``get`` returns a value or ``None``. The hot path may inline it: ``lookup(key)`` is a plain
-    dict get, and ``touch(key)`` marks the key used (``KeyError`` if it was evicted meanwhile).
-    Safe to share between threads: each operation is one step on a dict under the GIL, and a
-    lookup racing an eviction is a miss.
+    ``get`` returns a value or ``None``; the hot path may call ``lookup(key)``, the same plain
+    dict get, directly. Safe to share between threads: each operation is one step on a dict
+    under the GIL, and a lookup racing an eviction is a miss.
     """
 
     def __init__(self, maxsize: int, ttl: float) -> None:
@@ -32,19 +35,12 @@ class TTLCache(Generic[V]):
             raise ValueError(f"cache TTL must be positive seconds, not {ttl!r}")
         self.maxsize = maxsize
         self.ttl = ttl
-        self._entries: OrderedDict[Hashable, V] = OrderedDict()
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()  # oldest first
         self._stale: dict[Hashable, V] = {}
         self.lookup = self._entries.get
-        self.touch = self._entries.move_to_end
 
     def get(self, key: Hashable) -> V | None:
-        value = self.lookup(key)
-        if value is not None:
-            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
-                self.touch(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-        return value
+        return self.lookup(key)
 
     def stale(self, key: Hashable) -> V | None:
         """The key's value, fresh or from before the last expiry."""
@@ -54,7 +50,7 @@ class TTLCache(Generic[V]):
     def put(self, key: Hashable, value: V) -> None:
         entries = self._entries
         entries[key] = value
-        entries.move_to_end(key)
+        entries.move_to_end(key)  # a value put again counts as new
         while len(entries) > self.maxsize:
             try:
                 entries.popitem(last=False)

@@ -25,7 +25,7 @@ from ratekeeper.closing import AsyncClosing, Closing
 from ratekeeper.decision import Decision
 from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, status, verdict
 from ratekeeper.engine.reload import RuleWatcher
-from ratekeeper.engine.verdict import Descriptor, Entry, Observer, Verdict, unlimited
+from ratekeeper.engine.verdict import Descriptor, Entry, Observer, Status, Verdict, unlimited
 from ratekeeper.errors import ConfigError, InvalidLimitError
 from ratekeeper.forks import renew_after_fork
 from ratekeeper.inputs import MAX_COST, check_cost, check_key, check_text
@@ -38,6 +38,9 @@ from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
     from ratekeeper.rules import RuleSet
+
+
+_new = tuple.__new__
 
 
 def _rules(rules: Any) -> tuple[RuleSet, list[str | os.PathLike[str]]]:
@@ -131,7 +134,7 @@ class _Core:
         self._apply = opened.apply
         self.observer = observer
         cache = self.planner.cache
-        self._lookup, self._touch = cache.lookup, cache.touch
+        self._lookup = cache.lookup
         self._lock = threading.Lock()
         self._running = False  # started in this process
         self._closed = False
@@ -185,15 +188,9 @@ class _Core:
             return None
         slot = (domain, entries)
         try:
-            plan = self._lookup(slot)
+            return self._lookup(slot)
         except TypeError:  # unhashable: entries given as lists
             return None
-        if plan is not None:
-            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
-                self._touch(slot)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-        return plan
 
     def _given(self, key: str, limit: Limit | str) -> tuple[str, Limit]:
         """The identity and limit of ``hit(key, limit)``: ``key`` in the engine's domain, as
@@ -250,13 +247,8 @@ class Engine(_Core, Closing):
         """
         if key.__class__ is not str or not key.isascii() or not key:
             key = check_key(key)
-        plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
-        if plan is not None:
-            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
-                self._touch(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-        else:
+        plan = self._lookup(key)  # the plan cache's get: this is the hot path
+        if plan is None:
             plan = self._load_key(key)
         if plan.limit is None:
             decision = unlimited(check_cost(cost))
@@ -299,7 +291,12 @@ class Engine(_Core, Closing):
                         check_cost(hits)
                     result = single(plan, None)
                 else:
-                    result = single(plan, self._apply(plan.identity, plan.limit, hits, None))
+                    decision = self._apply(plan.identity, plan.limit, hits, None)
+                    if decision[0]:  # single(plan, decision), inlined for an allowed hit
+                        one = (True, decision, plan.limit, plan.rule, plan.overridden, False)
+                        result = _new(Verdict, (True, (_new(Status, one),)))
+                    else:
+                        result = single(plan, decision)
                 if self.observer is not None:
                     self.observer(domain, result.statuses)
                 return result
@@ -370,13 +367,8 @@ class AsyncEngine(_Core, AsyncClosing):
         """
         if key.__class__ is not str or not key.isascii() or not key:
             key = check_key(key)
-        plan = self._lookup(key)  # the plan cache's get, inlined: this is the hot path
-        if plan is not None:
-            try:  # noqa: SIM105 - suppress() costs a context manager on every hit
-                self._touch(key)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
-        else:
+        plan = self._lookup(key)  # the plan cache's get: this is the hot path
+        if plan is None:
             plan = await self._load(self._load_key, key)
         if plan.limit is None:
             decision = unlimited(check_cost(cost))
@@ -411,7 +403,12 @@ class AsyncEngine(_Core, AsyncClosing):
                         check_cost(hits)
                     result = single(plan, None)
                 else:
-                    result = single(plan, await self._apply(plan.identity, plan.limit, hits, None))
+                    decision = await self._apply(plan.identity, plan.limit, hits, None)
+                    if decision[0]:  # single(plan, decision), inlined for an allowed hit
+                        one = (True, decision, plan.limit, plan.rule, plan.overridden, False)
+                        result = _new(Verdict, (True, (_new(Status, one),)))
+                    else:
+                        result = single(plan, decision)
                 if self.observer is not None:
                     self.observer(domain, result.statuses)
                 return result
