@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +329,30 @@ def test_rules_that_are_no_files_are_a_config_error(rules: Any) -> None:
 def test_a_domain_that_is_no_string_is_refused_when_the_engine_is_built(domain: Any) -> None:
     with pytest.raises(InvalidInputError, match="domain must"):
         Engine(domain=domain)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("cache_size", 0),
+        ("cache_size", -5),
+        ("cache_size", True),
+        ("cache_size", "5"),
+        ("cache_size", 2.5),
+        ("cache_ttl", 0),
+        ("cache_ttl", -1),
+        ("cache_ttl", math.nan),
+        ("cache_ttl", math.inf),
+        ("cache_ttl", "60"),
+        ("reload_interval", -1),  # was accepted, and reloaded the rule files in a busy loop
+        ("reload_interval", 0),
+        ("reload_interval", math.nan),
+        ("reload_interval", True),
+    ],
+)
+@pytest.mark.parametrize("twin", [Engine, AsyncEngine])
+def test_bad_cache_and_reload_options_are_a_config_error(
+    twin: type[Engine] | type[AsyncEngine], option: str, value: Any
+) -> None:
+    with pytest.raises(ConfigError, match=f"{option} must be"):
+        twin(**{option: value})

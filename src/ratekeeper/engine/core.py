@@ -15,6 +15,7 @@ context managers that close on exit.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
@@ -91,6 +92,22 @@ def _one(limit: Limit | str, what: str) -> Limit:
     return limits[0]
 
 
+def _check_options(cache_size: Any, cache_ttl: Any, reload_interval: Any) -> None:
+    """``ConfigError`` unless ``cache_size`` is a positive integer and ``cache_ttl`` and
+    ``reload_interval`` (unless None) positive finite seconds."""
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        raise ConfigError(f"cache_size must be an integer of at least 1, not {cache_size!r}")
+    for name, seconds in (("cache_ttl", cache_ttl), ("reload_interval", reload_interval)):
+        if seconds is None and name == "reload_interval":
+            continue
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 < seconds < math.inf
+        ):
+            raise ConfigError(f"{name} must be positive finite seconds, not {seconds!r}")
+
+
 class _Core:
     """What the twins share: the rules, the configuration store, the plan cache, the watcher,
     and their lifecycle."""
@@ -113,6 +130,7 @@ class _Core:
         observer: Observer | None = None,
     ) -> None:
         domain = check_text(domain, "domain")
+        _check_options(cache_size, cache_ttl, reload_interval)
         ruleset, paths = _rules(rules)
         if store is None or isinstance(store, str):
             opened = type(self)._memory() if store is None else type(self)._open(store)
