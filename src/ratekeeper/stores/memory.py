@@ -95,10 +95,10 @@ class MemoryStore:
             entry = self._get(slot)
             if entry is not None:
                 state, decision = limit.step(entry[0], now, cost, limit)
-                if cost:  # a look (cost 0) writes nothing
+                if decision[0] and cost:  # a look (cost 0) or a refusal changes nothing
                     entry[0] = state
                     entry[1] = now + decision[3]
-                self._touch(slot)
+                self._touch(slot)  # a refused key too: it must not be evicted as idle
                 return decision
             state, decision = limit.step(None, now, cost, limit)
             if state is not None and cost:
