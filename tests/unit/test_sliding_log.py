@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from copy import copy
 from math import inf
@@ -12,9 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.algorithms.sliding_log import refund
+from ratekeeper.algorithms.sliding_log import _gone, refund
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
+from ratekeeper.stores.memory import MemoryStore
+from ratekeeper.testing import FakeClock
 from tests.strategies import limits
 from tests.unit.refunds import assert_refund_undoes
 
@@ -218,3 +221,34 @@ def test_a_refund_removes_only_entries_stamped_at_the_hit() -> None:
     assert list(refund(deque(log), T0 + 1, 5, limit) or ()) == [T0, T0 + 2]
     assert list(refund(deque(log), T0 + 3, 1, limit) or ()) == list(log)  # none stamped then
     assert refund(deque([T0]), T0, 1, limit) is None
+
+
+@given(
+    stamps=st.lists(st.integers(0, 300), min_size=1, max_size=200),
+    start=st.integers(0, 301),
+)
+def test_the_entries_that_left_are_counted_as_a_bisection_counts_them(
+    stamps: list[int], start: int
+) -> None:
+    log = deque(float(stamp) for stamp in sorted(stamps))
+    if log[0] <= start:  # as the step calls it: the oldest entry has left
+        assert _gone(log, float(start)) == bisect_right(log, float(start))
+
+
+def test_a_busy_log_at_its_steady_state_decides_as_an_exact_count(clock: FakeClock) -> None:
+    """Entries leave one or a few at a time, and now and then many at once."""
+    store = MemoryStore(clock=clock)
+    limit = Limit(50, 1.0, "sliding_log")
+    admitted: list[float] = []
+    refused = 0
+    for step in range(3000):
+        clock.advance(0.01 if step % 500 else 2.0)  # a pause now and then empties the window
+        cost = 1 + step % 3
+        inside = sum(1 for stamp in admitted if stamp > clock() - 1.0)
+        decision = store.apply("k", limit, cost)
+        assert decision.allowed == (inside + cost <= 50)
+        if decision.allowed:
+            admitted.extend([clock()] * cost)
+        else:
+            refused += 1
+    assert 0 < refused < 3000 - 50
