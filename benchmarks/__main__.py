@@ -86,7 +86,10 @@ def compare(out: Output, sizes: Sizes, available: list[str]) -> tuple[Ratios, di
             libraries = [RATEKEEPER, *PATHS, *(lib for lib in PEER_LIBRARIES if lib in peers)]
             out.progress(f"{scenario.name}: {algorithm} ({', '.join(libraries)})")
             contenders = build(
-                {lib: FACTORIES[lib] for lib in libraries}, algorithm, row_plan.amount
+                {lib: FACTORIES[lib] for lib in libraries},
+                algorithm,
+                row_plan.amount,
+                row_plan.period,
             )
             best = run_row(contenders, row_plan, sizes.repeats, f"{scenario.name} / {algorithm}")
             del contenders
@@ -168,7 +171,8 @@ def alone(out: Output, sizes: Sizes, available: list[str], missing: dict[str, st
             continue
         row_plan = plan(hot, algorithm, sizes)
         out.progress(f"ratekeeper alone: {algorithm}")
-        best = run_row([ratekeeper(algorithm, row_plan.amount)], row_plan, sizes.repeats, algorithm)
+        only = ratekeeper(algorithm, row_plan.amount, row_plan.period)
+        best = run_row([only], row_plan, sizes.repeats, algorithm)
         gc.collect()
         value = best[RATEKEEPER]
         target = met = report.MISSING

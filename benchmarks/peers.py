@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib.metadata import version
 
 import limits as limits_lib
@@ -19,8 +20,10 @@ from throttled import Throttled, rate_limiter, store
 
 import ratekeeper as rk
 
-#: Every limit in the benchmarks is per hour.
+#: Every limit in the benchmarks is per hour, but for the steady-state sliding log's, per second.
 PERIOD = 3600
+#: The units of the periods a benchmark uses, as rate strings name them.
+UNITS = {3600: "hour", 1: "second"}
 
 #: The key capacity given to every store that has one (ratekeeper's default).
 MAX_KEYS = 1_000_000
@@ -86,15 +89,17 @@ def ratekeeper_algorithms() -> tuple[list[str], dict[str, str]]:
     return available, missing
 
 
-def ratekeeper_limit(algorithm: str, amount: int) -> rk.Limit:
-    """ratekeeper's limit of ``amount`` per hour, its burst (where it has one) ``amount``."""
+def ratekeeper_limit(algorithm: str, amount: int, period: int = PERIOD) -> rk.Limit:
+    """ratekeeper's limit of ``amount`` per ``period`` seconds, its burst (where it has one)
+    ``amount``."""
     options = {"burst": amount} if algorithm in BURST_ALGORITHMS else {}
-    return rk.Limit(amount, PERIOD, algorithm, **options)
+    return rk.Limit(amount, period, algorithm, **options)
 
 
-def ratekeeper(algorithm: str, amount: int) -> Contender:
+def ratekeeper(algorithm: str, amount: int, period: int = PERIOD) -> Contender:
     """``Limiter.hit(key, limit)`` over a ``MemoryStore``."""
-    return limiter_contender(rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS)), algorithm, amount)
+    limiter = rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS))
+    return limiter_contender(limiter, algorithm, amount, period=period)
 
 
 def limiter_contender(
@@ -103,9 +108,11 @@ def limiter_contender(
     amount: int,
     library: str = RATEKEEPER,
     close: Callable[[], None] = _nothing,
+    *,
+    period: int = PERIOD,
 ) -> Contender:
     """``limiter.hit(key, limit)``, whatever store the limiter is on."""
-    limit = ratekeeper_limit(algorithm, amount)
+    limit = ratekeeper_limit(algorithm, amount, period)
     hit = limiter.hit
 
     if algorithm == "concurrency":
@@ -141,10 +148,10 @@ DECORATOR = "decorator"
 PATHS = (RATE_STRING, DECORATOR)
 
 
-def ratekeeper_string(algorithm: str, amount: int) -> Contender:
+def ratekeeper_string(algorithm: str, amount: int, period: int = PERIOD) -> Contender:
     """``Limiter(algorithm=...).hit(key, "<amount>/hour")``: the README's first example."""
     limiter = rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS), algorithm=algorithm)
-    rate = f"{amount}/hour"
+    rate = f"{amount}/{UNITS[period]}"
     hit = limiter.hit
 
     def run(keys: Sequence[str]) -> None:
@@ -157,14 +164,14 @@ def ratekeeper_string(algorithm: str, amount: int) -> Contender:
     return Contender(RATE_STRING, run, check)
 
 
-def ratekeeper_decorator(algorithm: str, amount: int) -> Contender:
+def ratekeeper_decorator(algorithm: str, amount: int, period: int = PERIOD) -> Contender:
     """A function decorated with ``Limiter.limit(limit, key=...)``, its key its argument.
 
     Each call also calls the key function and the (empty) decorated function, which a bare
     ``hit`` does not; a refused call raises ``RateLimitExceeded``, caught in the loop.
     """
     limiter = rk.Limiter(rk.MemoryStore(max_keys=MAX_KEYS))
-    limit = ratekeeper_limit(algorithm, amount)
+    limit = ratekeeper_limit(algorithm, amount, period)
 
     @limiter.limit(limit, key=lambda key: key)
     def guarded(key: str) -> None:
@@ -183,7 +190,7 @@ def ratekeeper_decorator(algorithm: str, amount: int) -> Contender:
     return Contender(DECORATOR, run, check)
 
 
-def limits(algorithm: str, amount: int) -> Contender:
+def limits(algorithm: str, amount: int, period: int = PERIOD) -> Contender:
     """``strategy.hit(item, key)`` over ``limits.storage.MemoryStorage``.
 
     ``MemoryStorage`` expires keys from a ``threading.Timer`` it restarts every 10 ms while it
@@ -191,7 +198,10 @@ def limits(algorithm: str, amount: int) -> Contender:
     """
     storage = MemoryStorage()
     strategy = getattr(strategies, SHARED[algorithm][LIMITS])(storage)
-    item = limits_lib.RateLimitItemPerHour(amount)
+    if period == PERIOD:
+        item: limits_lib.RateLimitItem = limits_lib.RateLimitItemPerHour(amount)
+    else:
+        item = limits_lib.RateLimitItemPerSecond(amount, period)
     hit = strategy.hit
 
     def run(keys: Sequence[str]) -> None:
@@ -212,7 +222,9 @@ class _PerKeyFactory(pl.BucketFactory):
 
     Buckets are built directly rather than through ``BucketFactory.create``, which would
     register every bucket with the background leaker thread; leaking only drops entries older
-    than the window (an hour), which no benchmark run reaches.
+    than the window (an hour), which no benchmark run reaches. On a one-second window
+    (the steady-state sliding log) the log keeps its old entries through a measurement:
+    ``put`` on the allow path never looks at them, so an entry costs the same either way.
     """
 
     def __init__(self, make_bucket: Callable[[], pl.AbstractBucket]) -> None:
@@ -230,9 +242,9 @@ class _PerKeyFactory(pl.BucketFactory):
         return bucket
 
 
-def pyrate(algorithm: str, amount: int) -> Contender:
+def pyrate(algorithm: str, amount: int, period: int = PERIOD) -> Contender:
     """``Limiter.try_acquire(key, blocking=False)`` over per-key in-memory buckets."""
-    rate = pl.Rate(amount, pl.Duration.HOUR, burst=amount)
+    rate = pl.Rate(amount, period * 1000, burst=amount)  # the window in milliseconds
     makers: dict[str, Callable[[], pl.AbstractBucket]] = {
         "sliding_log": lambda: pl.InMemoryBucket([rate]),
         "fixed_window": lambda: pl.InMemoryBucket([rate], algorithm=pl.FixedWindow()),
@@ -251,7 +263,7 @@ def pyrate(algorithm: str, amount: int) -> Contender:
     return Contender(PYRATE, run, check)
 
 
-def throttled(algorithm: str, amount: int) -> Contender:
+def throttled(algorithm: str, amount: int, period: int = PERIOD) -> Contender:
     """``Throttled(using=...).limit(key)`` over throttled's ``MemoryStore``.
 
     The store's capacity is raised from its default of 1,024 keys to ``MAX_KEYS``; with the
@@ -259,7 +271,7 @@ def throttled(algorithm: str, amount: int) -> Contender:
     """
     throttle = Throttled(
         using=SHARED[algorithm][THROTTLED],
-        quota=rate_limiter.per_hour(amount, burst=amount),
+        quota=rate_limiter.per_duration(timedelta(seconds=period), amount, burst=amount),
         store=store.MemoryStore(options={"MAX_SIZE": MAX_KEYS}),
     )
     limit = throttle.limit
@@ -274,7 +286,7 @@ def throttled(algorithm: str, amount: int) -> Contender:
     return Contender(THROTTLED, run, check)
 
 
-FACTORIES: dict[str, Callable[[str, int], Contender]] = {
+FACTORIES: dict[str, Callable[[str, int, int], Contender]] = {
     RATEKEEPER: ratekeeper,
     RATE_STRING: ratekeeper_string,
     DECORATOR: ratekeeper_decorator,
