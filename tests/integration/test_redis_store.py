@@ -27,7 +27,7 @@ from ratekeeper import (
     open_store,
 )
 from ratekeeper.stores.overlimit import OverLimitCache
-from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
+from ratekeeper.stores.redis import MAX_BATCH, AsyncRedisStore, RedisStore
 from ratekeeper.stores.resilience import AsyncResilient, Resilient
 from tests.servers import RedisServer, free_port
 
@@ -143,6 +143,28 @@ def test_calls_made_while_batches_are_in_flight_go_together(redis_server: RedisS
     assert remaining == list(range(99, 99 - calls, -1))
     # A round trip takes many loop turns: far fewer script runs than calls.
     assert runs < calls // 2
+
+
+def test_a_burst_goes_as_batches_of_at_most_max_batch_hits(redis_server: RedisServer) -> None:
+    """2,500 calls in one loop turn: three script runs (1,000, 1,000 and 500 hits), one after
+    another, and exactly the limit admitted, in call order."""
+    sync = redis.Redis.from_url(redis_server.url)
+    limit = Limit(1_200, 3600, "sliding_log")
+    calls = 2 * MAX_BATCH + 500
+
+    async def main() -> tuple[list[bool], int]:
+        client = redis.asyncio.Redis.from_url(redis_server.url)
+        store = AsyncRedisStore(client, prefix=prefix())
+        await store.apply("warm", limit)  # loads the script
+        before = script_runs(sync)
+        decisions = await asyncio.gather(*(store.apply("k", limit) for _ in range(calls)))
+        runs = script_runs(sync) - before
+        await client.aclose()
+        return [d.allowed for d in decisions], runs
+
+    allowed, runs = asyncio.run(main())
+    assert allowed == [True] * 1_200 + [False] * (calls - 1_200)
+    assert runs == 3
 
 
 def test_calls_waiting_on_a_batch_that_timed_out_wait_no_longer(tmp_path: Path) -> None:

@@ -2,9 +2,9 @@
 
 A ``Plan`` says how one key or descriptor is decided: the identity its counters live under, the
 limit (from the configuration store's override, else the matching rule, else the default) and the
-rule that matched. Plans are cached (``cache.TTLCache``: bounded, with a TTL); the cache is emptied when the rules are
-reloaded, and a change the configuration store reports from any instance drops the plans of
-the key it names (all plans when it names none).
+rule that matched. Plans are cached (``cache.TTLCache``: bounded, with a TTL); the cache is
+emptied when the rules are reloaded, and a change the configuration store reports from any
+instance drops the plans of the key it names (all plans when it names none).
 """
 
 from __future__ import annotations

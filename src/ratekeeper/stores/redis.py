@@ -92,6 +92,11 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 #: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
 ERRORS = (redis.RedisError, RedisClusterException, OSError)
+#: The most hits one automatic batch sends. A script run holds the server for all of its hits
+#: (a few microseconds each), so a burst goes as several runs, one after another, and no run
+#: keeps the server's other clients waiting for long.
+MAX_BATCH = 1000
+
 #: What it raises when a call timed out.
 _TIMEOUTS = (redis.TimeoutError, TimeoutError)
 
@@ -372,8 +377,8 @@ class AsyncRedisStore(_Base):
     of that tick; while a batch is on its way, the calls made meanwhile wait for it to return
     and then go as the next batch (under a server that hands over one call per tick, as
     ``grpc.aio`` does, they would otherwise each be a round trip of their own). So one batch at
-    a time is in flight, and each call gets exactly the decision it would have had alone, in
-    the order the calls were made. When a batch times out (a server that hangs), the calls
+    a time is in flight, at most ``MAX_BATCH`` hits, and each call gets exactly the decision
+    it would have had alone, in the order the calls were made. When a batch times out (a server that hangs), the calls
     that waited for it fail with it (``StoreError``), so that no call waits longer than one
     timeout.
 
@@ -599,12 +604,16 @@ class AsyncRedisStore(_Base):
             await client.aclose()
 
     def _flush(self) -> None:
-        """Send the waiting hits as one batch, unless a batch is on its way: then they go when
-        it returns (``_sent``)."""
+        """Send the waiting hits as one batch of at most ``MAX_BATCH``, unless a batch is on
+        its way: then they go when it returns (``_sent``), as do the hits past ``MAX_BATCH``."""
         if not self._hits or self._sending:
             return
         hits, futures = self._hits, self._futures
-        self._hits, self._futures = [], []
+        if len(hits) > MAX_BATCH:
+            self._hits, self._futures = hits[MAX_BATCH:], futures[MAX_BATCH:]
+            hits, futures = hits[:MAX_BATCH], futures[:MAX_BATCH]
+        else:
+            self._hits, self._futures = [], []
         task = asyncio.ensure_future(self._send(hits, futures))
         self._sending.add(task)
         task.add_done_callback(self._sent)
