@@ -378,9 +378,9 @@ class AsyncRedisStore(_Base):
     and then go as the next batch (under a server that hands over one call per tick, as
     ``grpc.aio`` does, they would otherwise each be a round trip of their own). So one batch at
     a time is in flight, at most ``MAX_BATCH`` hits, and each call gets exactly the decision
-    it would have had alone, in the order the calls were made. When a batch times out (a server that hangs), the calls
-    that waited for it fail with it (``StoreError``), so that no call waits longer than one
-    timeout.
+    it would have had alone, in the order the calls were made. When a batch times out (a
+    server that hangs), the calls that waited for it fail with it (``StoreError``), so that no
+    call waits longer than one timeout.
 
     A client's connections belong to the event loop that opened them, so the store serves one
     loop at a time, and closes the client's connections when that loop shuts down (as
