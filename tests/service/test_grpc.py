@@ -228,3 +228,34 @@ def test_an_address_in_use_is_an_os_error_naming_it(clock: FakeClock) -> None:
     with socket.create_server(("127.0.0.1", 0)) as held:
         port = held.getsockname()[1]
         asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x0a\x01\xff", b"\xff\xff\xff", b"\x0a\x04test\x12\x04\x0a\x02\x0a\x80"],
+    ids=["bad UTF-8 in the domain", "no message at all", "a truncated descriptor"],
+)
+def test_bytes_that_are_no_request_are_invalid_argument_and_the_server_goes_on(
+    clock: FakeClock, data: bytes
+) -> None:
+    async def talk(
+        stub: rls_pb2_grpc.RateLimitServiceStub, channel: grpc.aio.Channel
+    ) -> tuple[grpc.StatusCode, str, int]:
+        raw = channel.unary_unary(
+            f"/{SERVICE}/ShouldRateLimit",
+            request_serializer=lambda given: given,
+            response_deserializer=lambda given: given,
+        )
+        try:
+            await raw(data, timeout=10)
+        except grpc.aio.AioRpcError as error:
+            code, details = error.code(), error.details() or ""
+        else:
+            code, details = grpc.StatusCode.OK, ""
+        after = await stub.ShouldRateLimit(request(descriptor(DEFAULT)), timeout=10)
+        return code, details, after.overall_code
+
+    code, details, after = with_server(clock, talk)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("not a RateLimitRequest: ")
+    assert after == Response.OK

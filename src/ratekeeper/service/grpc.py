@@ -3,12 +3,12 @@
 ``RateLimitServicer`` only translates: an Envoy ``RateLimitRequest`` becomes a ``translate.Call``,
 the one ``AsyncEngine`` decides it (``translate.decide_async``), and the ``translate.Answer``
 becomes a ``RateLimitResponse`` whose statuses are in the request's order. A request ratekeeper
-refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit) is answered
-``INVALID_ARGUMENT`` with the reason; a store that fails with no failure policy to answer, or
-is misconfigured, ``UNAVAILABLE`` (Envoy's ``failure_mode_deny`` then decides). The asyncio
-server lets concurrent requests share the request store's batching. ``serve_grpc`` starts it,
-with the health service reporting SERVING for the overall server and for the rate-limit
-service.
+refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit, or bytes
+that are no ``RateLimitRequest``) is answered ``INVALID_ARGUMENT`` with the reason; a store
+that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE`` (Envoy's
+``failure_mode_deny`` then decides). The asyncio server lets concurrent requests share the
+request store's batching. ``serve_grpc`` starts it, with the health service reporting SERVING
+for the overall server and for the rate-limit service.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ratekeeper.errors import (
@@ -90,8 +91,13 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
         self.metrics = metrics
 
     async def ShouldRateLimit(
-        self, request: rls_pb2.RateLimitRequest, context: Any
+        self, request: rls_pb2.RateLimitRequest | DecodeError, context: Any
     ) -> rls_pb2.RateLimitResponse:
+        if isinstance(request, DecodeError):  # bytes that are no RateLimitRequest (_parse)
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"not a RateLimitRequest: {request}"
+            )
+            raise request  # abort raises; this line is never reached
         started = time.perf_counter()
         try:
             answer = await decide_async(self.engine, call_of(request))
@@ -108,6 +114,29 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
         return response_of(answer)
 
 
+def _parse(data: bytes) -> rls_pb2.RateLimitRequest | DecodeError:
+    """The request ``data`` holds, or why it holds none, for ``ShouldRateLimit`` to answer
+    ``INVALID_ARGUMENT`` (the generated stub's parser would fail the call as ``UNKNOWN``)."""
+    try:
+        return rls_pb2.RateLimitRequest.FromString(data)
+    except DecodeError as error:  # bad UTF-8 in a string, or bytes that are no message
+        return error
+
+
+def _add_servicer(servicer: RateLimitServicer, server: grpc.aio.Server) -> None:
+    """``rls_pb2_grpc.add_RateLimitServiceServicer_to_server``, but the requests parsed by
+    ``_parse``."""
+    methods = {
+        "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
+            servicer.ShouldRateLimit,
+            request_deserializer=_parse,
+            response_serializer=rls_pb2.RateLimitResponse.SerializeToString,
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
+    server.add_registered_method_handlers(SERVICE, methods)
+
+
 async def serve_grpc(
     engine: AsyncEngine, address: str, metrics: Metrics | None = None
 ) -> tuple[grpc.aio.Server, int]:
@@ -116,7 +145,7 @@ async def serve_grpc(
     call's time as the ``grpc`` surface's."""
     server = grpc.aio.server()
     servicer = RateLimitServicer(engine, metrics)
-    rls_pb2_grpc.add_RateLimitServiceServicer_to_server(servicer, server)
+    _add_servicer(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:
