@@ -136,6 +136,26 @@ def test_serve_refuses_a_grpc_address_another_service_listens_on(tmp_path: Path)
     assert "Traceback" not in result.stderr
 
 
+def test_serve_refuses_a_sqlite_configuration_store_it_cannot_open(tmp_path: Path) -> None:
+    """Served, it would ignore every override for ever: refused at once, in one line."""
+    missing = tmp_path / "no such directory" / "ratekeeper.db"
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "ratekeeper.cli", "serve", "--config", f"sqlite:///{missing}"),
+            *("--http", f"127.0.0.1:{free_port()}", "--grpc", f"127.0.0.1:{free_port()}"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 3
+    assert "could not open the configuration store: SQLite configuration store" in result.stderr
+    assert str(missing) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_importing_ratekeeper_brings_no_web_framework() -> None:
     code = (
         "import sys, ratekeeper, ratekeeper.cli, ratekeeper.service.settings; "

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ratekeeper.errors import MissingExtraError
+from ratekeeper.errors import ConfigStoreError, MissingExtraError
 from ratekeeper.redaction import redacted
 from ratekeeper.service.settings import Address, Settings
 
@@ -177,6 +177,28 @@ def _unlistenable(address: Address) -> str | None:
     return None
 
 
+def _unopenable(config: str) -> str | None:
+    """Why the SQLite configuration store ``config`` names cannot be opened (a directory that
+    does not exist, a file that cannot be written); None if it can, or if it is not SQLite.
+
+    A local file that cannot be opened is no outage to wait out: a service started with it
+    would ignore every override for ever. A PostgreSQL store is not checked: the service may
+    start while it is down, deciding by the rules, and follows it once it is back.
+    """
+    if not config.lower().startswith("sqlite:"):
+        return None
+    from ratekeeper.config import open_config_store
+
+    store = open_config_store(config)
+    try:
+        store.get("ratekeeper:startup")  # opens the file, creating it and its table if need be
+    except ConfigStoreError as error:
+        return str(error)
+    finally:
+        store.close()
+    return None
+
+
 def serve(settings: Settings) -> int:
     """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
     require_server_extra()
@@ -186,6 +208,14 @@ def serve(settings: Settings) -> int:
     refused = _unlistenable(settings.grpc)
     if refused is not None:  # else gRPC's SO_REUSEPORT would share it with its holder
         log.error("could not listen on gRPC %s: %s", settings.grpc, refused)
+        return 3
+    unopenable = _unopenable(settings.config)
+    if unopenable is not None:
+        log.error(
+            "could not open the configuration store: %s (--config sqlite://:memory: keeps "
+            "the overrides in this process only)",
+            unopenable,
+        )
         return 3
     common = uvicorn_options(settings)
     if settings.workers > 1:
