@@ -124,9 +124,10 @@ def test_no_input_buys_capacity_on_memory(ops: Ops) -> None:
     store = MemoryStore(clock=clock)
     engine = Engine(store, rules=parse_rules(RULES, "fuzz.yaml"), default=limit_default)
     run(Limiter(store), engine, ops)
-    for (_, key), entry in store._entries.items():
-        assert isinstance(key, str) and key
-        assert "nan" not in repr(entry[0]) and "inf" not in repr(entry[0])
+    for table in store._tables.values():
+        for key, state in table.items():
+            assert isinstance(key, str) and key
+            assert "nan" not in repr(state) and "inf" not in repr(state)
 
 
 _prefixes = itertools.count()

@@ -51,8 +51,12 @@ def snapshot(store: Store) -> dict[Any, Any]:
     if isinstance(store, RedisStore):
         client = store.client
         return {key: client.dump(key) for key in client.scan_iter(f"{store.prefix}:*")}
-    entries = store._entries  # type: ignore[attr-defined]
-    return {slot: repr(entry[0]) for slot, entry in entries.items()}
+    tables = store._tables  # type: ignore[attr-defined]
+    return {
+        (limit_id, key): repr(state)
+        for limit_id, table in tables.items()
+        for key, state in table.items()
+    }
 
 
 @pytest.fixture

@@ -6,24 +6,25 @@ on a key are serialised across threads, and an asyncio task can never be interru
 store such as Redis. A forked child starts with a copy of the state and a fresh lock (a lock
 held by another thread at the fork would otherwise stay held in the child for ever).
 
-Memory is bounded two ways. A key whose limit is fully available again holds nothing worth
-keeping, so it expires ``reset_after`` seconds after its last hit; and at most ``max_keys`` keys
-are kept, the least recently used evicted first. Expired keys are dropped a few at a time, by
-the calls that add a key (the only calls that grow the store), so no call ever scans the store:
-each key is filed under a time shortly after it expires (within a quarter of its time to live),
-and every new key looks at up to ``EXPIRE_PER_INSERT`` keys whose time has come, drops those
-that are expired, and files again those hit since. A hit on a key already kept does no
-expiry work at all.
+The keys of each limit sit in a table of their own, least recently used first, each holding its
+state and nothing else. Memory is bounded two ways. A key whose limit is fully available again
+holds nothing worth keeping, so it is dropped once looks at it (steps of cost 0) say it has been
+for ``LINGER`` seconds; and at most ``max_keys`` keys are kept, the least recently used of a
+limit evicted first. Expired keys are dropped a few at a time, from the front of their table,
+by the calls that add a key (the only calls that grow the store), so no call ever scans the
+store: each new key looks at up to ``EXPIRE_PER_INSERT`` keys at the front of its own table,
+and as many at the front of one other table, in turn. The front of a table is its least
+recently used key: one still in use stops the look, and its table is not looked at again before
+that key could go. So a key is dropped ``LINGER`` seconds after it is free, or up to one
+``reset_after`` of the key ahead of it later; a hit on a key already kept does no expiry work.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from heapq import heappop, heappush
-from math import ceil, frexp, ldexp
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
@@ -39,17 +40,15 @@ Clock = Callable[[], float]
 #: One hit in a batch: ``(key, limit, cost)``.
 Hit = tuple[str, Limit, int]
 
-Slot = tuple[str, str]
+#: The keys of one limit: key -> state, least recently used first.
+Table = OrderedDict[str, Any]
 
-#: How many due keys each new key looks at: more than one, so expiry outpaces the inserts.
+#: How many keys each new key may drop from the front of a table: more than one, so that
+#: expiry outpaces the inserts.
 EXPIRE_PER_INSERT = 8
 
-#: The finest filing time (2**-4 s): a key is filed at a multiple of a power of two seconds.
-_FINEST = -4
-
-#: Seconds a key is kept at least after it was written, expired or not: a key hit again soon
-#: (a busy key of a fast limit, whose state frees up within microseconds) is updated in place
-#: rather than dropped and made anew on every hit.
+#: Seconds a key is kept at least after it is free: a busy key of a fast limit (free again
+#: microseconds after each hit) is updated in place rather than dropped and made anew.
 LINGER = 2.0
 
 
@@ -65,15 +64,13 @@ class MemoryStore:
             raise StoreConfigError(f"max_keys must be an integer of at least 1, not {max_keys!r}")
         self.clock = clock
         self.max_keys = max_keys
-        # (limit id, key) -> [state, time the state expires, the filing set it is in]; the
-        # first two are updated in place by every hit
-        self._entries: OrderedDict[Slot, list[Any]] = OrderedDict()
-        self._get = self._entries.get
-        self._touch = self._entries.move_to_end
+        self._tables: dict[str, Table] = {}  # limit id -> its keys
+        self._table = self._tables.get
+        self._limits: dict[str, Limit] = {}  # limit id -> the limit its keys are looked at with
+        self._due: dict[str, float] = {}  # limit id -> when its front key may be free
+        self._turns: deque[str] = deque()  # the limit ids, each table looked at in turn
+        self._count = 0
         self._lock = threading.Lock()
-        self._filed: dict[float, set[Slot]] = {}  # filing time -> the keys filed under it
-        self._times: list[float] = []  # the filing times, a heap
-        self._due: set[Slot] = set()  # the keys of a filing time that came, not all looked at
         renew_after_fork(self)
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
@@ -88,21 +85,21 @@ class MemoryStore:
             key, cost = check_hit(key, cost)
         if now is None:
             now = self.clock()
-        slot = (limit.id, key)
         lock = self._lock
         lock.acquire()  # cheaper than ``with`` on this path
         try:
-            entry = self._get(slot)
-            if entry is not None:
-                state, decision = limit.step(entry[0], now, cost, limit)
-                if decision[0] and cost:  # a look (cost 0) or a refusal changes nothing
-                    entry[0] = state
-                    entry[1] = now + decision[3]
-                self._touch(slot)  # a refused key too: it must not be evicted as idle
-                return decision
+            table = self._table(limit.id)
+            if table is not None:
+                state = table.get(key)
+                if state is not None:
+                    state, decision = limit.step(state, now, cost, limit)
+                    if decision[0] and cost:  # a look (cost 0) or a refusal changes nothing
+                        table[key] = state
+                    table.move_to_end(key)  # a refused key too: it must not be evicted as idle
+                    return decision
             state, decision = limit.step(None, now, cost, limit)
             if state is not None and cost:
-                self._insert(slot, state, now + decision[3], now)
+                self._insert(limit, table, key, state, now)
             return decision
         finally:
             lock.release()
@@ -119,7 +116,7 @@ class MemoryStore:
         if now is None:
             now = self.clock()
         hits = check_hits(hits)
-        entries = self._entries
+        table = self._table
         with self._lock:
             results = []
             pending: dict[tuple[str, str], Any] = {}  # a key hit twice sees its first hit
@@ -128,8 +125,8 @@ class MemoryStore:
                 if slot in pending:
                     state = pending[slot]
                 else:
-                    entry = entries.get(slot)
-                    state = None if entry is None else entry[0]
+                    keys = table(limit.id)
+                    state = None if keys is None else keys.get(key)
                     if all_or_nothing and state is not None and limit.copy_state is not None:
                         state = limit.copy_state(state)  # a state its step updates in place
                 result = limit.step(state, now, cost, limit)
@@ -141,14 +138,13 @@ class MemoryStore:
                     for _, decision in results
                 ]
             for (key, limit, cost), (state, decision) in zip(hits, results, strict=True):
-                if state is not None and cost:
-                    slot = (limit.id, key)
-                    entry = entries.get(slot)
-                    if entry is not None:
-                        entry[0], entry[1] = state, now + decision[3]
-                        entries.move_to_end(slot)
-                    else:
-                        self._insert(slot, state, now + decision[3], now)
+                keys = table(limit.id)
+                if keys is not None and key in keys:
+                    if decision[0] and cost:
+                        keys[key] = state
+                    keys.move_to_end(key)
+                elif state is not None and cost:
+                    self._insert(limit, keys, key, state, now)
         return [decision for _, decision in results]
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
@@ -160,31 +156,32 @@ class MemoryStore:
         key, slots = check_key(key), check_release(limit, slots)
         if now is None:
             now = self.clock()
-        slot = (limit.id, key)
         with self._lock:
-            entry = self._get(slot)
-            state = None if entry is None else entry[0]
+            table = self._table(limit.id)
+            state = None if table is None else table.get(key)
             state, decision = limit.step(state, now, -slots, limit)
-            if entry is not None:
-                entry[0] = state
-                entry[1] = now + decision[3]
+            if table is not None and key in table:
+                table[key] = state
         return decision._replace(granted=-decision.granted)
 
     def reset(self, key: str, limit: Limit) -> None:
         """Forget everything ``limit`` counted for ``key``."""
-        slot = (limit.id, check_key(key))
+        key = check_key(key)
         with self._lock:
-            entry = self._entries.pop(slot, None)
-            if entry is not None:
-                entry[2].discard(slot)
+            table = self._table(limit.id)
+            if table is not None and table.pop(key, None) is not None:
+                self._count -= 1
+                if not table:
+                    self._drop_table(limit.id)
 
     def clear(self) -> None:
         """Forget every key."""
         with self._lock:
-            self._entries.clear()
-            self._filed.clear()
-            self._times.clear()
-            self._due = set()
+            self._tables.clear()
+            self._limits.clear()
+            self._due.clear()
+            self._turns.clear()
+            self._count = 0
 
     def close(self) -> None:
         """Nothing to release; here so that every store can be closed alike."""
@@ -196,74 +193,100 @@ class MemoryStore:
     def sweep(self, now: float | None = None) -> int:
         """Drop every expired key at once; return how many were dropped.
 
-        This scans every key under the lock; the store needs no such call, as it drops expired
-        keys a few at a time by itself, but it reclaims their memory at once.
+        This looks at every key under the lock; the store needs no such call, as it drops
+        expired keys a few at a time by itself, but it reclaims their memory at once.
         """
         with self._lock:
             if now is None:
                 now = self.clock()
-            entries = self._entries
-            expired = [slot for slot, entry in entries.items() if entry[1] <= now]
-            for slot in expired:
-                entries.pop(slot)[2].discard(slot)
-            return len(expired)
+            dropped = 0
+            for limit_id, table in list(self._tables.items()):
+                limit = self._limits[limit_id]
+                step = limit.step
+                expired = [
+                    key for key, state in table.items() if not step(state, now, 0, limit)[1][3]
+                ]
+                for key in expired:
+                    del table[key]
+                dropped += len(expired)
+                if not table:
+                    self._drop_table(limit_id)
+            self._count -= dropped
+            return dropped
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._count
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
 
-    def _insert(self, slot: Slot, state: Any, expires: float, now: float) -> None:
-        entries = self._entries
-        entry = [state, expires, None]
-        entries[slot] = entry
-        self._file(slot, entry, now)
+    def _insert(self, limit: Limit, table: Table | None, key: str, state: Any, now: float) -> None:
+        limit_id = limit.id
+        if table is None:
+            table = self._tables[limit_id] = OrderedDict()
+            self._limits[limit_id] = limit
+            self._due[limit_id] = now
+            self._turns.append(limit_id)
+        table[key] = state
+        self._count += 1
         # Only a new key grows the store, so only a new key drops expired ones and makes room.
-        if self._due or self._times[0] <= now:
-            self._expire(now, EXPIRE_PER_INSERT)
-        if len(entries) > self.max_keys:
-            evicted, entry = entries.popitem(last=False)
-            entry[2].discard(evicted)
+        self._expire(limit_id, now)
+        turns = self._turns
+        if len(turns) > 1:  # and one other table, in turn
+            other = turns[0]
+            turns.rotate(-1)
+            if other == limit_id:
+                other = turns[0]
+                turns.rotate(-1)
+            self._expire(other, now)
+        if self._count > self.max_keys:
+            self._evict(limit_id)
 
-    def _file(self, slot: Slot, entry: list[Any], now: float) -> None:
-        """File ``slot`` under a time a little after it expires (and at least ``LINGER``
-        seconds from now): a multiple of a power of two seconds that is at least an eighth of
-        its time to live."""
-        expires = entry[1]
-        if expires < now + LINGER:
-            expires = now + LINGER
-        scale = frexp((expires - now) * 0.125)[1]  # 2**scale >= an eighth of the time to live
-        if scale < _FINEST:
-            scale = _FINEST
-        when = ldexp(ceil(ldexp(expires, -scale)), scale)
-        keys = self._filed.get(when)
-        if keys is None:
-            keys = self._filed[when] = set()
-            heappush(self._times, when)
-        keys.add(slot)
-        entry[2] = keys
-
-    def _expire(self, now: float, budget: int) -> None:
-        """Look at up to ``budget`` keys filed under a time that has come: drop the expired,
-        and file again those hit since they were filed."""
-        entries, times = self._entries, self._times
+    def _expire(self, limit_id: str, now: float) -> None:
+        """Drop up to ``EXPIRE_PER_INSERT`` keys from the front of a table that have been free
+        for ``LINGER`` seconds, unless its front key was seen and will not be free so soon."""
         due = self._due
-        while budget:
-            if not due:
-                if not times or times[0] > now:
-                    return
-                due = self._due = self._filed.pop(heappop(times))
-                continue
-            slot = due.pop()
-            budget -= 1
-            entry = entries.get(slot)
-            if entry is None or entry[2] is not due:  # gone, or filed elsewhere since
-                continue
-            if entry[1] <= now:
-                del entries[slot]
-            else:
-                self._file(slot, entry, now)
+        if due[limit_id] > now:
+            return
+        table = self._tables[limit_id]
+        limit = self._limits[limit_id]
+        step = limit.step
+        for _ in range(EXPIRE_PER_INSERT):
+            key = next(iter(table))
+            state = table[key]
+            # The linger first: a key hit within it is not free LINGER seconds ago.
+            wait = step(state, now - LINGER, 0, limit)[1][3]  # reset_after, after a look
+            if not wait:
+                wait = step(state, now, 0, limit)[1][3]  # and free now (a window may not be)
+            if wait:
+                due[limit_id] = now + wait
+                return
+            del table[key]
+            self._count -= 1
+            if not table:
+                self._drop_table(limit_id)
+                return
+        due[limit_id] = now
+
+    def _evict(self, limit_id: str) -> None:
+        """Evict the least recently used key of the limit ``limit_id``, unless it holds less
+        than its share of the keys: then of the limit that holds the most."""
+        tables = self._tables
+        table = tables[limit_id]
+        if len(table) * len(tables) < self._count or len(table) == 1:
+            limit_id, table = max(tables.items(), key=_size)
+        del table[next(iter(table))]
+        self._count -= 1
+        if not table:
+            self._drop_table(limit_id)
+
+    def _drop_table(self, limit_id: str) -> None:
+        del self._tables[limit_id], self._limits[limit_id], self._due[limit_id]
+        self._turns.remove(limit_id)
+
+
+def _size(item: tuple[str, Table]) -> int:
+    return len(item[1])
 
 
 def check_release(limit: Limit, slots: Any) -> int:
