@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.algorithms.sliding_log import _gone, refund
+from ratekeeper.algorithms.sliding_log import SHORT, _gone, refund
 from ratekeeper.decision import Decision
 from ratekeeper.limit import Limit
 from ratekeeper.stores.memory import MemoryStore
@@ -109,6 +109,18 @@ def test_state_is_one_timestamp_per_unit_pruned_to_the_window() -> None:
     limit = log_limit(5, 10)
     state, _ = run(limit, [(T0, 2), (T0 + 3, 1), (T0 + 11, 2)])
     assert tuple(state) == (T0 + 3, T0 + 11, T0 + 11)
+
+
+def test_a_log_is_a_list_while_short_and_a_deque_once_longer() -> None:
+    limit = log_limit(SHORT + 10, 10)
+    state, _ = run(limit, [(T0, SHORT)])
+    assert isinstance(state, list)
+    state, decision = limit.step(state, T0 + 1, 1, limit)
+    assert isinstance(state, deque)
+    assert decision.remaining == 9
+    state, decision = limit.step(state, T0 + 10.5, 1, limit)  # the first SHORT entries left
+    assert tuple(state) == (T0 + 1, T0 + 10.5)
+    assert decision.remaining == SHORT + 8
 
 
 def test_denied_hit_consumes_nothing() -> None:
@@ -230,15 +242,19 @@ def test_a_refund_removes_only_entries_stamped_at_the_hit() -> None:
 def test_the_entries_that_left_are_counted_as_a_bisection_counts_them(
     stamps: list[int], start: int
 ) -> None:
-    log = deque(float(stamp) for stamp in sorted(stamps))
-    if log[0] <= start:  # as the step calls it: the oldest entry has left
-        assert _gone(log, float(start)) == bisect_right(log, float(start))
+    ordered = sorted(float(stamp) for stamp in stamps)
+    for log in (ordered, deque(ordered)):  # a short log and a long one
+        if log[0] <= start:  # as the step calls it: the oldest entry has left
+            assert _gone(log, float(start)) == bisect_right(log, float(start))
 
 
-def test_a_busy_log_at_its_steady_state_decides_as_an_exact_count(clock: FakeClock) -> None:
+@pytest.mark.parametrize("amount", [50, 2 * SHORT])  # a list, then a log that grows a deque
+def test_a_busy_log_at_its_steady_state_decides_as_an_exact_count(
+    clock: FakeClock, amount: int
+) -> None:
     """Entries leave one or a few at a time, and now and then many at once."""
     store = MemoryStore(clock=clock)
-    limit = Limit(50, 1.0, "sliding_log")
+    limit = Limit(amount, 1.0, "sliding_log")
     admitted: list[float] = []
     refused = 0
     for step in range(3000):
@@ -246,9 +262,9 @@ def test_a_busy_log_at_its_steady_state_decides_as_an_exact_count(clock: FakeClo
         cost = 1 + step % 3
         inside = sum(1 for stamp in admitted if stamp > clock() - 1.0)
         decision = store.apply("k", limit, cost)
-        assert decision.allowed == (inside + cost <= 50)
+        assert decision.allowed == (inside + cost <= amount)
         if decision.allowed:
             admitted.extend([clock()] * cost)
         else:
             refused += 1
-    assert 0 < refused < 3000 - 50
+    assert 0 < refused < 3000 - amount

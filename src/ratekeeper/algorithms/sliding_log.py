@@ -2,9 +2,11 @@
 
 A hit of cost ``c`` at ``now`` is admitted iff the units admitted in ``(now - period, now]``
 plus ``c`` are at most ``amount``. Exact: no window of ``period`` seconds, wherever it starts,
-ever holds more than ``amount`` units. State: a deque of the timestamps of the admitted units,
-oldest first, one entry per unit of cost; at most ``amount`` entries, so O(amount) memory per
-key, and O(1) amortised time per hit (appends on the right, prunes on the left).
+ever holds more than ``amount`` units. State: the timestamps of the admitted units, oldest
+first, one entry per unit of cost; at most ``amount`` entries, so O(amount) memory per key, and
+O(1) amortised time per hit (appends on the right, prunes on the left). A log is a list while it
+is short (``SHORT`` entries; a one-entry list is 64 bytes), and becomes a deque once longer
+(760 bytes at least, but its pops on the left cost O(1) however long it is).
 
 The log is the one state ratekeeper updates in place: copying it on every hit would cost
 O(amount). Only an admitted hit changes it (it drops the entries that left the window and
@@ -26,7 +28,10 @@ if TYPE_CHECKING:
     from ratekeeper.decision import Decision
     from ratekeeper.limit import Limit
 
-State = deque[float]
+State = list[float] | deque[float]
+
+#: The most entries a log holds as a list; a log that grows longer becomes a deque.
+SHORT = 64
 
 
 def copy_state(state: State) -> State:
@@ -37,15 +42,19 @@ def copy_state(state: State) -> State:
 def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
     amount = limit.amount
     period = limit.period
-    log: State = deque() if state is None else state
+    log: State = [] if state is None else state
     # Entries that left the window: dropped only by a hit that is admitted, so that a look or
     # a refusal changes nothing, even from a clock running ahead.
     gone = _gone(log, now - period) if log and log[0] <= now - period else 0
     count = len(log) - gone
     if count + cost <= amount:
         if cost:
-            for _ in range(gone):
-                log.popleft()
+            if gone:
+                if isinstance(log, list):
+                    del log[:gone]
+                else:
+                    for _ in range(gone):
+                        log.popleft()
             if log and now < log[-1]:
                 # The clock went backwards: keep the log sorted.
                 index = bisect_right(log, now)
@@ -56,6 +65,8 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
             else:
                 log.extend(repeat(now, cost))
             count += cost
+            if count > SHORT and isinstance(log, list):
+                log = deque(log)
         return log, allow(amount, amount - count, log[-1] + period - now if count else 0.0, cost)
     remaining = amount - count if count < amount else 0
     reset_after = log[-1] + period - now if count else 0.0
@@ -74,8 +85,8 @@ def _gone(log: State, start: float) -> int:
     """How many entries of ``log`` are at or before ``start``: ``bisect_right(log, start)``.
 
     A busy log loses a few entries between two hits, so they are counted from the left,
-    where indexing a deque costs O(1); a bisection indexes the middle of the deque, which
-    costs O(n) (a deque is a list of 64-entry blocks), so it is left for long runs."""
+    where indexing a deque costs O(1); a bisection indexes the middle of a long log, a deque,
+    which costs O(n) (a deque is a list of 64-entry blocks), so it is left for long runs."""
     length = len(log)
     gone = 1  # log[0] is gone: the caller checked
     while gone < length and log[gone] <= start:
