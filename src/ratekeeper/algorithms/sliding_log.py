@@ -77,22 +77,27 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     return state, deny(amount, remaining, reset_after, leaving + period - now)
 
 
-#: Entries counted one by one from the left before ``_gone`` bisects instead.
+#: Entries counted one by one from the left before ``_gone`` gallops instead.
 _WALK = 16
 
 
 def _gone(log: State, start: float) -> int:
     """How many entries of ``log`` are at or before ``start``: ``bisect_right(log, start)``.
 
-    A busy log loses a few entries between two hits, so they are counted from the left,
-    where indexing a deque costs O(1); a bisection indexes the middle of a long log, a deque,
-    which costs O(n) (a deque is a list of 64-entry blocks), so it is left for long runs."""
+    Counted from the left, in time that grows with the count rather than with the log: a
+    deque (a long log) is a list of 64-entry blocks, and indexing it walks them from the
+    nearer end, so a bisection of the whole log costs O(n), not O(log n). A busy log loses
+    a few entries between two hits, which are counted one by one; a longer run of
+    departures is bracketed by doubling steps from the left, then bisected within."""
     length = len(log)
     gone = 1  # log[0] is gone: the caller checked
     while gone < length and log[gone] <= start:
         gone += 1
-        if gone == _WALK:
-            return bisect_right(log, start)
+        if gone == _WALK:  # every entry before ``low`` is gone; ``high`` is the next to try
+            low, high = gone, 2 * gone
+            while high < length and log[high] <= start:
+                low, high = high + 1, 2 * high
+            return bisect_right(log, start, low, high if high < length else length)
     return gone
 
 
