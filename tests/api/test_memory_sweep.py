@@ -35,7 +35,9 @@ def kept(store: MemoryStore) -> int:
     tables = store._tables
     assert sum(len(table) for table in tables.values()) == len(store)
     assert all(tables.values())  # an emptied table is dropped with its limit
-    assert sorted(store._turns) == sorted(tables) == sorted(store._limits) == sorted(store._due)
+    assert sorted(tables) == sorted(store._limits) == sorted(store._due)
+    turns = [limit_id for limit_id, table in store._turns if tables.get(limit_id) is table]
+    assert sorted(turns) == sorted(tables)  # each table has one turn; a dropped one's is stale
     assert all(state is not None for table in tables.values() for state in table.values())
     return len(store)
 
@@ -238,3 +240,30 @@ def test_expiry_never_changes_a_decision(script: list[tuple[str, int, int, float
         store.apply(f"fresh:{fresh}", LIMITS[fresh % len(LIMITS)])  # drops what has expired
         clock.advance(advance)
     kept(store)
+
+
+def test_limits_whose_keys_all_expire_leave_no_table_behind(clock: FakeClock) -> None:
+    store = MemoryStore(clock=clock)
+    for number in range(200):
+        store.apply("k", Limit(1, 1 + number % 20, "gcra"))  # 20 limits, a key each
+        store.apply(f"long:{number}", LONG)  # each insert looks at one other table
+        clock.advance(1.0)
+    clock.advance(20.0 + LINGER)
+    for number in range(40):
+        store.apply(f"later:{number}", LONG)
+    assert list(store._tables) == [LONG.id]
+    assert kept(store) == 240
+    assert len(store._turns) <= 20  # the turns of dropped tables go as they come
+
+
+def test_many_small_limits_evict_from_the_one_holding_the_most(clock: FakeClock) -> None:
+    store = MemoryStore(clock=clock, max_keys=100)
+    for number in range(100):
+        store.apply(f"big:{number}", LONG)
+    small = [Limit(1, 3601 + number, "gcra") for number in range(30)]
+    for limit in small:
+        store.apply("k", limit)  # each evicts the least recently used key of LONG
+    assert kept(store) == 100
+    assert len(store._tables[LONG.id]) == 70
+    assert not counted(store, "big:29", LONG) and counted(store, "big:30", LONG)
+    assert all(counted(store, "k", limit) for limit in small)

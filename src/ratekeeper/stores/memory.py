@@ -68,7 +68,10 @@ class MemoryStore:
         self._table = self._tables.get
         self._limits: dict[str, Limit] = {}  # limit id -> the limit its keys are looked at with
         self._due: dict[str, float] = {}  # limit id -> when its front key may be free
-        self._turns: deque[str] = deque()  # the limit ids, each table looked at in turn
+        # (limit id, its table), each table looked at in turn; a dropped table's turn is
+        # dropped when it comes
+        self._turns: deque[tuple[str, Table]] = deque()
+        self._largest = ""  # the limit id that held the most keys when last looked for
         self._count = 0
         self._lock = threading.Lock()
         renew_after_fork(self)
@@ -226,19 +229,12 @@ class MemoryStore:
             table = self._tables[limit_id] = OrderedDict()
             self._limits[limit_id] = limit
             self._due[limit_id] = now
-            self._turns.append(limit_id)
+            self._turns.append((limit_id, table))
         table[key] = state
         self._count += 1
         # Only a new key grows the store, so only a new key drops expired ones and makes room.
         self._expire(limit_id, now)
-        turns = self._turns
-        if len(turns) > 1:  # and one other table, in turn
-            other = turns[0]
-            turns.rotate(-1)
-            if other == limit_id:
-                other = turns[0]
-                turns.rotate(-1)
-            self._expire(other, now)
+        self._expire_other(limit_id, now)
         if self._count > self.max_keys:
             self._evict(limit_id)
 
@@ -268,13 +264,32 @@ class MemoryStore:
                 return
         due[limit_id] = now
 
+    def _expire_other(self, limit_id: str, now: float) -> None:
+        """Expire keys of the next table in turn other than ``limit_id``'s."""
+        tables, turns = self._tables, self._turns
+        while turns:
+            other, table = turns[0]
+            if tables.get(other) is not table:  # dropped since
+                turns.popleft()
+                continue
+            turns.rotate(-1)
+            if other != limit_id:
+                self._expire(other, now)
+                return
+            if len(turns) == 1:
+                return
+
     def _evict(self, limit_id: str) -> None:
         """Evict the least recently used key of the limit ``limit_id``, unless it holds less
         than its share of the keys: then of the limit that holds the most."""
         tables = self._tables
+        share = self._count / len(tables)
         table = tables[limit_id]
-        if len(table) * len(tables) < self._count or len(table) == 1:
-            limit_id, table = max(tables.items(), key=_size)
+        if len(table) < share or len(table) == 1:
+            largest = tables.get(self._largest)
+            if largest is None or len(largest) < share:
+                self._largest, largest = max(tables.items(), key=_size)
+            limit_id, table = self._largest, largest
         del table[next(iter(table))]
         self._count -= 1
         if not table:
@@ -282,7 +297,6 @@ class MemoryStore:
 
     def _drop_table(self, limit_id: str) -> None:
         del self._tables[limit_id], self._limits[limit_id], self._due[limit_id]
-        self._turns.remove(limit_id)
 
 
 def _size(item: tuple[str, Table]) -> int:
