@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from math import inf
 from typing import TYPE_CHECKING
 
-from ratekeeper.decision import Decision, deny
+from ratekeeper.decision import Decision
 
 if TYPE_CHECKING:
     from ratekeeper.limit import Limit
@@ -58,15 +58,26 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         end = start + period
     amount = limit.amount
     count = state[1] if state is not None and state[0] == start else 0
-    count += cost
-    if count <= amount:
+    if count + cost <= amount:
+        count += cost
         return (start, count), _new(
             Decision,
             (True, amount, amount - count, end - now if count else 0.0, 0.0, 0.0, cost, False),
         )
-    count -= cost
-    return state, deny(
-        amount, amount - count, end - now if count else 0.0, end - now if cost <= amount else inf
+    # Inlined deny(): a key over its limit is refused on every hit until its window ends.
+    left = end - now
+    return state, _new(
+        Decision,
+        (
+            False,
+            amount,
+            amount - count,
+            left if count else 0.0,
+            left if cost <= amount else inf,
+            0.0,
+            0,
+            False,
+        ),
     )
 
 

@@ -78,13 +78,7 @@ class MemoryStore:
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         """Apply a hit of ``cost`` on ``key`` under ``limit`` atomically; return the decision."""
-        if (
-            key.__class__ is not str
-            or cost.__class__ is not int
-            or not 0 <= cost <= MAX_COST
-            or not key.isascii()
-            or not key
-        ):
+        if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
             key, cost = check_hit(key, cost)
         if now is None:
             now = self.clock()
@@ -94,12 +88,14 @@ class MemoryStore:
             table = self._table(limit.id)
             if table is not None:
                 state = table.get(key)
-                if state is not None:
+                if state is not None:  # a key kept is one that was checked
                     state, decision = limit.step(state, now, cost, limit)
                     if decision[0] and cost:  # a look (cost 0) or a refusal changes nothing
                         table[key] = state
                     table.move_to_end(key)  # a refused key too: it must not be evicted as idle
                     return decision
+            if not key.isascii() or not key:  # checked before anything counts it
+                key = check_key(key)
             state, decision = limit.step(None, now, cost, limit)
             if state is not None and cost:
                 self._insert(limit, table, key, state, now)
