@@ -260,13 +260,15 @@ class Engine(_Core, Closing):
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
 
         A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``:
-        the key is checked here, the cost by the store (or here when no limit applies), so
-        that a decision checks each once.
+        the key is checked here (its text only before its plan is cached), the cost by the
+        store (or here when no limit applies), so that a decision checks each once.
         """
-        if key.__class__ is not str or not key.isascii() or not key:
+        if key.__class__ is not str:
             key = check_key(key)
         plan = self._lookup(key)  # the plan cache's get: this is the hot path
         if plan is None:
+            if not key.isascii() or not key:  # a key with a cached plan was checked for it
+                key = check_key(key)
             plan = self._load_key(key)
         if plan.limit is None:
             decision = unlimited(check_cost(cost))
@@ -380,13 +382,15 @@ class AsyncEngine(_Core, AsyncClosing):
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
 
         A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``:
-        the key is checked here, the cost by the store (or here when no limit applies), so
-        that a decision checks each once.
+        the key is checked here (its text only before its plan is cached), the cost by the
+        store (or here when no limit applies), so that a decision checks each once.
         """
-        if key.__class__ is not str or not key.isascii() or not key:
+        if key.__class__ is not str:
             key = check_key(key)
         plan = self._lookup(key)  # the plan cache's get: this is the hot path
         if plan is None:
+            if not key.isascii() or not key:  # a key with a cached plan was checked for it
+                key = check_key(key)
             plan = await self._load(self._load_key, key)
         if plan.limit is None:
             decision = unlimited(check_cost(cost))
