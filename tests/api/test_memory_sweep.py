@@ -35,8 +35,8 @@ def kept(store: MemoryStore) -> int:
     tables = store._tables
     assert sum(len(table) for table in tables.values()) == len(store)
     assert all(tables.values())  # an emptied table is dropped with its limit
-    assert sorted(tables) == sorted(store._limits) == sorted(store._due)
-    turns = [limit_id for limit_id, table in store._turns if tables.get(limit_id) is table]
+    assert sorted(tables) == sorted(store._due)
+    turns = [limit.id for limit, table in store._turns if tables.get(limit.id) is table]
     assert sorted(turns) == sorted(tables)  # each table has one turn; a dropped one's is stale
     assert all(state is not None for table in tables.values() for state in table.values())
     return len(store)

@@ -26,6 +26,15 @@ def prefix() -> str:
     return f"fn{next(_prefixes)}"
 
 
+async def three_hits(astore: AsyncRedisStore) -> list[int]:
+    """The remaining of three hits on one key: one alone (``now`` given), then two batched;
+    the store closed after."""
+    decided = [await astore.apply("k", LIMIT, now=time.time())]
+    decided += await asyncio.gather(*(astore.apply("k", LIMIT) for _ in range(2)))
+    await astore.close()
+    return [one.remaining for one in decided]
+
+
 def calls(client: redis.Redis, command: str) -> int:
     stats = client.info("commandstats").get(f"cmdstat_{command}", {"calls": 0})
     return int(stats["calls"])
@@ -86,16 +95,8 @@ def test_a_server_without_functions_is_sent_the_scripts(without_functions: Redis
     client.script_flush()  # and the scripts are loaded again as before
     assert store.apply("k", LIMIT).remaining == 95
 
-    async def main() -> list[int]:
-        astore = AsyncRedisStore(
-            redis.asyncio.Redis.from_url(without_functions.url), prefix=prefix()
-        )
-        decided = [await astore.apply("k", LIMIT, now=time.time())]
-        decided += await asyncio.gather(*(astore.apply("k", LIMIT) for _ in range(2)))
-        await astore.close()
-        return [one.remaining for one in decided]
-
-    assert asyncio.run(main()) == [99, 98, 97]
+    astore = AsyncRedisStore(redis.asyncio.Redis.from_url(without_functions.url), prefix=prefix())
+    assert asyncio.run(three_hits(astore)) == [99, 98, 97]
     client.close()
 
 
@@ -108,13 +109,6 @@ def test_a_client_that_decodes_its_replies_gets_the_same_decisions(
     assert store.apply("k", LIMIT).remaining == 99
     assert [d.remaining for d in store.apply_many([("k", LIMIT, 1), ("j", LIMIT, 1)])] == [98, 99]
 
-    async def main() -> list[int]:
-        aclient = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
-        astore = AsyncRedisStore(aclient, prefix=prefix())
-        decided = [await astore.apply("k", LIMIT, now=time.time())]
-        decided += await asyncio.gather(*(astore.apply("k", LIMIT) for _ in range(2)))
-        await astore.close()
-        return [one.remaining for one in decided]
-
-    assert asyncio.run(main()) == [99, 98, 97]
+    aclient = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
+    assert asyncio.run(three_hits(AsyncRedisStore(aclient, prefix=prefix()))) == [99, 98, 97]
     client.close()

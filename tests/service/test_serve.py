@@ -26,6 +26,18 @@ CHECK = {
 }
 
 
+def _serve_once(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ratekeeper serve`` with ``args``, expected to stop by itself: its exit and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "serve", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _start_slow_request(port: int, body: bytes) -> socket.socket:
     """A request to /v1/check whose headers and half its body are sent: in flight."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -101,14 +113,7 @@ def test_serve_answers_and_stops_gracefully(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_bad_settings(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ratekeeper.cli", "serve", "--workers", "2", "--http", "nowhere"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _serve_once(tmp_path, "--workers", "2", "--http", "nowhere")
     assert result.returncode == 1
     assert "error: --http: expected HOST:PORT" in result.stderr
     assert "each worker would count alone" in result.stderr
@@ -118,16 +123,8 @@ def test_serve_refuses_a_grpc_address_another_service_listens_on(tmp_path: Path)
     """Not shared silently, as gRPC's SO_REUSEPORT would: each would get half of the calls."""
     first = Served(tmp_path)
     try:
-        result = subprocess.run(
-            [
-                *(sys.executable, "-m", "ratekeeper.cli", "serve"),
-                *("--http", f"127.0.0.1:{free_port()}", "--grpc", f"127.0.0.1:{first.grpc}"),
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        result = _serve_once(
+            tmp_path, "--http", f"127.0.0.1:{free_port()}", "--grpc", f"127.0.0.1:{first.grpc}"
         )
     finally:
         assert first.stop() == 0
@@ -139,16 +136,10 @@ def test_serve_refuses_a_grpc_address_another_service_listens_on(tmp_path: Path)
 def test_serve_refuses_a_sqlite_configuration_store_it_cannot_open(tmp_path: Path) -> None:
     """Served, it would ignore every override for ever: refused at once, in one line."""
     missing = tmp_path / "no such directory" / "ratekeeper.db"
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "ratekeeper.cli", "serve", "--config", f"sqlite:///{missing}"),
-            *("--http", f"127.0.0.1:{free_port()}", "--grpc", f"127.0.0.1:{free_port()}"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = _serve_once(
+        tmp_path,
+        *("--config", f"sqlite:///{missing}"),
+        *("--http", f"127.0.0.1:{free_port()}", "--grpc", f"127.0.0.1:{free_port()}"),
     )
     assert result.returncode == 3
     assert "could not open the configuration store: SQLite configuration store" in result.stderr

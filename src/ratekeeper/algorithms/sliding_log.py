@@ -45,7 +45,8 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     log: State = [] if state is None else state
     # Entries that left the window: dropped only by a hit that is admitted, so that a look or
     # a refusal changes nothing, even from a clock running ahead.
-    gone = _gone(log, now - period) if log and log[0] <= now - period else 0
+    edge = now - period
+    gone = _gone(log, edge) if log and log[0] <= edge else 0
     count = len(log) - gone
     if count + cost <= amount:
         if cost:

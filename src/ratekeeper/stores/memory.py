@@ -66,11 +66,10 @@ class MemoryStore:
         self.max_keys = max_keys
         self._tables: dict[str, Table] = {}  # limit id -> its keys
         self._table = self._tables.get
-        self._limits: dict[str, Limit] = {}  # limit id -> the limit its keys are looked at with
         self._due: dict[str, float] = {}  # limit id -> when its front key may be free
-        # (limit id, its table), each table looked at in turn; a dropped table's turn is
-        # dropped when it comes
-        self._turns: deque[tuple[str, Table]] = deque()
+        # (the limit its keys are looked at with, their table), each table looked at in turn;
+        # a dropped table's turn is dropped when it comes
+        self._turns: deque[tuple[Limit, Table]] = deque()
         self._largest = ""  # the limit id that held the most keys when last looked for
         self._count = 0
         self._lock = threading.Lock()
@@ -177,7 +176,6 @@ class MemoryStore:
         """Forget every key."""
         with self._lock:
             self._tables.clear()
-            self._limits.clear()
             self._due.clear()
             self._turns.clear()
             self._count = 0
@@ -199,8 +197,9 @@ class MemoryStore:
             if now is None:
                 now = self.clock()
             dropped = 0
-            for limit_id, table in list(self._tables.items()):
-                limit = self._limits[limit_id]
+            for limit, table in list(self._turns):
+                if self._tables.get(limit.id) is not table:  # dropped since
+                    continue
                 step = limit.step
                 expired = [
                     key for key, state in table.items() if not step(state, now, 0, limit)[1][3]
@@ -209,7 +208,7 @@ class MemoryStore:
                     del table[key]
                 dropped += len(expired)
                 if not table:
-                    self._drop_table(limit_id)
+                    self._drop_table(limit.id)
             self._count -= dropped
             return dropped
 
@@ -223,25 +222,23 @@ class MemoryStore:
         limit_id = limit.id
         if table is None:
             table = self._tables[limit_id] = OrderedDict()
-            self._limits[limit_id] = limit
             self._due[limit_id] = now
-            self._turns.append((limit_id, table))
+            self._turns.append((limit, table))
         table[key] = state
         self._count += 1
         # Only a new key grows the store, so only a new key drops expired ones and makes room.
-        self._expire(limit_id, now)
+        self._expire(limit, table, now)
         self._expire_other(limit_id, now)
         if self._count > self.max_keys:
             self._evict(limit_id)
 
-    def _expire(self, limit_id: str, now: float) -> None:
-        """Drop up to ``EXPIRE_PER_INSERT`` keys from the front of a table that have been free
-        for ``LINGER`` seconds, unless its front key was seen and will not be free so soon."""
-        due = self._due
+    def _expire(self, limit: Limit, table: Table, now: float) -> None:
+        """Drop up to ``EXPIRE_PER_INSERT`` keys from the front of ``limit``'s table that have
+        been free for ``LINGER`` seconds, unless its front key was seen and will not be free
+        so soon."""
+        due, limit_id = self._due, limit.id
         if due[limit_id] > now:
             return
-        table = self._tables[limit_id]
-        limit = self._limits[limit_id]
         step = limit.step
         for _ in range(EXPIRE_PER_INSERT):
             key = next(iter(table))
@@ -265,12 +262,12 @@ class MemoryStore:
         tables, turns = self._tables, self._turns
         while turns:
             other, table = turns[0]
-            if tables.get(other) is not table:  # dropped since
+            if tables.get(other.id) is not table:  # dropped since
                 turns.popleft()
                 continue
             turns.rotate(-1)
-            if other != limit_id:
-                self._expire(other, now)
+            if other.id != limit_id:
+                self._expire(other, table, now)
                 return
             if len(turns) == 1:
                 return
@@ -292,7 +289,7 @@ class MemoryStore:
             self._drop_table(limit_id)
 
     def _drop_table(self, limit_id: str) -> None:
-        del self._tables[limit_id], self._limits[limit_id], self._due[limit_id]
+        del self._tables[limit_id], self._due[limit_id]
 
 
 def _size(item: tuple[str, Table]) -> int:
