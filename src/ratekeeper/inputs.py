@@ -9,11 +9,15 @@ local or remote, can buy capacity with a strange value, and no bad value reaches
   subclass, such as a ``StrEnum`` member, counts as its plain string value.
 - A **cost** is an ``int`` (not a ``bool``) from 0 to ``MAX_COST``; 0 only looks. A cost above
   a limit's capacity is valid and always denied, with an infinite ``retry_after``.
+- A **time** a caller gives a store (``now``, which tests and replays pass instead of the
+  store's clock) is a finite number of seconds since the epoch: a NaN or an infinite time
+  would be written into a key's state and make its next hits start afresh.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.errors import InvalidInputError
@@ -35,6 +39,13 @@ def check_cost(cost: Any) -> int:
     raise InvalidInputError(
         f"cost must be an integer from 0 to {MAX_COST} (0 only looks), not {_show(cost)}"
     )
+
+
+def check_now(now: Any) -> float:
+    """Return ``now`` as a ``float`` if it is a valid time; else raise ``InvalidInputError``."""
+    if isinstance(now, int | float) and not isinstance(now, bool) and isfinite(now):
+        return float(now)
+    raise InvalidInputError(f"now must be finite seconds since the epoch, not {_show(now)}")
 
 
 def check_key(key: Any, what: str = "key") -> str:

@@ -94,6 +94,22 @@ def test_a_bad_key_is_refused_and_changes_nothing(busy: Store, key: Any) -> None
         refused_without_a_trace(busy, lambda: busy.apply_many(batch, now=T0))  # noqa: B023
 
 
+BAD_TIMES: list[Any] = [math.nan, math.inf, -math.inf, True, None.__class__, "1", b"1", [1.0]]
+
+
+@pytest.mark.parametrize("now", BAD_TIMES, ids=repr)
+def test_a_bad_time_is_refused_and_changes_nothing(busy: Store, now: Any) -> None:
+    """A NaN or infinite ``now`` written into a key's state would make its next hits start
+    afresh; it is refused like a bad cost."""
+    for limit in BYSTANDERS:
+        message = refused_without_a_trace(busy, busy.apply, "bystander", limit, 1, now)
+        assert message.startswith("now must be finite seconds since the epoch")
+        batch = [("x", limit, 1), ("bystander", limit, 1)]
+        refused_without_a_trace(busy, lambda: busy.apply_many(batch, now=now))  # noqa: B023
+    concurrency = Limit(5, 60, "concurrency")
+    refused_without_a_trace(busy, busy.release, "bystander", concurrency, 1, now)
+
+
 def test_a_releasing_cost_is_refused_so_no_limit_can_be_switched_off(busy: Store) -> None:
     limit = Limit(5, 3600)
     assert busy.apply("k", limit, 5, T0).allowed

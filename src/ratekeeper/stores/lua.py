@@ -32,6 +32,7 @@ from typing import Any
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
+from ratekeeper.inputs import check_now
 from ratekeeper.limit import Limit
 
 #: NEEDS from the algorithms of ARGV's limit blocks (9 fields each), in the batch layout.
@@ -155,7 +156,7 @@ def limit_args(limit: Limit) -> tuple[str, ...]:
 
 def now_arg(now: float | None) -> str:
     """ARGV[1] of either script: ``now`` exactly, or '' for the server's ``TIME``."""
-    return "" if now is None else repr(float(now))
+    return "" if now is None else repr(check_now(now))
 
 
 def arguments(

@@ -31,7 +31,7 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.decision import Decision
 from ratekeeper.errors import InvalidInputError, InvalidLimitError, StoreConfigError
 from ratekeeper.forks import renew_after_fork
-from ratekeeper.inputs import MAX_COST, check_hit, check_hits, check_key
+from ratekeeper.inputs import MAX_COST, check_hit, check_hits, check_key, check_now
 from ratekeeper.limit import Limit
 from ratekeeper.stores.health import Health
 
@@ -79,8 +79,7 @@ class MemoryStore:
         """Apply a hit of ``cost`` on ``key`` under ``limit`` atomically; return the decision."""
         if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
             key, cost = check_hit(key, cost)
-        if now is None:
-            now = self.clock()
+        now = self.clock() if now is None else check_now(now)
         lock = self._lock
         lock.acquire()  # cheaper than ``with`` on this path
         try:
@@ -111,8 +110,7 @@ class MemoryStore:
         still tell which limits refused, and the allowed ones report the state they would have
         left (their ``granted`` is 0).
         """
-        if now is None:
-            now = self.clock()
+        now = self.clock() if now is None else check_now(now)
         hits = check_hits(hits)
         table = self._table
         with self._lock:
@@ -152,8 +150,7 @@ class MemoryStore:
         number of slots released and ``remaining`` the slots now free.
         """
         key, slots = check_key(key), check_release(limit, slots)
-        if now is None:
-            now = self.clock()
+        now = self.clock() if now is None else check_now(now)
         with self._lock:
             table = self._table(limit.id)
             state = None if table is None else table.get(key)
@@ -194,8 +191,7 @@ class MemoryStore:
         expired keys a few at a time by itself, but it reclaims their memory at once.
         """
         with self._lock:
-            if now is None:
-                now = self.clock()
+            now = self.clock() if now is None else check_now(now)
             dropped = 0
             for limit, table in list(self._turns):
                 if self._tables.get(limit.id) is not table:  # dropped since
