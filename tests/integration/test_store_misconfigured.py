@@ -170,6 +170,15 @@ def test_an_option_a_store_does_not_take_is_refused_when_it_is_opened(
         opener(url, socket_timeuot=1)
 
 
+@pytest.mark.parametrize("url", ["memory://?max_keys=10", "memory://localhost", "memory:///x"])
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_memory_url_with_more_than_its_scheme_is_refused(url: str, asynchronous: bool) -> None:
+    """``memory://?max_keys=10`` would otherwise quietly keep the default bound."""
+    opener = open_async_store if asynchronous else open_store
+    with pytest.raises(StoreConfigError, match="memory:// takes no host, path or query"):
+        opener(url)
+
+
 @pytest.mark.parametrize("bad", [0, -1, "many", 2.5, True])
 def test_a_memory_store_refuses_a_bad_size(bad: object) -> None:
     with pytest.raises(StoreConfigError, match="max_keys must be an integer of at least 1"):

@@ -80,6 +80,11 @@ class AsyncStore(Protocol):
 
 
 def _memory(url: str, options: dict[str, Any]) -> MemoryStore:
+    if url.partition("://")[2]:  # e.g. memory://?max_keys=10, which would be ignored
+        raise StoreConfigError(
+            f"{redacted(url)!r}: memory:// takes no host, path or query; give its options "
+            "(max_keys, clock) as options"
+        )
     try:
         return MemoryStore(**options)
     except TypeError as error:  # an option it does not take
