@@ -22,13 +22,14 @@ from itertools import repeat
 from math import inf
 from typing import TYPE_CHECKING
 
-from ratekeeper.decision import allow, deny
+from ratekeeper.decision import Decision, allow
 
 if TYPE_CHECKING:
-    from ratekeeper.decision import Decision
     from ratekeeper.limit import Limit
 
 State = list[float] | deque[float]
+
+_new = tuple.__new__
 
 #: The most entries a log holds as a list; a log that grows longer becomes a deque.
 SHORT = 64
@@ -69,13 +70,22 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
             if count > SHORT and isinstance(log, list):
                 log = deque(log)
         return log, allow(amount, amount - count, log[-1] + period - now if count else 0.0, cost)
-    remaining = amount - count if count < amount else 0
-    reset_after = log[-1] + period - now if count else 0.0
-    if cost > amount:
-        return state, deny(amount, remaining, reset_after, inf)  # it can never fit
-    # The hit fits once the oldest ``count + cost - amount`` entries have left the window.
-    leaving = log[gone + count + cost - amount - 1]
-    return state, deny(amount, remaining, reset_after, leaving + period - now)
+    # A refusal, its ``Decision`` built inline (as ``deny`` would, one call less). The hit
+    # fits once the oldest ``count + cost - amount`` entries have left the window; a cost
+    # above the amount never fits.
+    return state, _new(
+        Decision,
+        (
+            False,
+            amount,
+            amount - count if count < amount else 0,
+            log[-1] + period - now if count else 0.0,
+            log[gone + count + cost - amount - 1] + period - now if cost <= amount else inf,
+            0.0,
+            0,
+            False,
+        ),
+    )
 
 
 #: Entries counted one by one from the left before ``_gone`` gallops instead.
