@@ -409,6 +409,21 @@ def test_building_a_store_opens_nothing(kind_and_unreachable: tuple[str, str]) -
     store.close()  # closing twice is harmless
 
 
+def test_ping_reads_and_changes_nothing(store: ConfigStore) -> None:
+    store.ping()  # empty
+    store.set("k", FIVE)
+    store.ping()
+    assert list(store.items()) == [("", "k", FIVE)]
+
+
+def test_ping_of_a_store_that_cannot_answer_raises(kind_and_unreachable: tuple[str, str]) -> None:
+    _, url = kind_and_unreachable
+    down = open_config_store(url, timeout=1.0)
+    with pytest.raises(ConfigStoreError):
+        down.ping()
+    down.close()
+
+
 def test_close_twice_after_use(location: tuple[str, dict[str, Any]]) -> None:
     url, options = location
     store = open_config_store(url, **options)

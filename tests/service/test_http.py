@@ -4,6 +4,7 @@ remaining counts under a fake clock, and parity with the engine called directly.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -350,8 +351,46 @@ def test_health_and_readiness(client: AppClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json()["status"] == "ready"
+    assert ready.json() == {
+        "status": "ready",
+        "store": {"ok": True, "breaker": "closed", "error": None},
+        "config": {"ok": True, "error": None},
+    }
     assert client.get("/healthcheck").text == "OK"
+
+
+def test_readiness_reports_a_configuration_store_that_fails(
+    fake: FakeClock, tmp_path: Path
+) -> None:
+    app = service_app(RULES, tmp_path, fake)
+    with AppClient(app) as client:
+        assert client.get("/readyz").json()["config"] == {"ok": True, "error": None}
+        with sqlite3.connect(tmp_path / "config.db") as db:  # the table gone from under it
+            db.execute("DROP TABLE overrides")
+        ready = client.get("/readyz")
+        # Still ready: the engine goes on deciding by the rules, as the check shows.
+        assert ready.status_code == 200
+        body = ready.json()
+        assert body["status"] == "degraded"
+        assert body["store"]["ok"] is True
+        assert body["config"]["ok"] is False
+        assert "no such table: overrides" in body["config"]["error"]
+        assert client.post("/json", json=DEFAULT).status_code == 200
+
+
+def test_readiness_reports_a_configuration_store_that_is_down(fake: FakeClock) -> None:
+    engine = AsyncEngine(
+        AsyncMemoryStore(clock=fake),
+        config=f"postgresql://ratekeeper@127.0.0.1:{free_port()}/ratekeeper?connect_timeout=1",
+        clock=fake,
+    )
+    with AppClient(create_app(engine, close_engine=True)) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        body = ready.json()
+        assert body["status"] == "degraded"
+        assert body["config"]["ok"] is False
+        assert "PostgreSQL configuration store 127.0.0.1" in body["config"]["error"]
 
 
 def test_readiness_fails_with_the_store(fake: FakeClock) -> None:

@@ -41,8 +41,10 @@ class ConfigStore(Protocol):
     daemon thread started by the first ``subscribe``. ``callback(None, None)`` means anything
     may have changed (the backend cannot say what, it may have missed changes while
     reconnecting, or one ``set_many`` changed more than 1,000 keys). A callback's exceptions
-    are logged and otherwise ignored. ``close()`` stops and joins the thread and closes the
-    connections; closing twice is harmless.
+    are logged and otherwise ignored. ``ping()`` reads the store's table and returns nothing,
+    or raises ``ConfigStoreError`` when the store cannot answer (a readiness probe's question).
+    ``close()`` stops and joins the thread and closes the connections; closing twice is
+    harmless.
 
     A store connects on first use, not when it is built, and only in the process that uses
     it: a store built before a server forks its workers works in each of them.
@@ -79,6 +81,8 @@ class ConfigStore(Protocol):
     ) -> Iterator[tuple[str, str, Override]]: ...
 
     def subscribe(self, callback: Callable[[str | None, str | None], None]) -> None: ...
+
+    def ping(self) -> None: ...
 
     def close(self) -> None: ...
 

@@ -208,6 +208,9 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
         rows = self._fetch("cannot read", self._select, (domain, key))
         return Override.from_dict(rows[0][0], where(domain, key)) if rows else None
 
+    def ping(self) -> None:
+        self._fetch("cannot read", sql.SQL("SELECT 1 FROM {} LIMIT 1").format(self._table), ())
+
     def set(self, key: str, override: Override, domain: str = "") -> None:
         check_key(key, domain)
         check_override(override)

@@ -168,6 +168,9 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
         )
         return Override.from_json(rows[0][0], where(domain, key)) if rows else None
 
+    def ping(self) -> None:
+        self._run("cannot read", "SELECT 1 FROM overrides LIMIT 1", ())
+
     def set(self, key: str, override: Override, domain: str = "") -> None:
         check_key(key, domain)
         check_override(override)

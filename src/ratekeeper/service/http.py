@@ -73,11 +73,22 @@ DEGRADED = "X-RateLimit-Degraded"
 GRPC_GRACE = 10.0
 #: The most overrides one listing returns.
 MAX_LISTING = 1000
-#: Seconds ``/readyz`` waits for the request store.
+#: Seconds ``/readyz`` waits for each store.
 READY_TIMEOUT = 2.0
 
 Handler = Callable[[Request], Awaitable[Response]]
 RawHeaders = list[tuple[bytes, bytes]]
+
+
+async def _config_error(config: ConfigStore) -> str | None:
+    """None when the configuration store answers within ``READY_TIMEOUT``, else why not."""
+    try:
+        await asyncio.wait_for(asyncio.to_thread(config.ping), READY_TIMEOUT)
+    except TimeoutError:
+        return f"no answer within {READY_TIMEOUT:g} s"
+    except Exception as error:  # reported, whatever it is
+        return str(error) or type(error).__name__
+    return None
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> Response:
@@ -324,7 +335,10 @@ class Service:
         return _json({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """``GET /readyz``: 200 when the request store answers, else 503."""
+        """``GET /readyz``: 200 when the request store answers, else 503. The configuration
+        store is reported beside it but does not decide: without it the engine goes on
+        deciding by the limits it knew and by the rules (``status`` is then ``degraded``),
+        and every instance shares it, so failing the probe would take them all away."""
         try:
             health = await asyncio.wait_for(self.engine.store.ping(), READY_TIMEOUT)
         except Exception as error:  # a store that cannot even say how it is: not ready
@@ -335,7 +349,14 @@ class Service:
         store = {"ok": health.ok, "breaker": health.breaker, "error": health.error}
         if not health.ok:
             return _json({"status": "unavailable", "store": store}, 503)
-        return _json({"status": "ready", "store": store})
+        config = self.engine.config
+        if config is None:
+            return _json({"status": "ready", "store": store})
+        problem = await _config_error(config)
+        status = "ready" if problem is None else "degraded"
+        return _json(
+            {"status": status, "store": store, "config": {"ok": problem is None, "error": problem}}
+        )
 
     async def openapi(self, request: Request) -> Response:
         """``GET /openapi.json``."""

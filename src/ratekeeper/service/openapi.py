@@ -420,7 +420,8 @@ def document() -> dict[str, Any]:
         },
         "/readyz": {
             "get": {
-                "summary": "Readiness: the request store answers",
+                "summary": "Readiness: the request store answers (the configuration store is"
+                " reported, and makes the status 'degraded' when it does not answer)",
                 "responses": {
                     "200": _json({"type": "object"}, "ready"),
                     "503": _json({"type": "object"}, "the store does not answer"),
