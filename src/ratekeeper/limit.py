@@ -173,7 +173,7 @@ class Limit:
         params = "".join(
             (
                 f":b{capacity}" if burst is not None else "",
-                f":g{bucket:g}" if algorithm is Algorithm.BUCKETED_WINDOW else "",
+                f":g{_exact(bucket)}" if algorithm is Algorithm.BUCKETED_WINDOW else "",
                 ":cal" if calendar else "",
                 ":p" if partial else "",
             )
@@ -191,7 +191,7 @@ class Limit:
             "interval": period / amount,
             "bucket": bucket,
             "unit": unit,
-            "id": f"{algorithm.value}:{amount}/{period:g}{params}",
+            "id": f"{algorithm.value}:{amount}/{_exact(period)}{params}",
             "step": step_function(algorithm),
             "copy_state": state_copier(algorithm),
         }
@@ -219,10 +219,18 @@ class Limit:
 
     def __repr__(self) -> str:
         extras = "".join(f", {name}={value!r}" for name, value in self._params().items())
-        return f"Limit({self.amount}, {self.period:g}, {self.algorithm.value!r}{extras})"
+        return f"Limit({self.amount}, {_exact(self.period)}, {self.algorithm.value!r}{extras})"
 
     def __str__(self) -> str:
         return f"{self.amount}/{self.period:g}s ({self.algorithm.value})"
+
+
+def _exact(seconds: float) -> str:
+    """``seconds`` as short as ``:g`` writes it when that reads back as the same number (``60``,
+    ``0.5``), else every digit (``1234567.0``, not ``1.23457e+06``): a limit's id must tell
+    apart limits whose periods differ in the seventh digit, or they would share counters."""
+    short = f"{seconds:g}"
+    return short if float(short) == seconds else repr(float(seconds))
 
 
 def _count(name: str, value: Any) -> int:

@@ -1,6 +1,7 @@
 import pytest
 
-from ratekeeper import Algorithm, InvalidLimitError, Limit
+from ratekeeper import Algorithm, InvalidLimitError, Limit, Limiter, MemoryStore
+from ratekeeper.testing import FakeClock
 
 
 def test_defaults_and_derived_values() -> None:
@@ -21,6 +22,47 @@ def test_equal_limits_are_one_key() -> None:
     assert hash(Limit(5, 1, "gcra")) == hash(Limit(5, 1.0, "gcra"))
     assert Limit(5, 1, "gcra") != Limit(5, 1, "token_bucket")
     assert Limit(5, 1, "gcra") != Limit(5, 1, "gcra", burst=2)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (Limit(1, 1_234_567), Limit(1, 1_234_568)),  # :g would write both as 1.23457e+06
+        (Limit(5, 0.1234567, "gcra"), Limit(5, 0.1234568, "gcra")),
+        (Limit(3, 86_400.25), Limit(3, 86_400.3)),
+        (
+            Limit(10, 60, "bucketed_window", granularity=1.0000001),
+            Limit(10, 60, "bucketed_window", granularity=1.0000002),
+        ),
+    ],
+)
+def test_limits_apart_in_the_seventh_digit_are_not_one_key(one: Limit, other: Limit) -> None:
+    assert one != other
+    assert one.id != other.id
+    assert repr(one) != repr(other)
+
+
+def test_limits_apart_in_the_seventh_digit_count_apart() -> None:
+    """One limit alternated with a nearly equal one: each still admits its own amount."""
+    one, other = Limit(1, 1_234_567), Limit(1, 1_234_568)
+    limiter = Limiter(MemoryStore(clock=FakeClock(1_700_000_000.0)))
+    assert [limiter.hit("k", limit).allowed for limit in (one, other, one, other, one)] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+
+
+def test_ids_of_round_values_are_short() -> None:
+    assert [Limit(10, p).id for p in (60, 0.5, 0.001, 86_400.0, 3_153_600_000)] == [
+        "fixed_window:10/60",
+        "fixed_window:10/0.5",
+        "fixed_window:10/0.001",
+        "fixed_window:10/86400",
+        "fixed_window:10/3.1536e+09",
+    ]
 
 
 def test_immutable() -> None:
