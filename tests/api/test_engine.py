@@ -187,6 +187,30 @@ def test_overrides_win_over_rules(tmp_path: Path, store: MemoryStore) -> None:
         engine.close()
 
 
+def test_keys_with_equal_overrides_share_one_limit_and_count_apart(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    config = open_config_store(f"sqlite:///{tmp_path / 'config.db'}")
+    keys = [f"user:{n}" for n in range(6)]
+    config.set_many([(key, Override(2, 60, "gcra")) for key in keys])
+    config.set("user:other", Override(3, 60, "gcra"))
+    engine = Engine(MemoryStore(clock=clock), config=config, cache_size=4)
+    try:
+        decided = [[engine.is_allowed(key) for _ in range(3)] for key in keys]
+        assert decided == [[True, True, False]] * 6  # each key its own counter
+        assert [engine.is_allowed("user:other") for _ in range(4)] == [True] * 3 + [False]
+        plans = [engine.planner.cache.lookup(key) for key in (*keys[-3:], "user:other")]
+        limits = [plan.limit for plan in plans if plan is not None]
+        assert len(limits) == 4
+        assert limits[0] is limits[1] is limits[2]  # one object for the three equal overrides
+        assert limits[3] == Limit(3, 60, "gcra")
+        config.set_many([(f"d:{n}", Override(10 + n, 60, "gcra")) for n in range(10)])
+        assert all(engine.is_allowed(f"d:{n}") for n in range(10))
+        assert len(engine.planner._limits) <= 4  # as many distinct limits as the cache holds
+    finally:
+        engine.close()
+
+
 def test_is_allowed_takes_the_limit_from_the_configuration_store(
     tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -91,6 +91,10 @@ class Planner:
         self.domain = domain
         self.clock = clock
         self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl)
+        # One ``Limit`` object for each distinct override limit in the plans: many keys given
+        # the same override share it (and its id, its step), which keeps a decision's working
+        # set small. Bounded as the cache is, and emptied with it.
+        self._limits: dict[Limit, Limit] = {}
         self.config_errors = 0
         self.cache_misses = 0
         self._config_down_until = 0.0
@@ -196,7 +200,7 @@ class Planner:
                         self.cache.put(slot, stale)  # until the next change or expiry
                         return stale
         if override is not None:
-            plan = Plan(counted_as, override.limit, rule, True)
+            plan = Plan(counted_as, self._shared(override.limit), rule, True)
         elif rule is not None:
             plan = Plan(counted_as, rule.limit, rule, False, rule.always_over)
         else:
@@ -204,6 +208,16 @@ class Planner:
         if self.clock() >= self._config_down_until:
             self.cache.put(slot, plan)  # a plan made without the store is not kept
         return plan
+
+    def _shared(self, limit: Limit) -> Limit:
+        """The ``Limit`` equal to ``limit`` that plans already hold, else ``limit``."""
+        limits = self._limits
+        shared = limits.get(limit)
+        if shared is None:
+            if len(limits) >= self.cache.maxsize:
+                limits.clear()
+            shared = limits[limit] = limit
+        return shared
 
     def _changed(self, domain: str | None, key: str | None) -> None:
         """A change reported by the configuration store: forget what it makes wrong."""
