@@ -27,9 +27,9 @@ for _names, _seconds in (
 _ITEM = re.compile(
     r"""\s*(?P<amount>\S+?)\s*(?:/|\s+per\s+)\s*
         (?P<multiple>\d+(?:\.\d+)?)?\s*(?P<unit>[A-Za-z]+)\s*""",
-    re.VERBOSE | re.IGNORECASE,
+    re.VERBOSE | re.IGNORECASE | re.ASCII,  # digits are 0-9 only, as int() must read them
 )
-_PERIOD = re.compile(r"\s*(?P<multiple>\d+(?:\.\d+)?)?\s*(?P<unit>[A-Za-z]+)\s*")
+_PERIOD = re.compile(r"\s*(?P<multiple>\d+(?:\.\d+)?)?\s*(?P<unit>[A-Za-z]+)\s*", re.ASCII)
 
 
 def parse_period(text: str) -> float:
@@ -81,7 +81,7 @@ def parse_many(
                 "e.g. '5/second', '100 per minute' or '10/5m'"
             )
         amount = match["amount"]
-        if not amount.isdigit() or int(amount) < 1:
+        if not (amount.isascii() and amount.isdigit()) or int(amount) < 1:
             raise InvalidLimitError(
                 f"invalid amount {amount!r} in {part.strip()!r}; expected a positive integer"
             )

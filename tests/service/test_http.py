@@ -347,6 +347,11 @@ def test_with_no_token_the_admin_routes_are_off(fake: FakeClock) -> None:
 # Health, Envoy's HTTP side, the document.
 
 
+@pytest.mark.parametrize("limit", ["²/minute", "\u0661\u0660/minute", "10/\u0665m"])
+def test_a_rate_with_digits_other_than_0_to_9_is_422(client: AppClient, limit: str) -> None:
+    problem(client.post("/v1/check", json={"key": "k", "limit": limit}), 422, "/limit")
+
+
 def test_health_and_readiness(client: AppClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")

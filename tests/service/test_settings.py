@@ -100,6 +100,12 @@ def test_a_bad_variable_is_named_with_its_flag() -> None:
         read([], {"RATEKEEPER_WORKERS": "many"})
 
 
+@pytest.mark.parametrize(("flag", "value"), [("--workers", "²"), ("--http", "127.0.0.1:²")])
+def test_a_number_not_written_in_0_to_9_is_refused_with_its_flag(flag: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"{flag}: expected"):
+        read([flag, value])
+
+
 def test_many_workers_need_a_shared_store() -> None:
     with pytest.raises(ConfigError, match="each worker would count alone"):
         read(["--workers", "2"])

@@ -98,6 +98,8 @@ def test_bad_parameters_are_refused() -> None:
         Trace([1.0, 2.0], ["k"])
     with pytest.raises(InvalidLimitError, match="unknown limit parameter"):
         parse_limit("gcra:10/second:size=3")
+    with pytest.raises(InvalidLimitError, match="burst must be an integer"):
+        parse_limit("gcra:10/second:burst=²")
     with pytest.raises(InvalidLimitError, match="at least one limit"):
         simulate(traces.poisson(1, 1), [])
 

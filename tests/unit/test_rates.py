@@ -62,6 +62,11 @@ def test_parse_many_accepts_commas_and_trailing_separator() -> None:
         ("10/", "invalid rate '10/'"),
         ("10/0m", "period must be positive in '10/0m'"),
         ("1000/day; 50/minuet", "unknown unit 'minuet' in '50/minuet'"),
+        # Digits are 0-9: str.isdigit() also takes '²', which int() cannot read.
+        ("²/minute", "invalid amount '²' in '²/minute'"),
+        ("\u0661\u0660/minute", "invalid amount '\u0661\u0660'"),
+        ("10/\u0665m", "invalid rate '10/\u0665m'"),
+        ("1_000/minute", "invalid amount '1_000'"),
     ],
 )
 def test_bad_strings_name_the_bad_part(text: str, message: str) -> None:
@@ -87,6 +92,8 @@ def test_parse_period(text: str, seconds: float) -> None:
 def test_parse_period_rejects_garbage() -> None:
     with pytest.raises(InvalidLimitError, match="invalid period '5 m m'"):
         parse_period("5 m m")
+    with pytest.raises(InvalidLimitError, match="invalid period '\u0665m'"):
+        parse_period("\u0665m")
 
 
 def test_invalid_limit_error_is_a_value_error() -> None:

@@ -48,6 +48,20 @@ def test_a_bad_timeout_is_refused_when_the_store_is_opened(value: str) -> None:
             open_async_store(url)
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://127.0.0.1:6379/²", "a Redis URL's path is a database number"),
+        ("redis+cluster://127.0.0.1:²", "expected host:port in a store URL"),
+        ("redis+sentinel://127.0.0.1:1/mymaster/²", "expected redis\\+sentinel://"),
+    ],
+)
+def test_a_number_not_written_in_0_to_9_is_refused(url: str, message: str) -> None:
+    """'²' passes str.isdigit() and fails int(): refused as misconfiguration, not ValueError."""
+    with pytest.raises(StoreConfigError, match=message):
+        open_store(url)
+
+
 @pytest.mark.parametrize("asyncio", [False, True])
 def test_a_cluster_client_retries_a_lost_connection_but_never_a_timeout(asyncio: bool) -> None:
     """A script that timed out may have run: sent again, its hits would count twice."""

@@ -162,7 +162,7 @@ def _check_media_type(given: str | None) -> None:
 
 def _check_length(given: str | bytes | None, limit: int) -> None:
     """A 413 problem when a ``Content-Length`` says the body is over ``limit`` bytes."""
-    if given is not None and given.isdigit() and int(given) > limit:
+    if given is not None and given.isascii() and given.isdigit() and int(given) > limit:
         raise _too_large(limit)
 
 

@@ -36,7 +36,7 @@ def parse_limit(text: str) -> Limit:
         if not equals:
             raise InvalidLimitError(f"expected name=value in {text!r}, not {item!r}")
         if name in ("burst",):
-            params[name] = int(value) if value.isdigit() else value
+            params[name] = int(value) if value.isascii() and value.isdigit() else value
         elif name == "granularity":
             try:
                 params[name] = float(value)
