@@ -83,3 +83,38 @@ def test_envoy_asks_ratekeeper_over_grpc(
     assert answers[2].headers.get("x-envoy-ratelimited") == "true"
     assert [a.headers.get("x-ratelimit-remaining") for a in answers] == ["1", "0", "0"]
     assert [r["path"] for r in upstream.requests()] == ["/orders/0", "/orders/1"]
+
+
+PATH_RULES = """
+domain: edge
+descriptors:
+  - key: path
+    value: /api/login
+    rate_limit: {unit: hour, requests_per_unit: 1, algorithm: gcra, name: login}
+"""
+
+
+def test_nginx_counts_every_spelling_of_a_path_as_the_path(
+    tmp_path: Path, upstream: UpstreamServer
+) -> None:
+    """nginx routes /%61pi/login, //api//login and /x/../api/login as /api/login: so must the
+    rule on /api/login count them, or a client steps around it by spelling the path anew."""
+    rules = tmp_path / "edge.yaml"
+    rules.write_text(PATH_RULES)
+    service = Served(tmp_path, "--rules", str(rules))
+    try:
+        nginx = NginxServer(
+            tmp_path / "nginx",
+            nginx_config(upstream_port=upstream.port, ratekeeper_port=service.http),
+        )
+        try:
+            spellings = ["/api/login", "/%61pi/login", "//api//login", "/x/../api/login"]
+            answers = [http_request(nginx.port, path) for path in spellings]
+            other = http_request(nginx.port, "/api/logout")
+        finally:
+            nginx.stop()
+    finally:
+        assert service.stop() == 0
+    assert [a.status for a in answers] == [200, 429, 429, 429]
+    assert other.status == 200
+    assert [r["path"] for r in upstream.requests()] == ["/api/login", "/api/logout"]

@@ -48,6 +48,52 @@ def test_headers_become_descriptors() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "/api/login",
+        "/api/login?next=/",
+        "/%61pi/login",  # percent-encoded
+        "/api%2Flogin",
+        "//api//login",  # slashes doubled
+        "/api/./login",  # dot segments
+        "/x/../api/login",
+        "/../api/login",
+        "/%2e%2e/api/login",
+        "http://example.com/api/login?x=1",  # the absolute form of a request line
+    ],
+)
+def test_every_spelling_of_a_path_is_the_path_nginx_routes(uri: str) -> None:
+    call = call_of({"X-Real-IP": "10.0.0.7", "X-Original-URI": uri})
+    assert call.descriptors[1] == WireDescriptor((("path", "/api/login"),))
+
+
+@pytest.mark.parametrize(
+    ("uri", "path"),
+    [
+        ("/", "/"),
+        ("", "/"),
+        ("/api/login/", "/api/login/"),  # a trailing slash is another resource
+        ("/a/b/..", "/a/"),
+        ("/api/login%3Fnext", "/api/login?next"),  # an encoded ? is part of the path
+        ("/%ff", "/\ufffd"),  # not UTF-8: replaced, still a valid descriptor value
+    ],
+)
+def test_paths_keep_what_tells_them_apart(uri: str, path: str) -> None:
+    call = call_of({"X-Real-IP": "10.0.0.7", "X-Original-URI": uri})
+    assert call.descriptors[1] == WireDescriptor((("path", path),))
+
+
+def test_a_path_rule_counts_every_spelling_of_its_path(clock: FakeClock) -> None:
+    engine = Engine(MemoryStore(clock=clock), rules=parse_rules(RULES, "edge.yaml"))
+    spellings = ["/login", "/%6cogin", "//login", "/x/../login", "/./login?again"]
+    headers = [
+        {"X-Real-IP": f"10.0.0.{n}", "X-Original-URI": uri, "X-Original-Method": "POST"}
+        for n, uri in enumerate(spellings)
+    ]
+    assert [status_of(decide(engine, call_of(h))) for h in headers] == [200] + [REFUSED] * 4
+
+
 def test_without_the_clients_address_it_is_a_bad_request() -> None:
     with pytest.raises(InvalidInputError, match="X-Real-IP"):
         call_of({"X-Original-URI": "/"})

@@ -12,15 +12,17 @@ its own authentication):
 ``X-Original-Method``   the request's method
 
 They become the descriptors ``[remote_address]``, ``[user]`` (when sent), ``[path]`` and
-``[method, path]`` (the path without its query string), so that one rule file decides for nginx
-as for Envoy and the library. nginx understands only 2xx (let through) and 401/403 (refused):
-anything else, 429 included, becomes a 500 for its client. So a refusal is a 403, which the
-shipped file turns into a 429 with ``Retry-After``; the rate-limit headers go with both.
+``[method, path]`` (the path as nginx routes it: ``request_path``), so that one rule file
+decides for nginx as for Envoy and the library. nginx understands only 2xx (let through) and
+401/403 (refused): anything else, 429 included, becomes a 500 for its client. So a refusal is
+a 403, which the shipped file turns into a 429 with ``Retry-After``; the rate-limit headers go
+with both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import unquote, urlsplit
 
 from ratekeeper.errors import InvalidInputError
 from ratekeeper.service.translate import OK, Answer, Call, WireDescriptor
@@ -36,7 +38,7 @@ def call_of(headers: Mapping[str, str], default_domain: str = DEFAULT_DOMAIN) ->
     address = found.get("x-real-ip", "")
     if not address:
         raise InvalidInputError("nginx sends the client's address in X-Real-IP")
-    path = found.get("x-original-uri", "/").split("?", 1)[0] or "/"
+    path = request_path(found.get("x-original-uri", "/"))
     method = found.get("x-original-method", "GET").upper()
     descriptors = [WireDescriptor((("remote_address", address),))]
     user = found.get("x-user", "")
@@ -45,6 +47,27 @@ def call_of(headers: Mapping[str, str], default_domain: str = DEFAULT_DOMAIN) ->
     descriptors.append(WireDescriptor((("path", path),)))
     descriptors.append(WireDescriptor((("method", method), ("path", path))))
     return Call(found.get("x-ratelimit-domain") or default_domain, tuple(descriptors))
+
+
+def request_path(uri: str) -> str:
+    """The path of a request URI as nginx routes it (its ``$uri``): without the query string,
+    percent-decoded, runs of ``/`` merged, and ``.`` and ``..`` segments resolved. So that
+    ``/%61pi/login``, ``//api//login`` and ``/x/../api/./login`` count as ``/api/login``,
+    which nginx and most applications serve them as: a rule on a path cannot be stepped
+    around by writing the path another way. An absolute URI (``http://host/path``) gives
+    its path."""
+    if not uri.startswith("/"):
+        uri = urlsplit(uri).path if "://" in uri else "/" + uri
+    path = unquote(uri.split("?", 1)[0], errors="replace")
+    segments: list[str] = []
+    for segment in path.split("/")[1:]:
+        if segment == "..":
+            if segments:
+                segments.pop()
+        elif segment not in (".", ""):
+            segments.append(segment)
+    ends = path.endswith(("/", "/.", "/..")) and bool(segments)
+    return "/" + "/".join(segments) + ("/" if ends else "")
 
 
 def status_of(answer: Answer) -> int:
