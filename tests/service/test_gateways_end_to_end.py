@@ -118,3 +118,45 @@ def test_nginx_counts_every_spelling_of_a_path_as_the_path(
     assert [a.status for a in answers] == [200, 429, 429, 429]
     assert other.status == 200
     assert [r["path"] for r in upstream.requests()] == ["/api/login", "/api/logout"]
+
+
+ADDRESS_RULES = """
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 1, algorithm: gcra, name: per_address}
+"""
+
+
+@pytest.mark.parametrize("gateway", ["envoy", "nginx"])
+def test_a_client_cannot_choose_its_own_address(
+    tmp_path: Path, upstream: UpstreamServer, gateway: str
+) -> None:
+    """The [remote_address] descriptor is the address the connection came from: a client that
+    sends X-Forwarded-For or X-Real-IP of its own choosing is still one client."""
+    rules = tmp_path / "edge.yaml"
+    rules.write_text(ADDRESS_RULES)
+    service = Served(tmp_path, "--rules", str(rules))
+    try:
+        server: EnvoyServer | NginxServer
+        if gateway == "envoy":
+            config = envoy_config(upstream_port=upstream.port, ratekeeper_port=service.grpc)
+            server = EnvoyServer(tmp_path / "envoy", config)
+        else:
+            config = nginx_config(upstream_port=upstream.port, ratekeeper_port=service.http)
+            server = NginxServer(tmp_path / "nginx", config)
+        try:
+            answers = [
+                http_request(
+                    server.port,
+                    f"/page/{n}",
+                    headers={"X-Forwarded-For": f"198.51.100.{n}", "X-Real-IP": f"203.0.113.{n}"},
+                )
+                for n in range(3)
+            ]
+        finally:
+            server.stop()
+    finally:
+        assert service.stop() == 0
+    assert [a.status for a in answers] == [200, 429, 429]
+    assert [r["path"] for r in upstream.requests()] == ["/page/0"]
