@@ -152,3 +152,49 @@ def test_limiters_and_engines_are_deciders() -> None:
         for name in ("hit", "peek", "reset"):
             assert not inspect.iscoroutinefunction(getattr(sync, name))
             assert inspect.iscoroutinefunction(getattr(twin, name))
+
+
+def test_is_allowed_answers_as_decide_on_every_path(clock: FakeClock) -> None:
+    """is_allowed takes decide's hot path itself (a cached plan, no observer): each case
+    below, cached or not, limited or not, observed or not, answers as decide does, and a bad
+    key or cost is refused alike, counting nothing."""
+    config = open_config_store("sqlite://:memory:")
+    config.set("few", Override(2, 60, "gcra"))  # any other key: no limit (no default)
+    heard: list[str] = []
+
+    def sequence(engine: Engine) -> list[object]:
+        answers: list[object] = []
+        for key, cost in [("few", 1), ("few", 1), ("few", 1), ("few", 0), ("free", 5)]:
+            answers.append(engine.is_allowed(key, cost))
+        answers.append(engine.is_allowed("free"))
+        for key, cost in [(42, 1), ("", 1), ("few", -1), ("few", 1.5), ("free", -1)]:
+            with pytest.raises(InvalidInputError):
+                engine.is_allowed(key, cost)  # type: ignore[arg-type]
+        answers.append(engine.decide("few", 0).remaining)
+        return answers
+
+    plain = Engine(MemoryStore(clock=clock), config=config)
+    observed = Engine(
+        MemoryStore(clock=clock), config=config, observer=lambda domain, _: heard.append(domain)
+    )
+    expected = [True, True, False, True, True, True, 0]
+    try:
+        assert sequence(plain) == expected
+        assert sequence(observed) == expected
+        assert len(heard) == 7  # every decision, the refused one too; no bad input
+    finally:
+        plain.close()
+        observed.close()
+
+
+def test_the_async_is_allowed_answers_as_decide(clock: FakeClock) -> None:
+    async def scenario() -> list[bool]:
+        engine = AsyncEngine(AsyncMemoryStore(clock=clock), default=Limit(2, 60, "gcra"))
+        answers = [await engine.is_allowed("k") for _ in range(3)]
+        with pytest.raises(InvalidInputError):
+            await engine.is_allowed("k", -1)
+        answers.append((await engine.decide("k", 0)).allowed)
+        await engine.close()
+        return answers
+
+    assert asyncio.run(scenario()) == [True, True, False, True]
