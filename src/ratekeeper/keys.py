@@ -102,9 +102,21 @@ def identity(domain: str, key: str) -> str:
 
     ``%`` and ``/`` in the domain are percent-escaped, so that the first ``/`` always ends it
     and no two ``(domain, key)`` pairs share an identity: ``("a/b", "x:1")`` and
-    ``("a", "b/x:1")`` count apart. The empty domain gives ``/<key>``.
+    ``("a", "b/x:1")`` count apart. The empty domain gives ``/<key>``. A longer identity than
+    ``MAX_IDENTITY`` characters is ``bounded``: it holds no ``/``, so it is no other's.
     """
-    return f"{domain.translate(_ESCAPE_DOMAIN)}/{key}"
+    return bounded(f"{domain.translate(_ESCAPE_DOMAIN)}/{key}")
+
+
+def bounded(text: str) -> str:
+    """``text``, or ``#`` and its SHA-256 when it is longer than ``MAX_IDENTITY`` characters.
+
+    Counters are kept under what a request says (a header, a path, a descriptor's value), and
+    a request may say a great deal: a store keeping each such counter holds at most 65
+    characters of it, and two texts still count apart."""
+    if len(text) <= MAX_IDENTITY:
+        return text
+    return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def descriptor_key(entries: Sequence[tuple[str, str]]) -> str:

@@ -187,6 +187,51 @@ def test_overrides_win_over_rules(tmp_path: Path, store: MemoryStore) -> None:
         engine.close()
 
 
+def test_a_long_descriptor_counts_exactly_and_is_neither_kept_nor_cached_whole(
+    engine: Engine, store: MemoryStore
+) -> None:
+    """A request may carry a long value (a header, a path): it is counted as any other, under
+    a 65-character identity, and its plan is made anew each time rather than cached."""
+    long, other = "u" * 5_000, "v" * 5_000
+    decided = [engine.check("api", [[("user", value)]]).allowed for value in (long,) * 3]
+    assert decided == [True, True, False]  # user: 2 per minute
+    assert engine.check("api", [[("user", other)]]).allowed  # another value: its own counter
+    keys = [key for table in store._tables.values() for key in table]
+    assert sorted(map(len, keys)) == [65, 65]
+    assert engine.planner.cache.get(("api", (("user", long),))) is None
+    assert engine.check("api", [[("user", "short")]]).allowed
+    assert engine.planner.cache.get(("api", (("user", "short"),))) is not None
+
+
+def test_the_async_engine_loads_a_long_descriptors_plan_once_a_check(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Away from its event loop, and once: the plan it loaded is the one it decides by."""
+    config = open_config_store(f"sqlite:///{tmp_path / 'config.db'}")
+    reads: list[str] = []
+    real_get = config.get
+
+    def counted_get(key: str, domain: str = "") -> Override | None:
+        reads.append(key)
+        return real_get(key, domain)
+
+    config.get = counted_get  # type: ignore[method-assign]
+    long = "u" * 5_000
+    config.set(f"user:{long}", Override(1, 60, "gcra"), domain="api")
+
+    async def scenario() -> list[bool]:
+        engine = AsyncEngine(
+            AsyncMemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"), config=config
+        )
+        try:
+            return [(await engine.check("api", [[("user", long)]])).allowed for _ in range(2)]
+        finally:
+            await engine.close()
+
+    assert asyncio.run(scenario()) == [True, False]  # the override's 1 per minute
+    assert reads == [f"user:{long}"] * 2  # one read a check: not cached, not read twice
+
+
 def test_keys_with_equal_overrides_share_one_limit_and_count_apart(
     tmp_path: Path, clock: FakeClock
 ) -> None:

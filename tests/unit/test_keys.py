@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ratekeeper import Limit
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.keys import MAX_IDENTITY, escape, limit_tag, state_key
+from ratekeeper.keys import MAX_IDENTITY, bounded, escape, identity, limit_tag, state_key
 from tests.strategies import limits
 
 LIMIT = Limit(10, 60, "gcra", burst=3)
@@ -34,6 +34,15 @@ def test_long_identities_are_hashed() -> None:
     assert escape(long).startswith("#") and len(escape(long)) == 65
     assert escape("x" * MAX_IDENTITY) == "x" * MAX_IDENTITY
     assert escape("#abc") == "%23abc"  # never mistaken for a hashed identity
+
+
+def test_long_engine_identities_are_bounded() -> None:
+    assert identity("api", "user:1") == "api/user:1"
+    assert identity("api", "x" * (MAX_IDENTITY - 4)) == "api/" + "x" * (MAX_IDENTITY - 4)
+    long = identity("api", "x" * MAX_IDENTITY)
+    assert long.startswith("#") and len(long) == 65 and "/" not in long
+    assert long != identity("api", "x" * (MAX_IDENTITY + 1)) != identity("ap", "x" * 300)
+    assert bounded("\ud800" * 300).startswith("#")  # a lone surrogate hashes too
 
 
 @given(st.text(max_size=300), st.text(max_size=300))

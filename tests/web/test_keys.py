@@ -103,6 +103,14 @@ def test_repeated_headers_are_joined_in_order() -> None:
     }
 
 
+def test_a_long_key_is_counted_under_a_bounded_counter() -> None:
+    limit = RateLimit("1/second", key=keys.header("X-Client-App", "client_app"))
+    one = limit.counter(Request("GET", "/", {"x-client-app": "a" * 10_000}, "10.0.0.1"), "app")
+    two = limit.counter(Request("GET", "/", {"x-client-app": "a" * 9_999 + "b"}, "10.0.0.1"), "app")
+    assert one is not None and two is not None
+    assert one.startswith("#") and len(one) == 65 and one != two
+
+
 def test_a_rate_limit_checks_itself_when_built() -> None:
     limit = RateLimit("100/day; 10/minute", methods=["post"])
     assert limit.limits == ("100/day", "10/minute")

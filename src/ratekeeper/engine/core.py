@@ -445,10 +445,11 @@ class AsyncEngine(_Core, AsyncClosing):
         if not self._running:
             await self._load(self._start_unless_closed)
         batch_requests = requests(domain, descriptors, hits)
+        loaded = {}
         if self.config is not None:
             for entries in self.planner.missing(domain, batch_requests):
-                await self._load(self.planner.load_descriptor, domain, entries)
-        plans, batch = prepare(self.planner, domain, batch_requests)
+                loaded[entries] = await self._load(self.planner.load_descriptor, domain, entries)
+        plans, batch = prepare(self.planner, domain, batch_requests, loaded)
         if len(batch) == 1 and not all_or_nothing:
             decisions = [await self._apply(*batch[0])]
         else:

@@ -37,6 +37,11 @@ _new = tuple.__new__
 
 #: How long the engine leaves a failed configuration store alone before trying it again.
 RETRY_AFTER_ERROR = 1.0
+#: The longest key (a descriptor's ``descriptor_key``) whose plan is cached. A request may
+#: carry long values (a header, a path), and the cache keeps what it is keyed by: a plan of a
+#: longer key is made again each time, so that the cache holds at most ``cache_size`` keys of
+#: this length, whatever the requests say. Its identity is ``bounded`` (``keys``) either way.
+MAX_CACHED_KEY = 1024
 
 #: One descriptor of a check, normalised: ``(entries, limit sent with it, cost)``.
 Request = tuple[tuple[Entry, ...], "Limit | None", int]
@@ -205,7 +210,7 @@ class Planner:
             plan = Plan(counted_as, rule.limit, rule, False, rule.always_over)
         else:
             plan = Plan(counted_as, fallback, None, False)
-        if self.clock() >= self._config_down_until:
+        if len(key) <= MAX_CACHED_KEY and self.clock() >= self._config_down_until:
             self.cache.put(slot, plan)  # a plan made without the store is not kept
         return plan
 
@@ -274,8 +279,17 @@ def _entries(entries: Any) -> tuple[Entry, ...]:
     return tuple(checked)
 
 
-def prepare(planner: Planner, domain: str, requests: list[Request]) -> tuple[list[Plan], list[Hit]]:
-    """The plans of a ``check`` and its store batch, which skips what is not counted."""
+def prepare(
+    planner: Planner,
+    domain: str,
+    requests: list[Request],
+    loaded: dict[tuple[Entry, ...], Plan] | None = None,
+) -> tuple[list[Plan], list[Hit]]:
+    """The plans of a ``check`` and its store batch, which skips what is not counted.
+
+    ``loaded`` holds plans the caller loaded already (the async engine, away from its event
+    loop): used when the cache does not have them, which it may not keep (a long key) or may
+    have dropped since."""
     plans: list[Plan] = []
     batch: list[Hit] = []
     replaced = False
@@ -286,7 +300,11 @@ def prepare(planner: Planner, domain: str, requests: list[Request]) -> tuple[lis
             counted_as = identity(domain, descriptor_key(entries))
             plan = Plan(counted_as, limit if known else None, None, False)
         else:
-            plan = cached((domain, entries)) or planner.load_descriptor(domain, entries)
+            plan = (
+                cached((domain, entries))
+                or (loaded and loaded.get(entries))
+                or planner.load_descriptor(domain, entries)
+            )
             if plan.rule is not None and plan.rule.replaces:
                 replaced = True
         plans.append(plan)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from ratekeeper.inputs import check_cost
-from ratekeeper.keys import descriptor_key
+from ratekeeper.keys import bounded, descriptor_key
 from ratekeeper.limit import Limit
 from ratekeeper.rates import parse_many
 from ratekeeper.web import keys
@@ -116,7 +116,7 @@ class RateLimit:
             if len(self._prefixes) >= MAX_PREFIXES:  # the routes of one app are few; bounded
                 self._prefixes.clear()
             prefix = self._prefixes[scope] = descriptor_key((("scope", scope),))
-        return f"{prefix}|{descriptor_key(entries)}"
+        return bounded(f"{prefix}|{descriptor_key(entries)}")
 
     def cost_of(self, request: Request) -> int:
         """What ``request`` costs under this limit; a cost function's answer is checked here,
