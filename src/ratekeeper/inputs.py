@@ -41,6 +41,12 @@ def check_cost(cost: Any) -> int:
     )
 
 
+def decimal(text: str) -> bool:
+    """Whether ``text`` is a whole number written in 0-9: ``str.isdigit`` alone also takes
+    '²' (which ``int`` cannot read) and other scripts' digits."""
+    return text.isascii() and text.isdigit()
+
+
 def check_now(now: Any) -> float:
     """Return ``now`` as a ``float`` if it is a valid time; else raise ``InvalidInputError``."""
     if isinstance(now, int | float) and not isinstance(now, bool) and isfinite(now):

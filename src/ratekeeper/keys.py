@@ -50,7 +50,7 @@ _LETTERS = {
 def escape(identity: str) -> str:
     """Return ``identity`` made safe to embed in a key."""
     if len(identity) > MAX_IDENTITY:
-        return "#" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
+        return bounded(identity)
     if "%" in identity or "{" in identity or "}" in identity:  # rare: translate is slower
         identity = identity.translate(_ESCAPES)
     return "%23" + identity[1:] if identity[:1] == "#" else identity
@@ -105,7 +105,8 @@ def identity(domain: str, key: str) -> str:
     ``("a", "b/x:1")`` count apart. The empty domain gives ``/<key>``. A longer identity than
     ``MAX_IDENTITY`` characters is ``bounded``: it holds no ``/``, so it is no other's.
     """
-    return bounded(f"{domain.translate(_ESCAPE_DOMAIN)}/{key}")
+    counted_as = f"{domain.translate(_ESCAPE_DOMAIN)}/{key}"
+    return counted_as if len(counted_as) <= MAX_IDENTITY else bounded(counted_as)
 
 
 def bounded(text: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.errors import InvalidLimitError
+from ratekeeper.inputs import decimal
 from ratekeeper.limit import Limit
 
 _UNITS: dict[str, float] = {}
@@ -81,7 +82,7 @@ def parse_many(
                 "e.g. '5/second', '100 per minute' or '10/5m'"
             )
         amount = match["amount"]
-        if not (amount.isascii() and amount.isdigit()) or int(amount) < 1:
+        if not decimal(amount) or int(amount) < 1:
             raise InvalidLimitError(
                 f"invalid amount {amount!r} in {part.strip()!r}; expected a positive integer"
             )

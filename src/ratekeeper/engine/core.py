@@ -445,7 +445,7 @@ class AsyncEngine(_Core, AsyncClosing):
         if not self._running:
             await self._load(self._start_unless_closed)
         batch_requests = requests(domain, descriptors, hits)
-        loaded = {}
+        loaded: dict[tuple[Entry, ...], Plan] = {}
         if self.config is not None:
             for entries in self.planner.missing(domain, batch_requests):
                 loaded[entries] = await self._load(self.planner.load_descriptor, domain, entries)

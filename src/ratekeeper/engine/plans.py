@@ -98,7 +98,7 @@ class Planner:
         self.cache: TTLCache[Plan] = TTLCache(cache_size, cache_ttl)
         # One ``Limit`` object for each distinct override limit in the plans: many keys given
         # the same override share it (and its id, its step), which keeps a decision's working
-        # set small. Bounded as the cache is, and emptied with it.
+        # set small. Emptied when it holds as many limits as the cache holds plans.
         self._limits: dict[Limit, Limit] = {}
         self.config_errors = 0
         self.cache_misses = 0

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from ratekeeper.errors import InvalidInputError
-from ratekeeper.inputs import MAX_COST
+from ratekeeper.inputs import MAX_COST, decimal
 from ratekeeper.service.bodies import CALL, DESCRIPTOR, ENTRY, OVERRIDE
 from ratekeeper.service.translate import Answer, Call, WireDescriptor
 
@@ -31,7 +31,7 @@ def _field(body: Mapping[str, Any], name: str, camel: str) -> Any:
 def _uint(value: Any, what: str) -> int:
     if value is None:  # protobuf's JSON: null is the default
         return 0
-    if isinstance(value, str) and value.isascii() and value.isdigit():  # a quoted 64-bit integer
+    if isinstance(value, str) and decimal(value):  # a quoted 64-bit integer
         value = int(value)
     value = _integral(value)
     if value.__class__ is not int or not 0 <= value <= MAX_COST:

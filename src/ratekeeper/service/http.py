@@ -52,6 +52,7 @@ from ratekeeper.errors import (
     StoreConfigError,
     StoreError,
 )
+from ratekeeper.inputs import decimal
 from ratekeeper.overrides import Override
 from ratekeeper.service import bodies, envoy_json, nginx
 from ratekeeper.service.openapi import document
@@ -162,7 +163,8 @@ def _check_media_type(given: str | None) -> None:
 
 def _check_length(given: str | bytes | None, limit: int) -> None:
     """A 413 problem when a ``Content-Length`` says the body is over ``limit`` bytes."""
-    if given is not None and given.isascii() and given.isdigit() and int(given) > limit:
+    text = given.decode("latin-1") if isinstance(given, bytes) else given
+    if text is not None and decimal(text) and int(text) > limit:
         raise _too_large(limit)
 
 

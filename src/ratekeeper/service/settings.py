@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ratekeeper.errors import ConfigError
+from ratekeeper.inputs import decimal
 
 EXAMPLE_RULES = str(Path(__file__).with_name("example_rules.yaml"))
 POLICIES = ("allow", "deny", "local")
@@ -133,12 +134,7 @@ def _rules(value: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 def _address(value: str) -> Address:
     host, separator, port = value.rpartition(":")
     host = host.strip("[]")
-    if (
-        not separator
-        or not host
-        or not (port.isascii() and port.isdigit())
-        or not 0 < int(port) < 65536
-    ):
+    if not separator or not host or not decimal(port) or not 0 < int(port) < 65536:
         raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, not {value!r}")
     return Address(host, int(port))
 
@@ -164,7 +160,7 @@ def _one_of(choices: tuple[str, ...]) -> Any:
 
 def _workers(value: str | int) -> int:
     text = str(value).strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_WORKERS:
+    if not decimal(text) or not 1 <= int(text) <= MAX_WORKERS:
         raise ValueError(f"expected a whole number from 1 to {MAX_WORKERS}, not {value!r}")
     return int(text)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ratekeeper.errors import InvalidLimitError
+from ratekeeper.inputs import decimal
 from ratekeeper.limit import Limit
 from ratekeeper.rates import parse
 from ratekeeper.simulate.measures import Measures, dense, measure
@@ -36,7 +37,7 @@ def parse_limit(text: str) -> Limit:
         if not equals:
             raise InvalidLimitError(f"expected name=value in {text!r}, not {item!r}")
         if name in ("burst",):
-            params[name] = int(value) if value.isascii() and value.isdigit() else value
+            params[name] = int(value) if decimal(value) else value
         elif name == "granularity":
             try:
                 params[name] = float(value)

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ratekeeper.errors import MissingExtraError, StoreConfigError
+from ratekeeper.inputs import decimal
 from ratekeeper.redaction import redacted
 
 DEFAULT_TIMEOUT = 0.25
@@ -39,16 +40,11 @@ def _cluster_class(asyncio: bool) -> Any:
     return type("RedisCluster", (base,), {"ERRORS_ALLOW_RETRY": allowed, "__module__": __name__})
 
 
-def _digits(text: str) -> bool:
-    """Whether ``text`` is a whole number written in 0-9 (``str.isdigit`` also takes '²')."""
-    return text.isascii() and text.isdigit()
-
-
 def _hosts(netloc: str) -> list[tuple[str, int]]:
     hosts = []
     for part in netloc.rsplit("@", 1)[-1].split(","):
         host, _, port = part.rpartition(":")
-        if not host or not _digits(port) or not 0 < int(port) < 65536:
+        if not host or not decimal(port) or not 0 < int(port) < 65536:
             raise StoreConfigError(f"expected host:port in a store URL, not {part!r}")
         hosts.append((host.strip("[]"), int(port)))
     return hosts
@@ -84,7 +80,7 @@ def check_url(url: str) -> None:
             raise StoreConfigError(f"bad store URL {redacted(url)!r}: {error}") from None
         if not parts.hostname and "unix" not in url:
             raise StoreConfigError(f"a store URL names its host: {redacted(url)!r}")
-        if path and (len(path) > 1 or not _digits(path[0])):
+        if path and (len(path) > 1 or not decimal(path[0])):
             raise StoreConfigError(f"a Redis URL's path is a database number, not {parts.path!r}")
     elif parts.scheme == "redis+cluster":
         _hosts(parts.netloc)
@@ -92,7 +88,7 @@ def check_url(url: str) -> None:
             raise StoreConfigError(f"a Redis Cluster has no databases: {redacted(url)!r}")
     elif parts.scheme == "redis+sentinel":
         _hosts(parts.netloc)
-        if not path or len(path) > 2 or (len(path) == 2 and not _digits(path[1])):
+        if not path or len(path) > 2 or (len(path) == 2 and not decimal(path[1])):
             raise StoreConfigError(
                 f"expected redis+sentinel://host:port,.../service[/db], not {redacted(url)!r}"
             )
