@@ -9,6 +9,7 @@ Envoy 429 with ``x-envoy-ratelimited``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,15 +35,22 @@ descriptors:
 """
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    rules = tmp_path / "edge.yaml"
-    rules.write_text(RULES)
-    service = Served(tmp_path, "--rules", str(rules))
+@contextmanager
+def serving(directory: Path, rules_text: str) -> Iterator[Served]:
+    """``ratekeeper serve`` on ``rules_text`` (the domain ``edge``), stopped cleanly after."""
+    rules = directory / "edge.yaml"
+    rules.write_text(rules_text)
+    service = Served(directory, "--rules", str(rules))
     try:
         yield service
     finally:
         assert service.stop() == 0
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serving(tmp_path, RULES) as service:
+        yield service
 
 
 @pytest.fixture
@@ -99,10 +107,7 @@ def test_nginx_counts_every_spelling_of_a_path_as_the_path(
 ) -> None:
     """nginx routes /%61pi/login, //api//login and /x/../api/login as /api/login: so must the
     rule on /api/login count them, or a client steps around it by spelling the path anew."""
-    rules = tmp_path / "edge.yaml"
-    rules.write_text(PATH_RULES)
-    service = Served(tmp_path, "--rules", str(rules))
-    try:
+    with serving(tmp_path, PATH_RULES) as service:
         nginx = NginxServer(
             tmp_path / "nginx",
             nginx_config(upstream_port=upstream.port, ratekeeper_port=service.http),
@@ -113,8 +118,6 @@ def test_nginx_counts_every_spelling_of_a_path_as_the_path(
             other = http_request(nginx.port, "/api/logout")
         finally:
             nginx.stop()
-    finally:
-        assert service.stop() == 0
     assert [a.status for a in answers] == [200, 429, 429, 429]
     assert other.status == 200
     assert [r["path"] for r in upstream.requests()] == ["/api/login", "/api/logout"]
@@ -134,10 +137,7 @@ def test_a_client_cannot_choose_its_own_address(
 ) -> None:
     """The [remote_address] descriptor is the address the connection came from: a client that
     sends X-Forwarded-For or X-Real-IP of its own choosing is still one client."""
-    rules = tmp_path / "edge.yaml"
-    rules.write_text(ADDRESS_RULES)
-    service = Served(tmp_path, "--rules", str(rules))
-    try:
+    with serving(tmp_path, ADDRESS_RULES) as service:
         server: EnvoyServer | NginxServer
         if gateway == "envoy":
             config = envoy_config(upstream_port=upstream.port, ratekeeper_port=service.grpc)
@@ -156,7 +156,5 @@ def test_a_client_cannot_choose_its_own_address(
             ]
         finally:
             server.stop()
-    finally:
-        assert service.stop() == 0
     assert [a.status for a in answers] == [200, 429, 429]
     assert [r["path"] for r in upstream.requests()] == ["/page/0"]
