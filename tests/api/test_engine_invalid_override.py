@@ -97,3 +97,17 @@ def test_a_fixed_override_applies_again(engine: Engine, path: Path) -> None:
     assert engine.config is not None
     engine.config.set("user:new", Override(4, 60))
     assert engine.decide("user:new", cost=0).limit == 4
+
+
+def test_a_key_holding_nul_is_decided_by_the_rules_without_asking_the_store(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request can send a NUL ("%00" in a path); no override can be stored under it, so the
+    store is not asked, nothing is logged per request, and the plan is cached as any other."""
+    with caplog.at_level(logging.WARNING, logger="ratekeeper.engine"):
+        decided = [engine.check("api", [[("user", "a\x00b")]]).allowed for _ in range(3)]
+        assert engine.decide("k\x00").allowed  # the engine's default, 10 a minute
+    assert decided == [True, True, False]  # the rule: 2 a minute
+    assert caplog.records == []
+    assert engine.planner.config_errors == 0
+    assert engine.planner.cache_misses == 2  # one load each, then the cache

@@ -174,7 +174,9 @@ class Planner:
     ) -> Plan:
         self.cache_misses += 1
         override = None
-        if self.config is not None:
+        # A key holding NUL (a request may send one, "%00" in a path) can have no override:
+        # configuration stores refuse to hold one, so the store is not asked.
+        if self.config is not None and "\x00" not in key:
             stale = self.cache.stale(slot)
             if self.clock() < self._config_down_until:
                 if stale is not None:
