@@ -19,8 +19,8 @@ from benchmarks.report import Output
 from benchmarks.scenarios import timed
 from ratekeeper import Limit, Limiter, MemoryStore
 from ratekeeper.config import open_config_store
+from ratekeeper.core.overrides import Override
 from ratekeeper.engine import Engine
-from ratekeeper.overrides import Override
 from ratekeeper.rules import parse_rules
 
 #: At most this much slower than a bare hit, as a fraction.

@@ -26,8 +26,8 @@ from typing import Any
 import redis
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.limit import Limit
-from ratekeeper.stores.lua import SOURCE, arguments, batch_source
+from ratekeeper.core.limits import Limit
+from ratekeeper.stores.redis.scripts import SOURCE, arguments, batch_source
 
 START = 1_700_000_000.0
 WARM = 2_000  # hits before measuring: 2 simulated seconds, past the limits' first period
@@ -53,7 +53,7 @@ class Cell:
 
 
 def assemble(directory: Path) -> str:
-    """A batch script built as ``ratekeeper.stores.lua.SOURCE`` is, from ``directory``."""
+    """A batch script built as ``ratekeeper.stores.redis.scripts.SOURCE`` is, from ``directory``."""
     return batch_source(lambda name: (directory / Path(name).name).read_text())
 
 

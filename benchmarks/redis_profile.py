@@ -41,7 +41,7 @@ from benchmarks.peers import ratekeeper_limit
 from benchmarks.redis_peers import CALLERS
 from benchmarks.redis_server import RedisServer, server_usec
 from ratekeeper.stores import open_async_store, open_store
-from ratekeeper.stores.lua import SINGLE, SOURCE, arguments, limit_args, now_arg
+from ratekeeper.stores.redis.scripts import SINGLE, SOURCE, arguments, limit_args, now_arg
 
 ALGORITHM = "gcra"
 AMOUNT = 1_000_000_000
@@ -51,7 +51,7 @@ TIMEOUT = 2.0
 
 def _lua_parts() -> tuple[str, str]:
     """ratekeeper's batch script cut in two: every definition, and the dispatch."""
-    dispatch = files("ratekeeper").joinpath("lua/dispatch.lua").read_text()
+    dispatch = files("ratekeeper").joinpath("stores/redis/dispatch.lua").read_text()
     if not SOURCE.endswith("\n" + dispatch):
         raise RuntimeError("ratekeeper's batch script no longer ends with dispatch.lua")
     return SOURCE[: -len(dispatch) - 1], dispatch

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.limit import CALENDAR_PERIODS, Limit
+from ratekeeper.core.limits import CALENDAR_PERIODS, Limit
 
 PERIODS = (0.1, 1.0, 7.5, 60.0, 3600.0)
 #: Granularities of the bucketed window, as fractions of its period (None: the default 1/60).

@@ -6,10 +6,8 @@ The public surface is what ``__all__`` lists; everything else is internal.
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
 from ratekeeper.config import ConfigStore, open_config_store
-from ratekeeper.decider import AsyncDecider, Decider
-from ratekeeper.decision import Decision
-from ratekeeper.engine import AsyncEngine, Descriptor, Engine, Status, Verdict
-from ratekeeper.errors import (
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import (
     ConfigError,
     ConfigStoreError,
     InvalidInputError,
@@ -20,10 +18,13 @@ from ratekeeper.errors import (
     StoreConfigError,
     StoreError,
 )
-from ratekeeper.limit import Limit
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.overrides import Override
+from ratekeeper.core.periods import parse_period
+from ratekeeper.core.rates import parse, parse_many
+from ratekeeper.decider import AsyncDecider, Decider
+from ratekeeper.engine import AsyncEngine, Descriptor, Engine, Status, Verdict
 from ratekeeper.limiter import AsyncLimiter, Limiter
-from ratekeeper.overrides import Override
-from ratekeeper.rates import parse, parse_many, parse_period
 from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
 from ratekeeper.stores import AsyncStore, Health, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore

@@ -24,18 +24,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.decision import Decision
-from ratekeeper.errors import (
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import (
     InvalidInputError,
     InvalidLimitError,
     MissingExtraError,
     StoreConfigError,
     StoreError,
 )
-from ratekeeper.inputs import check_cost, check_key
-from ratekeeper.limit import Limit
+from ratekeeper.core.inputs import check_cost, check_key
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.redaction import redacted
 from ratekeeper.limiter import AsyncLimiter, Limiter
-from ratekeeper.redaction import redacted
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit
 
@@ -285,6 +285,9 @@ class RemoteLimiter(Limiter):
         limiter.hit(f"user:{user_id}", "10/minute").allowed
     """
 
+    #: The service decides several limits only one by one.
+    atomic_hit_many = False
+
     def __init__(
         self,
         url: str,
@@ -304,6 +307,8 @@ class RemoteLimiter(Limiter):
 
 class AsyncRemoteLimiter(AsyncLimiter):
     """The asyncio twin of ``RemoteLimiter``."""
+
+    atomic_hit_many = False
 
     def __init__(
         self,

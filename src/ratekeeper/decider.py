@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ratekeeper.decision import Decision
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.decisions import Decision
+    from ratekeeper.core.limits import Limit
 
 
 @runtime_checkable
@@ -38,6 +38,15 @@ class AsyncDecider(Protocol):
     async def reset(self, key: str, limit: Limit | str) -> None: ...
 
 
+@runtime_checkable
+class BatchDecider(Protocol):
+    """What a decider says of its ``hit_many``: ``atomic_hit_many`` is true when it decides
+    several hits in one atomic store call (``Limiter``, ``AsyncLimiter``), false when it
+    decides them one by one (``RemoteLimiter``: the service takes one hit per call)."""
+
+    atomic_hit_many: bool
+
+
 if TYPE_CHECKING:  # mypy holds each of them to its protocol
     from ratekeeper.engine import AsyncEngine, Engine
     from ratekeeper.limiter import AsyncLimiter, Limiter
@@ -52,4 +61,10 @@ if TYPE_CHECKING:  # mypy holds each of them to its protocol
         return decider
 
     def _async_engine(decider: AsyncEngine) -> AsyncDecider:
+        return decider
+
+    def _batch(decider: Limiter) -> BatchDecider:
+        return decider
+
+    def _async_batch(decider: AsyncLimiter) -> BatchDecider:
         return decider

@@ -16,12 +16,12 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.closing import AsyncClosing, Closing
-from ratekeeper.decision import Decision
-from ratekeeper.errors import InvalidInputError, InvalidLimitError, RateLimitExceeded
-from ratekeeper.inputs import check_cost, check_key
-from ratekeeper.limit import Limit, algorithm_of
-from ratekeeper.rates import cached
+from ratekeeper.core.closing import AsyncClosing, Closing
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import InvalidInputError, InvalidLimitError, RateLimitExceeded
+from ratekeeper.core.inputs import check_cost, check_key
+from ratekeeper.core.limits import Limit, algorithm_of
+from ratekeeper.core.rates import cached
 from ratekeeper.stores import AsyncStore, Hit, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, Clock, MemoryStore
 
@@ -162,6 +162,9 @@ class Limiter(Closing):
         if limiter.hit(f"user:{user_id}", "10/minute").allowed:
             ...
     """
+
+    #: ``hit_many`` decides its hits in one atomic store call (``BatchDecider``).
+    atomic_hit_many = True
 
     def __init__(
         self,
@@ -318,6 +321,9 @@ class AsyncLimiter(AsyncClosing):
         limiter = AsyncLimiter()
         decision = await limiter.hit(f"user:{user_id}", "10/minute")
     """
+
+    #: ``hit_many`` decides its hits in one atomic store call (``BatchDecider``).
+    atomic_hit_many = True
 
     def __init__(
         self,

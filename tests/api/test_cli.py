@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ratekeeper import Algorithm, demo
-from ratekeeper.cli import main
+from ratekeeper import Algorithm
+from ratekeeper.cli import demo, main
 from tests.api.commandline import run
 
 

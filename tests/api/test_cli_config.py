@@ -9,7 +9,7 @@ import pytest
 
 from ratekeeper.cli import main
 from ratekeeper.config import open_config_store
-from ratekeeper.overrides import Override
+from ratekeeper.core.overrides import Override
 from tests.api.commandline import run
 
 GOOD = """\

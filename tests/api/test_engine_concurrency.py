@@ -9,8 +9,8 @@ import pytest
 
 from ratekeeper import MemoryStore
 from ratekeeper.config import open_config_store
+from ratekeeper.core.overrides import Override
 from ratekeeper.engine import Engine
-from ratekeeper.overrides import Override
 from ratekeeper.rules import parse_rules
 from ratekeeper.testing import FakeClock
 

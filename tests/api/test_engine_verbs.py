@@ -25,7 +25,7 @@ from ratekeeper import (
     Status,
 )
 from ratekeeper.config import open_config_store
-from ratekeeper.overrides import Override
+from ratekeeper.core.overrides import Override
 from ratekeeper.rules import parse_rules
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock

@@ -27,7 +27,7 @@ from ratekeeper import (
     Store,
     open_store,
 )
-from ratekeeper.inputs import MAX_COST
+from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.rules import parse_rules
 from ratekeeper.testing import FakeClock
 from tests.conftest import T0

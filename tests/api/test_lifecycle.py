@@ -21,9 +21,9 @@ import redis.asyncio
 from ratekeeper import AsyncLimiter, Limit, Limiter
 from ratekeeper.config import open_config_store
 from ratekeeper.config.changes import Callback
+from ratekeeper.core.errors import ConfigStoreError, StoreError
+from ratekeeper.core.overrides import Override
 from ratekeeper.engine import AsyncEngine, Engine
-from ratekeeper.errors import ConfigStoreError, StoreError
-from ratekeeper.overrides import Override
 from ratekeeper.stores import open_async_store, open_store
 from ratekeeper.stores.redis import AsyncRedisStore
 from tests.servers import RedisServer, command, wait_until

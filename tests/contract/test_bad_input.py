@@ -22,7 +22,7 @@ from ratekeeper import (
     Limiter,
     Store,
 )
-from ratekeeper.inputs import MAX_COST
+from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.stores.redis import RedisStore
 from tests.conftest import T0
 

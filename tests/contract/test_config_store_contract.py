@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from ratekeeper.config import ConfigStore, open_config_store
-from ratekeeper.errors import ConfigError, ConfigStoreError
-from ratekeeper.overrides import Override
+from ratekeeper.core.errors import ConfigError, ConfigStoreError
+from ratekeeper.core.overrides import Override
 from tests.config_stores import KINDS, exists, fresh_store, write_raw
 from tests.servers import free_port
 

@@ -29,11 +29,11 @@ from redis.crc import key_slot
 from redis.retry import Retry
 
 from ratekeeper import Limit, StoreError, open_store
+from ratekeeper.core.keys import state_key
 from ratekeeper.engine import Engine
-from ratekeeper.keys import state_key
 from ratekeeper.rules import parse_rules
-from ratekeeper.stores.lua import REFUND
 from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
+from ratekeeper.stores.redis.scripts import REFUND
 from tests.servers import RedisCluster, RedisServer, free_port
 
 T0 = 1_700_000_000.0

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from ratekeeper.config import open_config_store
-from ratekeeper.overrides import Override
+from ratekeeper.core.overrides import Override
 from tests.config_stores import KINDS, fresh_store
 from tests.servers import PostgresServer
 
@@ -34,7 +34,7 @@ DOMAIN = "durability"
 CHILD = """
 import json, sys
 from ratekeeper.config import open_config_store
-from ratekeeper.overrides import Override
+from ratekeeper.core.overrides import Override
 
 store = open_config_store(sys.argv[1], **json.loads(sys.argv[2]))
 print("ready", flush=True)

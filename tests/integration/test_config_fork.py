@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ratekeeper.config import ConfigStore, open_config_store
-from ratekeeper.overrides import Override
+from ratekeeper.core.overrides import Override
 from tests.config_stores import KINDS, fresh_store
 
 FIVE, SIX, SEVEN = Override(5, 1), Override(6, 1), Override(7, 1)

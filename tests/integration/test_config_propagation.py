@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from ratekeeper.config import ConfigStore, open_config_store
-from ratekeeper.errors import ConfigStoreError
-from ratekeeper.overrides import Override
+from ratekeeper.core.errors import ConfigStoreError
+from ratekeeper.core.overrides import Override
 from tests.config_stores import KINDS, fresh_store
 from tests.servers import PostgresServer
 
@@ -116,7 +116,7 @@ def test_own_changes_are_reported_once(pair: tuple[str, ConfigStore, ConfigStore
 WRITER = """
 import json, sys
 from ratekeeper.config import open_config_store
-from ratekeeper.overrides import Override
+from ratekeeper.core.overrides import Override
 
 store = open_config_store(sys.argv[1], **json.loads(sys.argv[2]))
 for line in sys.stdin:

@@ -16,8 +16,8 @@ import pytest
 from ratekeeper.config import open_config_store, redacted
 from ratekeeper.config.postgres import PostgresConfigStore
 from ratekeeper.config.sqlite import SQLiteConfigStore
-from ratekeeper.errors import ConfigError, ConfigStoreError
-from ratekeeper.overrides import Override
+from ratekeeper.core.errors import ConfigError, ConfigStoreError
+from ratekeeper.core.overrides import Override
 from tests.servers import PostgresServer
 
 FIVE = Override(5, 1)

@@ -6,9 +6,9 @@ import time
 
 from ratekeeper import Limit
 from ratekeeper.config import open_config_store
+from ratekeeper.core.overrides import Override
 from ratekeeper.engine import Engine
 from ratekeeper.engine.plans import RETRY_AFTER_ERROR
-from ratekeeper.overrides import Override
 from tests.servers import PostgresServer, wait_until
 
 #: The store's own bound per call (PostgreSQL's connect timeout cannot go below 2 s).

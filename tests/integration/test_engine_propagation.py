@@ -15,8 +15,8 @@ import pytest
 
 from ratekeeper import Limit
 from ratekeeper.config import ConfigStore, open_config_store
+from ratekeeper.core.overrides import Override
 from ratekeeper.engine import Engine
-from ratekeeper.overrides import Override
 from tests.servers import PostgresServer
 
 #: What the issue asks: a change is seen by the other instance within one second.

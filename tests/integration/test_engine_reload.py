@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ratekeeper import Limit
+from ratekeeper.core.errors import ConfigError
 from ratekeeper.engine import Engine
-from ratekeeper.errors import ConfigError
 from tests.servers import wait_until
 
 RULES = """\

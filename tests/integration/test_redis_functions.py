@@ -14,8 +14,8 @@ import redis
 import redis.asyncio
 
 from ratekeeper import Limit
-from ratekeeper.stores.lua import FUNCTIONS
 from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
+from ratekeeper.stores.redis.scripts import FUNCTIONS
 from tests.servers import RedisServer
 
 LIMIT = Limit(100, 3600, "gcra")

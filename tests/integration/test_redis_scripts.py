@@ -17,10 +17,18 @@ import pytest
 import redis
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.keys import state_key
-from ratekeeper.limit import Limit
-from ratekeeper.stores.lua import REFUND, RELEASE, SINGLE, SOURCE, arguments, limit_args, now_arg
+from ratekeeper.core.keys import state_key
+from ratekeeper.core.limits import Limit
 from ratekeeper.stores.redis import RedisStore
+from ratekeeper.stores.redis.scripts import (
+    REFUND,
+    RELEASE,
+    SINGLE,
+    SOURCE,
+    arguments,
+    limit_args,
+    now_arg,
+)
 from tests.servers import RedisServer
 
 T0 = 1_700_000_000.0

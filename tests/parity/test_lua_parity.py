@@ -35,11 +35,11 @@ from redis.crc import key_slot
 
 from ratekeeper.algorithms import Algorithm, refund_function
 from ratekeeper.algorithms.fixed_window import window
-from ratekeeper.decision import Decision
-from ratekeeper.keys import state_key
-from ratekeeper.limit import CALENDAR_PERIODS, Limit
-from ratekeeper.stores.lua import REFUND, arguments
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.keys import state_key
+from ratekeeper.core.limits import CALENDAR_PERIODS, Limit
 from ratekeeper.stores.redis import RedisStore
+from ratekeeper.stores.redis.scripts import REFUND, arguments
 from tests.servers import RedisServer
 from tests.strategies import limits
 

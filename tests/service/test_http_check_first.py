@@ -11,8 +11,8 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ratekeeper import AsyncEngine
-from ratekeeper.decision import Decision
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.limits import Limit
 from ratekeeper.service.http import create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 

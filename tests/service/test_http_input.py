@@ -13,7 +13,7 @@ import pytest
 
 from ratekeeper import AsyncEngine
 from ratekeeper.config import open_config_store
-from ratekeeper.inputs import MAX_COST
+from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.service.http import MAX_BODY, create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock

@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ratekeeper import Limit, MemoryStore
 from ratekeeper.config import open_config_store
+from ratekeeper.core.overrides import Override
 from ratekeeper.engine import AsyncEngine, Engine
-from ratekeeper.overrides import Override
 from ratekeeper.rules import load_rules, parse_rules
 from ratekeeper.service.metrics import CONTENT_TYPE, Metrics
 from ratekeeper.stores.memory import AsyncMemoryStore

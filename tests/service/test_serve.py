@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ratekeeper.errors import MissingExtraError
+from ratekeeper.core.errors import MissingExtraError
 from ratekeeper.service.settings import EXAMPLE_RULES
 from tests.servers import RedisServer, free_port
 from tests.service.served import Served

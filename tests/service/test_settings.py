@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratekeeper.errors import ConfigError
+from ratekeeper.core.errors import ConfigError
 from ratekeeper.service.settings import EXAMPLE_RULES, Address, Settings, add_arguments
 
 TOKEN = "s3cret-token-0123456789"

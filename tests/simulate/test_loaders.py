@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ratekeeper.errors import TraceError
+from ratekeeper.core.errors import TraceError
 from ratekeeper.simulate import simulate
 from ratekeeper.simulate.loaders import read_csv, read_jsonl, read_nginx, read_trace
 

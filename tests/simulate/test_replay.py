@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from ratekeeper import Limit
-from ratekeeper.errors import InvalidLimitError, TraceError
+from ratekeeper.core.errors import InvalidLimitError, TraceError
 from ratekeeper.simulate import Retry, Trace, parse_limit, simulate, traces
 from ratekeeper.simulate.replay import MAX_BINS, replay
 from tests.simulate.mixed import LIMITS, mixed_trace

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import strategies as st
 
 from ratekeeper.algorithms import refund_function
-from ratekeeper.decision import Decision
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.limits import Limit
 from ratekeeper.testing import FakeClock
 
 T0 = 1_700_000_000.0

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.bucketed_window import refund
-from ratekeeper.decision import Decision
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.limits import Limit
 from tests.strategies import limits
 from tests.unit.refunds import assert_refund_undoes
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from ratekeeper.errors import ConfigError
-from ratekeeper.limit import Limit
-from ratekeeper.overrides import Override
+from ratekeeper.core.errors import ConfigError
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.overrides import Override
 
 FIELDS = "capacity, time_window_sec, algorithm, granularity, burst"
 

@@ -366,7 +366,7 @@ def test_without_the_server_extra_the_generated_modules_name_the_pip_command(
     completed = python(
         "import sys",
         f"sys.modules[{module!r}] = None",
-        "from ratekeeper.errors import MissingExtraError",
+        "from ratekeeper.core.errors import MissingExtraError",
         "try:",
         "    from ratekeeper.service.proto import rls_pb2",
         "except MissingExtraError as error:",

@@ -10,8 +10,8 @@ from ratekeeper import (
     parse_many,
     parse_period,
 )
+from ratekeeper.core.rates import cached
 from ratekeeper.limiter import RATES
-from ratekeeper.rates import cached
 from ratekeeper.testing import FakeClock
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ratekeeper.errors import ConfigError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import ConfigError
+from ratekeeper.core.limits import Limit
 from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
 
 ENVOY = Path(__file__).resolve().parent.parent / "fixtures" / "rules" / "envoy"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ratekeeper import Limit, MemoryStore
+from ratekeeper.core.errors import ConfigError
 from ratekeeper.engine import AsyncEngine, Descriptor, Engine
-from ratekeeper.errors import ConfigError
 from ratekeeper.rules import RuleSet, load_rules, parse_rules
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.errors import ConfigError, MissingExtraError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import ConfigError, MissingExtraError
+from ratekeeper.core.limits import Limit
 from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
 from ratekeeper.rules.schema import DESCRIPTOR_FIELDS
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ratekeeper.errors import ConfigError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import ConfigError
+from ratekeeper.core.limits import Limit
 from ratekeeper.rules import Rule, RuleSet, load_rules, parse_rules
 from ratekeeper.rules.model import wildcard_test
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.sliding_log import SHORT, _gone, refund
-from ratekeeper.decision import Decision
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.limits import Limit
 from ratekeeper.stores.memory import MemoryStore
 from ratekeeper.testing import FakeClock
 from tests.strategies import limits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ratekeeper.errors import StoreConfigError
+from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.stores import open_async_store, open_store
 from ratekeeper.stores.urls import DEFAULT_TIMEOUT, open_client, split_timeout
 

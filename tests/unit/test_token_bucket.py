@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.token_bucket import refund
-from ratekeeper.limit import Limit
+from ratekeeper.core.limits import Limit
 from tests.strategies import limits
 from tests.unit.refunds import assert_refund_undoes
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import math
 
-from ratekeeper.decision import Decision
-from ratekeeper.service.translate import OK, OVER_LIMIT, Limited, WireStatus
-from ratekeeper.web.headers import rate_limit_headers, seconds
-from ratekeeper.web.problems import Problem, pointer
+from ratekeeper.core.decisions import Decision
+from ratekeeper.wire.headers import rate_limit_headers, seconds
+from ratekeeper.wire.problems import Problem, pointer
+from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
 
 def test_an_allowed_decision_has_no_retry_after() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from ratekeeper.decision import Decision
+from ratekeeper.core.decisions import Decision
 from ratekeeper.rules.model import UNITS
-from ratekeeper.service.translate import OK, OVER_LIMIT, Limited, WireStatus
-from ratekeeper.web.headers import rate_limit_headers
+from ratekeeper.wire.headers import rate_limit_headers
+from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
 #: One Structured Field String (RFC 9651 section 3.3.3) and its integer parameters.
 SF_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\\"])*"'

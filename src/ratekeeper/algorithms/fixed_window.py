@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from math import inf
 from typing import TYPE_CHECKING
 
-from ratekeeper.decision import Decision
+from ratekeeper.core.decisions import Decision
 
 if TYPE_CHECKING:
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.limits import Limit
 
 State = tuple[float, int]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from math import floor, inf
 from typing import TYPE_CHECKING
 
-from ratekeeper.decision import Decision, deny
+from ratekeeper.core.decisions import Decision, deny
 
 if TYPE_CHECKING:
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.limits import Limit
 
 State = tuple[float, float]
 

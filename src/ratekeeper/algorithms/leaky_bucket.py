@@ -16,11 +16,11 @@ from __future__ import annotations
 from math import inf
 from typing import TYPE_CHECKING
 
-from ratekeeper.decision import allow, deny
+from ratekeeper.core.decisions import allow, deny
 
 if TYPE_CHECKING:
-    from ratekeeper.decision import Decision
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.decisions import Decision
+    from ratekeeper.core.limits import Limit
 
 State = tuple[float, float]
 

@@ -22,10 +22,10 @@ from itertools import repeat
 from math import inf
 from typing import TYPE_CHECKING
 
-from ratekeeper.decision import Decision, allow
+from ratekeeper.core.decisions import Decision, allow
 
 if TYPE_CHECKING:
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.limits import Limit
 
 State = list[float] | deque[float]
 

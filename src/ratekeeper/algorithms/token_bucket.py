@@ -12,10 +12,10 @@ from __future__ import annotations
 from math import floor, inf
 from typing import TYPE_CHECKING
 
-from ratekeeper.decision import Decision, allow, deny
+from ratekeeper.core.decisions import Decision, allow, deny
 
 if TYPE_CHECKING:
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.limits import Limit
 
 State = tuple[float, float]
 

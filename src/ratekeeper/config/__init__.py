@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from ratekeeper.errors import ConfigError
-from ratekeeper.overrides import Override
-from ratekeeper.redaction import redacted
+from ratekeeper.core.errors import ConfigError
+from ratekeeper.core.overrides import Override
+from ratekeeper.core.redaction import redacted
 
 __all__ = ["ConfigStore", "open_config_store", "redacted"]
 

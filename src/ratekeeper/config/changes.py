@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from math import inf
 from typing import Any, Generic, TypeVar
 
-from ratekeeper.errors import ConfigError, ConfigStoreError
-from ratekeeper.overrides import Override
+from ratekeeper.core.errors import ConfigError, ConfigStoreError
+from ratekeeper.core.overrides import Override
 
 logger = logging.getLogger("ratekeeper.config")
 

@@ -38,9 +38,9 @@ from ratekeeper.config.changes import (
     paged,
     where,
 )
-from ratekeeper.errors import ConfigError, ConfigStoreError, MissingExtraError
-from ratekeeper.overrides import Override
-from ratekeeper.redaction import redacted
+from ratekeeper.core.errors import ConfigError, ConfigStoreError, MissingExtraError
+from ratekeeper.core.overrides import Override
+from ratekeeper.core.redaction import redacted
 
 try:
     import psycopg

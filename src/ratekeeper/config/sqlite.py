@@ -37,8 +37,8 @@ from ratekeeper.config.changes import (
     paged,
     where,
 )
-from ratekeeper.errors import ConfigStoreError
-from ratekeeper.overrides import Override
+from ratekeeper.core.errors import ConfigStoreError
+from ratekeeper.core.overrides import Override
 
 #: The schema this module writes, kept in ``PRAGMA user_version``.
 SCHEMA_VERSION = 1

@@ -6,9 +6,9 @@ go through one core (``plans``), and every surface (HTTP, gRPC, middleware, CLI)
 these calls.
 """
 
+from ratekeeper.core.keys import descriptor_key
 from ratekeeper.engine.core import AsyncEngine, Engine
 from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Status, Verdict
-from ratekeeper.keys import descriptor_key
 
 __all__ = [
     "UNLIMITED",

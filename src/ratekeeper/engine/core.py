@@ -22,17 +22,17 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ratekeeper.closing import AsyncClosing, Closing
-from ratekeeper.decision import Decision
+from ratekeeper.core.closing import AsyncClosing, Closing
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import ConfigError, InvalidLimitError
+from ratekeeper.core.forks import renew_after_fork
+from ratekeeper.core.inputs import MAX_COST, check_cost, check_key, check_text
+from ratekeeper.core.keys import identity
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.rates import cached
 from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, status, verdict
 from ratekeeper.engine.reload import RuleWatcher
 from ratekeeper.engine.verdict import Descriptor, Entry, Observer, Status, Verdict, unlimited
-from ratekeeper.errors import ConfigError, InvalidLimitError
-from ratekeeper.forks import renew_after_fork
-from ratekeeper.inputs import MAX_COST, check_cost, check_key, check_text
-from ratekeeper.keys import identity
-from ratekeeper.limit import Limit
-from ratekeeper.rates import cached
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 
@@ -259,7 +259,7 @@ class Engine(_Core, Closing):
     def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
 
-        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``:
+        A key or cost that is not valid (``ratekeeper.core.inputs``) raises ``InvalidInputError``:
         the key is checked here (its text only before its plan is cached), the cost by the
         store (or here when no limit applies), so that a decision checks each once.
         """
@@ -385,7 +385,7 @@ class AsyncEngine(_Core, AsyncClosing):
     async def decide(self, key: str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under its override, else the default limit.
 
-        A key or cost that is not valid (``ratekeeper.inputs``) raises ``InvalidInputError``:
+        A key or cost that is not valid (``ratekeeper.core.inputs``) raises ``InvalidInputError``:
         the key is checked here (its text only before its plan is cached), the cost by the
         store (or here when no limit applies), so that a decision checks each once.
         """

@@ -15,19 +15,19 @@ from collections.abc import Callable, Hashable, Sequence
 from math import inf
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ratekeeper.decision import deny
+from ratekeeper.core.decisions import deny
+from ratekeeper.core.errors import ConfigError, ConfigStoreError, InvalidInputError
+from ratekeeper.core.inputs import check_cost, check_key, check_text
+from ratekeeper.core.keys import descriptor_entries, descriptor_key, identity
+from ratekeeper.core.limits import Limit
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.ticker import Ticker
 from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
-from ratekeeper.errors import ConfigError, ConfigStoreError, InvalidInputError
-from ratekeeper.inputs import check_cost, check_key, check_text
-from ratekeeper.keys import descriptor_entries, descriptor_key, identity
-from ratekeeper.limit import Limit
 from ratekeeper.rules.matching import replaced_names
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
-    from ratekeeper.decision import Decision
+    from ratekeeper.core.decisions import Decision
     from ratekeeper.rules import Rule, RuleSet
     from ratekeeper.stores import Hit
 
@@ -245,7 +245,7 @@ def requests(
 
     Everything is checked here, once, before anything is counted: the domain is a string; each
     descriptor is a ``Descriptor`` or a sequence of ``(key, value)`` string pairs (keys
-    non-empty); a limit sent with one is a ``Limit``; costs are valid (``ratekeeper.inputs``).
+    non-empty); a limit sent with one is a ``Limit``; costs are valid (``ratekeeper.core.inputs``).
     Raises ``InvalidInputError`` naming the bad value.
     """
     check_text(domain, "domain")

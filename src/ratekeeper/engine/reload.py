@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ratekeeper.core.errors import ConfigError
 from ratekeeper.engine.ticker import Ticker
-from ratekeeper.errors import ConfigError
 
 if TYPE_CHECKING:
     from ratekeeper.rules import RuleSet

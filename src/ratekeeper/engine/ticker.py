@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ratekeeper.forks import renew_after_fork
+from ratekeeper.core.forks import renew_after_fork
 
 log = logging.getLogger("ratekeeper.engine")
 

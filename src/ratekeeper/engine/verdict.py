@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from ratekeeper.decision import Decision, allow
+from ratekeeper.core.decisions import Decision, allow
 
 if TYPE_CHECKING:
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.limits import Limit
     from ratekeeper.rules import Rule
 
 #: ``remaining`` where no limit applies: Envoy's ``limit_remaining`` for an unlimited rule.

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ratekeeper.errors import ConfigError, MissingExtraError
+from ratekeeper.core.errors import ConfigError, MissingExtraError
 from ratekeeper.rules.matching import RuleSet
 from ratekeeper.rules.model import Level, Rule
 

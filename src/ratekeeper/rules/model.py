@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratekeeper.limit import Limit
-from ratekeeper.rates import parse_period
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.periods import parse_period
 
 #: Envoy's units and their lengths in seconds, as rate strings count them (a month is 30 days,
 #: a year 365 days), so a rule's ``unit: month`` and an override's ``"1 month"`` agree.

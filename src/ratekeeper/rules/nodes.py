@@ -15,8 +15,8 @@ from typing import Any
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from ratekeeper.errors import InvalidLimitError
-from ratekeeper.rates import parse_period
+from ratekeeper.core.errors import InvalidLimitError
+from ratekeeper.core.periods import parse_period
 
 _TAG = "tag:yaml.org,2002:"
 _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean"}

@@ -10,8 +10,8 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.errors import InvalidLimitError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import InvalidLimitError
+from ratekeeper.core.limits import Limit
 from ratekeeper.rules.model import (
     UNITS,
     Descriptor,

@@ -24,8 +24,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ratekeeper.errors import ConfigStoreError, MissingExtraError
-from ratekeeper.redaction import redacted
+from ratekeeper.core.errors import ConfigStoreError, MissingExtraError
+from ratekeeper.core.redaction import redacted
 from ratekeeper.service.settings import Address, Settings
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The HTTP JSON API's bodies: requests parsed into what the engine takes, answers formatted.
 
 Free of any web framework, so every rule of the wire is here and tested alone. A parser raises
-``Problem`` (``ratekeeper.web.problems``) naming what is wrong and where (a JSON Pointer into
+``Problem`` (``ratekeeper.wire.problems``) naming what is wrong and where (a JSON Pointer into
 the body); the service answers it. Costs, limits sent with descriptors and Envoy's statuses are
 ``translate``'s: a descriptor check becomes a ``translate.Call``.
 
@@ -25,16 +25,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ratekeeper.decision import Decision
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import ConfigError, InvalidInputError, InvalidLimitError
+from ratekeeper.core.inputs import MAX_COST, check_key
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.overrides import Override
+from ratekeeper.core.rates import cached
 from ratekeeper.engine.verdict import UNLIMITED
-from ratekeeper.errors import ConfigError, InvalidInputError, InvalidLimitError
-from ratekeeper.inputs import MAX_COST, check_key
-from ratekeeper.limit import Limit
-from ratekeeper.overrides import Override
-from ratekeeper.rates import cached
 from ratekeeper.service import translate
-from ratekeeper.service.translate import OK, OVER_LIMIT, Answer, Call, WireDescriptor, WireStatus
-from ratekeeper.web.problems import Problem, pointer
+from ratekeeper.service.translate import Answer, Call, WireDescriptor
+from ratekeeper.wire.problems import Problem, pointer
+from ratekeeper.wire.statuses import OK, OVER_LIMIT, WireStatus
 
 #: The largest body a request may have, in bytes.
 MAX_BODY = 64 * 1024

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from ratekeeper.errors import InvalidInputError
-from ratekeeper.inputs import MAX_COST, decimal
+from ratekeeper.core.errors import InvalidInputError
+from ratekeeper.core.inputs import MAX_COST, decimal
 from ratekeeper.service.bodies import CALL, DESCRIPTOR, ENTRY, OVERRIDE
 from ratekeeper.service.translate import Answer, Call, WireDescriptor
 

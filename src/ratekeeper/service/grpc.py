@@ -22,7 +22,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ratekeeper.errors import (
+from ratekeeper.core.errors import (
     ConfigStoreError,
     InvalidInputError,
     InvalidLimitError,
@@ -30,7 +30,8 @@ from ratekeeper.errors import (
     StoreError,
 )
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
-from ratekeeper.service.translate import OK, Answer, Call, WireDescriptor, decide_async
+from ratekeeper.service.translate import Answer, Call, WireDescriptor, decide_async
+from ratekeeper.wire.statuses import OK
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine

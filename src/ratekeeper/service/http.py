@@ -4,7 +4,7 @@
 ``application/problem+json``; see ``ratekeeper.service.bodies`` for the shapes):
 
 - ``POST /v1/check``: one check; 200 when allowed, 429 when refused, both with the rate-limit
-  headers of ``ratekeeper.web.headers``. ``POST /v1/check/batch``: an array of checks, all
+  headers of ``ratekeeper.wire.headers``. ``POST /v1/check/batch``: an array of checks, all
   parsed before any is counted, answered 200 with each result in order. ``POST /v1/peek``:
   a check that counts nothing (cost 0), answered 200. ``POST /v1/reset``: forget a key's
   count (204), an admin endpoint.
@@ -42,9 +42,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from ratekeeper.decision import Decision
-from ratekeeper.engine.verdict import Status
-from ratekeeper.errors import (
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import (
     ConfigError,
     ConfigStoreError,
     InvalidInputError,
@@ -52,13 +51,15 @@ from ratekeeper.errors import (
     StoreConfigError,
     StoreError,
 )
-from ratekeeper.inputs import decimal
-from ratekeeper.overrides import Override
+from ratekeeper.core.inputs import decimal
+from ratekeeper.core.overrides import Override
+from ratekeeper.engine.verdict import Status
 from ratekeeper.service import bodies, envoy_json, nginx
 from ratekeeper.service.openapi import document
-from ratekeeper.service.translate import OVER_LIMIT, Answer, Call, WireStatus, decide_async
-from ratekeeper.web.headers import rate_limit_headers
-from ratekeeper.web.problems import MEDIA_TYPE, Problem
+from ratekeeper.service.translate import Answer, Call, decide_async
+from ratekeeper.wire.headers import rate_limit_headers
+from ratekeeper.wire.problems import MEDIA_TYPE, Problem
+from ratekeeper.wire.statuses import OVER_LIMIT, WireStatus
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ratekeeper.core.errors import MissingExtraError, RatekeeperError
 from ratekeeper.engine import AsyncEngine, Engine
-from ratekeeper.errors import MissingExtraError, RatekeeperError
 from ratekeeper.stores.health import Health
 
 try:

@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
-from ratekeeper.errors import InvalidInputError
-from ratekeeper.service.translate import OK, Answer, Call, WireDescriptor
+from ratekeeper.core.errors import InvalidInputError
+from ratekeeper.service.translate import Answer, Call, WireDescriptor
+from ratekeeper.wire.statuses import OK
 
 #: The domain when nginx sends none.
 DEFAULT_DOMAIN = "edge"

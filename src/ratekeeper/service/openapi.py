@@ -9,7 +9,7 @@ from typing import Any
 
 from ratekeeper import __version__
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.inputs import MAX_COST
+from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.rules.model import UNITS
 from ratekeeper.service.bodies import MAX_BATCH
 from ratekeeper.service.envoy_json import camel
@@ -79,7 +79,7 @@ _BAD = {
 _KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
 _DOMAIN = {"name": "domain", "in": "query", "schema": {"type": "string", "default": ""}}
 
-#: The largest cost, count or amount: ``ratekeeper.inputs.MAX_COST``.
+#: The largest cost, count or amount: ``ratekeeper.core.inputs.MAX_COST``.
 _COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COST}
 _AMOUNT = {"type": "integer", "minimum": 1, "maximum": MAX_COST}
 _KEY_TEXT = {"type": "string", "minLength": 1}

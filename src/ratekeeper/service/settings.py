@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ratekeeper.errors import ConfigError
-from ratekeeper.inputs import decimal
+from ratekeeper.core.errors import ConfigError
+from ratekeeper.core.inputs import decimal
 
 EXAMPLE_RULES = str(Path(__file__).with_name("example_rules.yaml"))
 POLICIES = ("allow", "deny", "local")
@@ -111,7 +111,7 @@ def _url(schemes: tuple[str, ...]) -> Any:
     def parse(value: str) -> str:
         scheme, separator, _ = value.partition("://")
         if not separator or scheme.lower() not in schemes:
-            from ratekeeper.redaction import redacted
+            from ratekeeper.core.redaction import redacted
 
             known = ", ".join(f"{name}://" for name in schemes)
             raise ValueError(

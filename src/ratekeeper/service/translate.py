@@ -15,17 +15,15 @@ from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.core.inputs import MAX_COST
+from ratekeeper.core.limits import Limit
 from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Entry, Status, Verdict
-from ratekeeper.errors import InvalidInputError, InvalidLimitError
-from ratekeeper.inputs import MAX_COST
-from ratekeeper.limit import Limit
 from ratekeeper.rules.model import UNITS
+from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine, Engine
-
-OK = "OK"
-OVER_LIMIT = "OVER_LIMIT"
 
 #: Envoy's units by period, for ``current_limit``; a period that is none of them is UNKNOWN.
 UNIT_OF_PERIOD = {seconds: name.upper() for name, seconds in UNITS.items()}
@@ -52,27 +50,6 @@ class Call:
     domain: str
     descriptors: tuple[WireDescriptor, ...]
     hits_addend: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Limited:
-    """A status's ``current_limit``: ``requests_per_unit`` per ``unit``, and the rule's name."""
-
-    requests_per_unit: int
-    unit: str
-    name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WireStatus:
-    """One descriptor's outcome as Envoy reports it; ``retry_after`` (seconds until a refused
-    hit could pass) is ratekeeper's, for HTTP's ``Retry-After``."""
-
-    code: str
-    current_limit: Limited | None
-    limit_remaining: int
-    duration_until_reset: float | None
-    retry_after: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

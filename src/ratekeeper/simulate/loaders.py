@@ -34,8 +34,8 @@ from math import isfinite
 from pathlib import Path
 from typing import IO, Any
 
-from ratekeeper.errors import TraceError
-from ratekeeper.inputs import check_cost, check_key
+from ratekeeper.core.errors import TraceError
+from ratekeeper.core.inputs import check_cost, check_key
 from ratekeeper.simulate.trace import Event
 
 #: How many bad lines a ``Loaded`` keeps, with their numbers and reasons (all are counted).

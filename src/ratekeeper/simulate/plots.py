@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ratekeeper.errors import MissingExtraError
+from ratekeeper.core.errors import MissingExtraError
 from ratekeeper.simulate.simulation import Simulation
 
 if TYPE_CHECKING:

@@ -35,8 +35,8 @@ from operator import itemgetter
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.errors import TraceError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import TraceError
+from ratekeeper.core.limits import Limit
 from ratekeeper.simulate.trace import RETRY_AFTER, Event, Retry, Trace, checked, chunks
 
 #: Events read and grouped at a time from a stream.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from itertools import chain
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.limit import Limit
+from ratekeeper.core.limits import Limit
 from ratekeeper.simulate import traces
 from ratekeeper.simulate.report import share, table
 from ratekeeper.simulate.simulation import Simulation, simulate

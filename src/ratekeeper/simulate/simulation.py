@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratekeeper.errors import InvalidLimitError
-from ratekeeper.inputs import decimal
-from ratekeeper.limit import Limit
-from ratekeeper.rates import parse
+from ratekeeper.core.errors import InvalidLimitError
+from ratekeeper.core.inputs import decimal
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.rates import parse
 from ratekeeper.simulate.measures import Measures, dense, measure
 from ratekeeper.simulate.replay import Replay, replay
 from ratekeeper.simulate.trace import Event, Trace

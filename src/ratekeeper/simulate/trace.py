@@ -14,8 +14,8 @@ from itertools import islice
 from math import isfinite
 from typing import Any
 
-from ratekeeper.errors import InvalidInputError, TraceError
-from ratekeeper.inputs import MAX_COST, check_cost, check_key
+from ratekeeper.core.errors import InvalidInputError, TraceError
+from ratekeeper.core.inputs import MAX_COST, check_cost, check_key
 
 #: One hit: seconds since the epoch, the key, and its cost.
 Event = tuple[float, str, int]
@@ -147,7 +147,7 @@ def checked(part: Trace, inverse: float, first: int) -> tuple[list[float], dict[
     """Check the events of ``part``, the first numbered ``first`` (from 1): each time times
     ``inverse``, and the positions of each key in ``part``, in order. Raises ``TraceError``
     naming the first time that is not finite seconds (or becomes infinite times ``inverse``),
-    cost that is not valid (see ``ratekeeper.inputs.check_cost``) or key that is not."""
+    cost that is not valid (see ``ratekeeper.core.inputs.check_cost``) or key that is not."""
     times, costs, keys = part.times, part.costs, part.keys
     try:
         scaled = list(map(inverse.__mul__, times))

@@ -14,8 +14,8 @@ from bisect import bisect_right
 from itertools import accumulate
 from math import ceil, cos, isfinite, pi, ulp
 
-from ratekeeper.errors import InvalidInputError, TraceError
-from ratekeeper.inputs import check_key
+from ratekeeper.core.errors import InvalidInputError, TraceError
+from ratekeeper.core.inputs import check_key
 from ratekeeper.simulate.trace import IMMEDIATELY, RETRY_AFTER, Retry, Trace
 
 #: 2023-11-15 00:00:00 UTC: on a whole day, hour and minute.

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ratekeeper.decision import Decision
-from ratekeeper.errors import StoreConfigError
-from ratekeeper.limit import Limit
-from ratekeeper.redaction import redacted
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import StoreConfigError
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.redaction import redacted
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import AsyncMemoryStore, Hit, MemoryStore
 
@@ -33,7 +33,7 @@ class Store(Protocol):
     the number released). ``reset(key, limit)`` forgets the key's state. ``ping()`` says
     whether the store answers now, as a ``Health``. ``close()`` releases connections.
 
-    Keys and costs are checked before anything is counted (``ratekeeper.inputs``): a bad one
+    Keys and costs are checked before anything is counted (``ratekeeper.core.inputs``): a bad one
     raises ``InvalidInputError``. A store that fails raises ``StoreError``; one that is
     misconfigured raises ``StoreConfigError``, also when opened through a failure policy.
     """
@@ -163,7 +163,7 @@ def open_store(url: str = "memory://", **options: Any) -> Store:
     ``memory://``; ``redis://host:port/db`` and ``rediss://``; ``redis+sentinel://host:port,
     host:port/service``; ``redis+cluster://host:port,host:port``. ``options`` go to the store
     (``clock``, ``max_keys`` for memory). For Redis: ``prefix`` and ``tag`` (see
-    ``ratekeeper.keys``), ``timeout`` per call in seconds (default: the URL's ``?timeout=``,
+    ``ratekeeper.core.keys``), ``timeout`` per call in seconds (default: the URL's ``?timeout=``,
     else 0.25), ``on_store_error`` (``"allow"``, the default, ``"deny"``, ``"local"``, or
     ``None`` to raise ``StoreError``),
     ``over_limit_cache`` (answer known denials locally), and for asyncio ``batch`` (send the

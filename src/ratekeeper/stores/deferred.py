@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ratekeeper.decision import Decision
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.limits import Limit
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit
 
@@ -58,7 +58,7 @@ class Deferred:
         self.store.reset(key, limit)
 
     def ping(self) -> Health:
-        from ratekeeper.errors import StoreError
+        from ratekeeper.core.errors import StoreError
 
         try:
             store = self.store

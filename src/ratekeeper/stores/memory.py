@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.decision import Decision
-from ratekeeper.errors import InvalidInputError, InvalidLimitError, StoreConfigError
-from ratekeeper.forks import renew_after_fork
-from ratekeeper.inputs import MAX_COST, check_hit, check_hits, check_key, check_now
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import InvalidInputError, InvalidLimitError, StoreConfigError
+from ratekeeper.core.forks import renew_after_fork
+from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key, check_now
+from ratekeeper.core.limits import Limit
 from ratekeeper.stores.health import Health
 
 Clock = Callable[[], float]

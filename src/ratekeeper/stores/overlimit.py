@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.decision import Decision
-from ratekeeper.inputs import check_hit
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.inputs import check_hit
+from ratekeeper.core.limits import Limit
 from ratekeeper.stores.memory import Hit
 
 

@@ -35,10 +35,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from ratekeeper.decision import Decision
-from ratekeeper.errors import StoreConfigError, StoreError
-from ratekeeper.inputs import check_hits, check_key
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import StoreConfigError, StoreError
+from ratekeeper.core.inputs import check_hits, check_key
+from ratekeeper.core.limits import Limit
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit, MemoryStore, check_release
 

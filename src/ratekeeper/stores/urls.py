@@ -18,9 +18,9 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ratekeeper.errors import MissingExtraError, StoreConfigError
-from ratekeeper.inputs import decimal
-from ratekeeper.redaction import redacted
+from ratekeeper.core.errors import MissingExtraError, StoreConfigError
+from ratekeeper.core.inputs import decimal
+from ratekeeper.core.redaction import redacted
 
 DEFAULT_TIMEOUT = 0.25
 

@@ -19,7 +19,7 @@ For limits on every route, use ``ratekeeper.web.asgi.RateLimitMiddleware``.
 import json
 from collections.abc import Awaitable, Callable
 
-from ratekeeper.errors import MissingExtraError
+from ratekeeper.core.errors import MissingExtraError
 
 try:
     from fastapi import FastAPI, HTTPException

@@ -22,7 +22,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec
 
-from ratekeeper.errors import MissingExtraError
+from ratekeeper.core.errors import MissingExtraError
 
 try:
     import flask

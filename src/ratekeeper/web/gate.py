@@ -37,11 +37,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from ratekeeper.decision import Decision
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import StoreError
+from ratekeeper.core.inputs import check_cost
+from ratekeeper.core.limits import Limit
+from ratekeeper.decider import BatchDecider
 from ratekeeper.engine.verdict import Entry, Status, Verdict
-from ratekeeper.errors import StoreError
-from ratekeeper.inputs import check_cost
-from ratekeeper.limit import Limit
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
 from ratekeeper.web.limits import CostLike, RateLimit
@@ -99,10 +100,7 @@ def _sleeper(sleep: S) -> S:
 
 def _batches(decider: Any) -> bool:
     """Whether ``decider.hit_many`` decides several limits in one atomic store call."""
-    from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
-
-    remote = isinstance(decider, RemoteLimiter | AsyncRemoteLimiter)
-    return callable(getattr(decider, "hit_many", None)) and not remote
+    return isinstance(decider, BatchDecider) and decider.atomic_hit_many
 
 
 class _Gate:

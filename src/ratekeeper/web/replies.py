@@ -3,7 +3,7 @@
 ``Replies`` holds the options every adapter shares. A refused request is answered 429 with an
 ``application/problem+json`` body (type ``urn:ratekeeper:problem:rate-limited``, with
 ``retry_after`` in seconds), ``Retry-After`` and the ``X-RateLimit-*`` headers of
-``ratekeeper.web.headers`` (plus the IETF ``RateLimit`` and ``RateLimit-Policy`` fields with
+``ratekeeper.wire.headers`` (plus the IETF ``RateLimit`` and ``RateLimit-Policy`` fields with
 ``ietf=True``); ``on_refused(request, outcome)`` may answer instead, and the headers are added
 to what it returns unless it set them. An admitted request's response gets the same headers
 (``headers=False`` leaves it alone). A decision made by the store's failure policy adds
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ratekeeper.web.gate import Outcome
-from ratekeeper.web.headers import RETRY_AFTER, rate_limit_headers, seconds
-from ratekeeper.web.problems import MEDIA_TYPE, Problem
 from ratekeeper.web.request import Request
+from ratekeeper.wire.headers import RETRY_AFTER, rate_limit_headers, seconds
+from ratekeeper.wire.problems import MEDIA_TYPE, Problem
 
 #: A header's name: an RFC 9110 token.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")

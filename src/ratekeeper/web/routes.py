@@ -9,9 +9,9 @@ from typing import Any
 
 from ratekeeper.web.gate import AsyncGate, Gate
 from ratekeeper.web.limits import RateLimit
-from ratekeeper.web.problems import Problem
 from ratekeeper.web.replies import Replies, Reply, problem_reply
 from ratekeeper.web.request import MAX_BODY, Request, declared_length
+from ratekeeper.wire.problems import Problem
 
 
 class Adapter:

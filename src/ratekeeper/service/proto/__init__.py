@@ -15,7 +15,7 @@ They need the ``server`` extra (grpcio and protobuf); importing any of them with
 ``MissingExtraError``.
 """
 
-from ratekeeper.errors import MissingExtraError
+from ratekeeper.core.errors import MissingExtraError
 
 try:
     import google.protobuf  # noqa: F401  (imported only to check that the extra is installed)

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ratekeeper.decision import Decision
-from ratekeeper.stores.lua import arguments, decisions
+from ratekeeper.core.decisions import Decision
 from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.redis.scripts import arguments, decisions
 
 log = logging.getLogger("ratekeeper.store")
 

@@ -7,54 +7,16 @@ from functools import lru_cache
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.errors import InvalidLimitError
-from ratekeeper.inputs import decimal
-from ratekeeper.limit import Limit
-
-_UNITS: dict[str, float] = {}
-for _names, _seconds in (
-    (("ms", "msec", "millisecond", "milliseconds"), 0.001),
-    (("s", "sec", "secs", "second", "seconds"), 1.0),
-    (("m", "min", "mins", "minute", "minutes"), 60.0),
-    (("h", "hr", "hrs", "hour", "hours"), 3_600.0),
-    (("d", "day", "days"), 86_400.0),
-    (("w", "wk", "week", "weeks"), 604_800.0),
-    (("mo", "month", "months"), 2_592_000.0),
-    (("y", "yr", "year", "years"), 31_536_000.0),
-):
-    for _name in _names:
-        _UNITS[_name] = _seconds
+from ratekeeper.core.errors import InvalidLimitError
+from ratekeeper.core.inputs import decimal
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.periods import period_of
 
 _ITEM = re.compile(
     r"""\s*(?P<amount>\S+?)\s*(?:/|\s+per\s+)\s*
         (?P<multiple>\d+(?:\.\d+)?)?\s*(?P<unit>[A-Za-z]+)\s*""",
     re.VERBOSE | re.IGNORECASE | re.ASCII,  # digits are 0-9 only, as int() must read them
 )
-_PERIOD = re.compile(r"\s*(?P<multiple>\d+(?:\.\d+)?)?\s*(?P<unit>[A-Za-z]+)\s*", re.ASCII)
-
-
-def parse_period(text: str) -> float:
-    """Return the seconds in a period such as ``"5m"``, ``"2 hours"`` or ``"day"``.
-
-    Raises ``InvalidLimitError`` naming the bad part.
-    """
-    match = _PERIOD.fullmatch(text)
-    if match is None:
-        raise InvalidLimitError(f"invalid period {text!r}; expected e.g. '30s', '5m', 'day'")
-    return _period(match, text)
-
-
-def _period(match: re.Match[str], text: str) -> float:
-    unit = match["unit"].lower()
-    if unit not in _UNITS:
-        raise InvalidLimitError(
-            f"unknown unit {match['unit']!r} in {text!r}; expected one of "
-            "ms, second, minute, hour, day, week, month, year (or s, m, h, d, w, mo, y)"
-        )
-    multiple = float(match["multiple"]) if match["multiple"] else 1.0
-    if multiple <= 0:
-        raise InvalidLimitError(f"period must be positive in {text!r}")
-    return multiple * _UNITS[unit]
 
 
 def parse_many(
@@ -86,7 +48,7 @@ def parse_many(
             raise InvalidLimitError(
                 f"invalid amount {amount!r} in {part.strip()!r}; expected a positive integer"
             )
-        limits.append(Limit(int(amount), _period(match, part.strip()), algorithm, **params))
+        limits.append(Limit(int(amount), period_of(match, part.strip()), algorithm, **params))
     return limits
 
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.limit import Limit
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.rates import parse
 from ratekeeper.limiter import Limiter
-from ratekeeper.rates import parse
 
 #: Algorithms shown by default; concurrency needs releases and is shown with its own traffic.
 SHOWN = [a for a in Algorithm if a is not Algorithm.CONCURRENCY]
@@ -118,8 +118,8 @@ def engine_demo(config_url: str, out: TextIO = sys.stdout) -> list[bool]:
     Returns the verdicts, in order.
     """
     from ratekeeper.config import open_config_store, redacted
+    from ratekeeper.core.overrides import Override
     from ratekeeper.engine import Engine
-    from ratekeeper.overrides import Override
     from ratekeeper.rules import parse_rules
 
     config = open_config_store(config_url)

@@ -9,7 +9,7 @@ fields (revision 10) are added, each a Structured Field list of one item naming 
 its rule's name: ``RateLimit-Policy: "name";q=100;w=60`` (quota; window in seconds) and
 ``RateLimit: "name";r=50;t=30`` (remaining; seconds until the quota is whole again).
 
-A status is a ``translate.WireStatus``, an engine ``Status`` or a bare ``Decision``. Statuses
+A status is a ``WireStatus``, an engine ``Status`` or a bare ``Decision``. Statuses
 no limit applies to (unlimited, whitelisted) give no header.
 """
 
@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from typing import NamedTuple
 from urllib.parse import quote
 
-from ratekeeper.decision import Decision
+from ratekeeper.core.decisions import Decision
 from ratekeeper.engine.verdict import Status
 from ratekeeper.rules.model import UNITS
-from ratekeeper.service.translate import OK, WireStatus
+from ratekeeper.wire.statuses import OK, WireStatus
 
 #: What a Structured Field String holds as it is: printable ASCII, less ``%`` (its escape).
 _PRINTABLE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from urllib.parse import unquote
 
-from ratekeeper.errors import StoreConfigError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import StoreConfigError
+from ratekeeper.core.limits import Limit
 
 #: The layout of the keys and of the state under them. Bumped with every change of either, so
 #: that during a rolling deploy no script reads a state written in another layout: "3" names

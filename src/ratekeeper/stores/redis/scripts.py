@@ -1,17 +1,17 @@
 """The Lua scripts the Redis stores run, and their arguments and replies.
 
-The scripts are assembled from ``lua/prelude.lua`` and the ``.lua`` twin beside each
-algorithm's Python module:
+The scripts are assembled from this package's entry scripts (``prelude.lua``,
+``dispatch.lua``, ``single.lua``, ``refund.lua``, ``release.lua``) and the ``.lua`` twin beside
+each algorithm's Python module:
 
-- ``SOURCE``, the batch script (``apply_many``): the prelude, every twin and
-  ``lua/dispatch.lua``; it applies a batch of hits in one round trip, its layout documented in
-  ``dispatch.lua``;
+- ``SOURCE``, the batch script (``apply_many``): the prelude, every twin and ``dispatch.lua``;
+  it applies a batch of hits in one round trip, its layout documented in ``dispatch.lua``;
 - ``SINGLE[algorithm]``, one single-hit script per algorithm (``apply``): the prelude, that
-  algorithm's twin and ``lua/single.lua``; eleven arguments, no dispatch;
-- ``REFUND``, the refund script: the batch script's parts with ``lua/refund.lua``, and the
-  twins' ``refund`` steps; it takes back what one slot of a Redis Cluster batch admitted;
+  algorithm's twin and ``single.lua``; eleven arguments, no dispatch;
+- ``REFUND``, the refund script: the batch script's parts with ``refund.lua``, and the twins'
+  ``refund`` steps; it takes back what one slot of a Redis Cluster batch admitted;
 - ``RELEASE``, the release script (``release``): the prelude, the concurrency twin and
-  ``lua/release.lua``;
+  ``release.lua``;
 - ``LIBRARY``, the same single-hit and batch entries as a Redis 7 function library
   (``FUNCTION LOAD``, ``FCALL``), whose definitions run once, not on every call (``_library``).
 
@@ -31,9 +31,9 @@ from importlib.resources import files
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.decision import Decision
-from ratekeeper.inputs import check_now
-from ratekeeper.limit import Limit
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.inputs import check_now
+from ratekeeper.core.limits import Limit
 
 #: NEEDS from the algorithms of ARGV's limit blocks (9 fields each), in the batch layout.
 _NEEDS_FROM_ARGV = (
@@ -54,27 +54,33 @@ _unpack = DECISION.unpack
 _iter_unpack = DECISION.iter_unpack
 
 
+#: Where this package's entry scripts are, as a path inside the ``ratekeeper`` package.
+HERE = "stores/redis/"
+
+
 def _read(name: str) -> str:
     return files("ratekeeper").joinpath(name).read_text()
 
 
 def batch_source(
-    read: Callable[[str], str] = _read, header: str = BATCH_HEADER, entry: str = "lua/dispatch.lua"
+    read: Callable[[str], str] = _read,
+    header: str = BATCH_HEADER,
+    entry: str = HERE + "dispatch.lua",
 ) -> str:
-    """The batch script (or, with ``REFUND_HEADER`` and ``lua/refund.lua``, the refund
+    """The batch script (or, with ``REFUND_HEADER`` and ``refund.lua``, the refund
     script), its parts read by ``read(path inside the package)``."""
-    parts = [header, read("lua/prelude.lua")]
+    parts = [header, read(HERE + "prelude.lua")]
     parts += [read(f"algorithms/{algorithm.value}.lua") for algorithm in Algorithm]
     parts.append(read(entry))
     return "\n".join(parts)
 
 
-def _single_source(algorithm: Algorithm, entry: str = "lua/single.lua") -> str:
+def _single_source(algorithm: Algorithm, entry: str = HERE + "single.lua") -> str:
     name = algorithm.value
     return "\n".join(
         [
             f"local NEEDS = {{{name} = true}}\nlocal REFUNDS = false",
-            _read("lua/prelude.lua"),
+            _read(HERE + "prelude.lua"),
             _read(f"algorithms/{name}.lua"),
             f"local STEP = {name}",
             _read(entry),
@@ -95,20 +101,18 @@ def _library() -> tuple[str, dict[str, str]]:
     sharing a server each call their own.
     """
     names = [algorithm.value for algorithm in Algorithm]
+    single = _read(HERE + "single.lua")
     body = "\n".join(
         [
             "local KEYS, ARGV",
             "local function define()",
             "local NEEDS = {" + ", ".join(f"{name} = true" for name in names) + "}",
             "local REFUNDS = false",
-            _read("lua/prelude.lua"),
+            _read(HERE + "prelude.lua"),
             *(_read(f"algorithms/{name}.lua") for name in names),
             "local entries = {}",
-            *(
-                f"entries.{name} = function()\nlocal STEP = {name}\n{_read('lua/single.lua')}\nend"
-                for name in names
-            ),
-            f"entries.batch = function()\n{_read('lua/dispatch.lua')}\nend",
+            *(f"entries.{name} = function()\nlocal STEP = {name}\n{single}\nend" for name in names),
+            f"entries.batch = function()\n{_read(HERE + 'dispatch.lua')}\nend",
             "return entries",
             "end",
             "local entries",
@@ -130,8 +134,8 @@ def _library() -> tuple[str, dict[str, str]]:
 
 SOURCE = batch_source()
 SINGLE = {algorithm: _single_source(algorithm) for algorithm in Algorithm}
-REFUND = batch_source(header=REFUND_HEADER, entry="lua/refund.lua")
-RELEASE = _single_source(Algorithm.CONCURRENCY, "lua/release.lua")
+REFUND = batch_source(header=REFUND_HEADER, entry=HERE + "refund.lua")
+RELEASE = _single_source(Algorithm.CONCURRENCY, HERE + "release.lua")
 #: The function library (``FUNCTION LOAD``) and its functions' names: ``FUNCTIONS[algorithm]``
 #: is the single-hit entry of that algorithm (as ``SINGLE``), ``FUNCTIONS["batch"]`` the
 #: batch entry (as ``SOURCE``).

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ratekeeper.decision import Decision
+    from ratekeeper.core.decisions import Decision
 
 
 class RatekeeperError(Exception):
@@ -37,7 +37,7 @@ class InvalidLimitError(RatekeeperError, ValueError):
 class InvalidInputError(RatekeeperError, ValueError):
     """A key or cost passed to a decision is invalid; the message names the value.
 
-    Nothing is counted and no state changes: see ``ratekeeper.inputs`` for what is valid.
+    Nothing is counted and no state changes: see ``ratekeeper.core.inputs`` for what is valid.
     """
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.errors import TraceError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import TraceError
+from ratekeeper.core.limits import Limit
 from ratekeeper.simulate import traces
 from ratekeeper.simulate.loaders import FORMATS, NGINX_KEYS, Loaded, read_trace
 from ratekeeper.simulate.simulation import parse_limit, simulate

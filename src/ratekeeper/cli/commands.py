@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ratekeeper.errors import ConfigError
-from ratekeeper.overrides import Override
+from ratekeeper.core.errors import ConfigError
+from ratekeeper.core.overrides import Override
 
 if TYPE_CHECKING:
     import argparse
@@ -204,7 +204,7 @@ def limits(args: argparse.Namespace) -> int:
     Invalid input raises ``ConfigError`` before the store is opened; a store failure raises
     ``ConfigStoreError`` (``cli.main`` reports both).
     """
-    from ratekeeper.errors import ConfigStoreError
+    from ratekeeper.core.errors import ConfigStoreError
 
     out, err = sys.stdout, sys.stderr
     if args.action == "set":

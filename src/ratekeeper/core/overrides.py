@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.errors import ConfigError, InvalidLimitError
-from ratekeeper.limit import Limit
+from ratekeeper.core.errors import ConfigError, InvalidLimitError
+from ratekeeper.core.limits import Limit
 
 #: The source design counts in sub-window buckets, so that is what an override uses unless it
 #: names another algorithm.

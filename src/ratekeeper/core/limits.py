@@ -7,10 +7,11 @@ from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.algorithms import Algorithm, state_copier, step_function
-from ratekeeper.errors import InvalidLimitError
+from ratekeeper.core.errors import InvalidLimitError
+from ratekeeper.core.periods import parse_period
 
 if TYPE_CHECKING:
-    from ratekeeper.decision import Decision
+    from ratekeeper.core.decisions import Decision
 
 #: Nominal lengths of the calendar units; with ``calendar=True`` the fixed window follows the
 #: real UTC calendar instead.
@@ -117,8 +118,6 @@ class Limit:
         algorithm = algorithm_of(algorithm)
         amount = _count("amount", amount)
         if isinstance(period, str):
-            from ratekeeper.rates import parse_period
-
             period = parse_period(period)
         if (
             isinstance(period, bool)

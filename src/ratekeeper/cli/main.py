@@ -1,7 +1,7 @@
 """The ``ratekeeper`` command line.
 
 ``main`` parses the arguments, runs the command and is the one place that turns ratekeeper's
-errors into a one-line message on stderr and an exit status (see ``ratekeeper.commands``).
+errors into a one-line message on stderr and an exit status (see ``ratekeeper.cli.commands``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ratekeeper import __version__
 from ratekeeper.config import DEFAULT_URL
-from ratekeeper.errors import ConfigError, InvalidLimitError, RatekeeperError
+from ratekeeper.core.errors import ConfigError, InvalidLimitError, RatekeeperError
 
 
 def _store_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -114,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         "the algorithm's own step, judged against an exact sliding log of the same amount and "
         "period. Plots (--out) need ratekeeper[plot].",
     )
-    from ratekeeper.simulate.command import add_arguments as simulate_arguments
+    from ratekeeper.cli.simulate import add_arguments as simulate_arguments
 
     simulate_arguments(simulate)
     return parser
@@ -122,22 +122,22 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from ratekeeper import demo
+        from ratekeeper.cli import demo
 
         try:
             return demo.main(args.rate, args.seconds, args.seed)
         except InvalidLimitError as error:
             parser.error(str(error))
     if args.command == "config":
-        from ratekeeper import commands
+        from ratekeeper.cli import commands
 
         return commands.validate(args.files)
     if args.command == "limits":
-        from ratekeeper import commands
+        from ratekeeper.cli import commands
 
         return commands.limits(args)
     if args.command == "simulate":
-        from ratekeeper.simulate.command import run
+        from ratekeeper.cli.simulate import run
 
         return run(args)
     if args.command == "serve":
@@ -151,7 +151,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ratekeeper`` with ``argv`` (default: the process's arguments); the exit status."""
-    from ratekeeper.commands import INTERRUPTED, INVALID, UNAVAILABLE, one_line
+    from ratekeeper.cli.commands import INTERRUPTED, INVALID, UNAVAILABLE, one_line
 
     parser = _parser()
     args = parser.parse_args(argv)

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-from ratekeeper.errors import InvalidInputError
+from ratekeeper.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from ratekeeper.limit import Limit
+    from ratekeeper.core.limits import Limit
 
 #: The largest cost: 2**53 - 1, the largest integer every store (including Redis's Lua, which
 #: counts in doubles) holds exactly.
