@@ -24,7 +24,7 @@ from ratekeeper.service.metrics import CONTENT_TYPE, Metrics
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.stores.resilience import Resilient
 from ratekeeper.testing import FakeClock
-from tests.unit.test_resilience import Flaky
+from tests.stores.test_resilience import Flaky
 
 RULES = """
 domain: api

@@ -11,7 +11,7 @@ from ratekeeper import Decision, Limiter
 from ratekeeper.engine import UNLIMITED, Engine
 from ratekeeper.rules import parse_rules
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 ENGINE_DOC = (ROOT / "docs" / "engine.md").read_text(encoding="utf-8")
 

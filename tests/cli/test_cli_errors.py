@@ -15,7 +15,7 @@ import pytest
 from ratekeeper.cli import main
 from ratekeeper.config import open_config_store
 from ratekeeper.core.overrides import Override
-from tests.api.commandline import run
+from tests.cli.commandline import run
 
 FIVE = Override(5, 1)
 

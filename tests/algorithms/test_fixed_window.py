@@ -15,8 +15,8 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.fixed_window import refund
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
+from tests.algorithms.refunds import assert_refund_undoes
 from tests.strategies import limits
-from tests.unit.refunds import assert_refund_undoes
 
 T0 = 1_700_000_040.0  # a whole minute (and ten seconds) after the epoch
 DAY = 86_400.0

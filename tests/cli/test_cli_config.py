@@ -10,7 +10,7 @@ import pytest
 from ratekeeper.cli import main
 from ratekeeper.config import open_config_store
 from ratekeeper.core.overrides import Override
-from tests.api.commandline import run
+from tests.cli.commandline import run
 
 GOOD = """\
 domain: api

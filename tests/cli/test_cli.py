@@ -12,7 +12,7 @@ import pytest
 
 from ratekeeper import Algorithm
 from ratekeeper.cli import demo, main
-from tests.api.commandline import run
+from tests.cli.commandline import run
 
 
 def test_demo_run_counts_every_algorithm() -> None:

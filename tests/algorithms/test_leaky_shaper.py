@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.leaky_shaper import refund
 from ratekeeper.core.limits import Limit
+from tests.algorithms.refunds import assert_refund_undoes
 from tests.strategies import limits
-from tests.unit.refunds import assert_refund_undoes
 
 BASES = (0.0, 1_700_000_000.0)
 

@@ -18,8 +18,8 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
 from ratekeeper.stores.memory import MemoryStore
 from ratekeeper.testing import FakeClock
+from tests.algorithms.refunds import assert_refund_undoes
 from tests.strategies import limits
-from tests.unit.refunds import assert_refund_undoes
 
 T0 = 1_700_000_040.0  # a whole minute after the epoch
 

@@ -1,4 +1,4 @@
-"""Token bucket: refill, partial grants, and the promise it keeps over any interval."""
+"""Leaky bucket as a meter: leaking, bursts, and the promise it keeps over any interval."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.algorithms.token_bucket import refund
+from ratekeeper.algorithms.leaky_bucket import refund
 from ratekeeper.core.limits import Limit
+from tests.algorithms.refunds import assert_refund_undoes
 from tests.strategies import limits
-from tests.unit.refunds import assert_refund_undoes
 
 BASES = (0.0, 1_700_000_000.0)
 
@@ -41,56 +41,33 @@ def replay(limit: Limit, base: float, rows: list[Row]) -> None:
             assert state is before, f"row {index}: a denied hit changed the state"
 
 
-# The source's example: capacity 3, refilled at 3 tokens per minute (one every 20 s).
-REFILL: list[Row] = [
+# Capacity 4 leaking 2 units per second (T = 0.5 s).
+METER: list[Row] = [
+    (0, 1, True, 3, 0.5, 0.0, 1),
+    (0, 1, True, 2, 1.0, 0.0, 1),
+    (0, 1, True, 1, 1.5, 0.0, 1),
+    (0, 1, True, 0, 2.0, 0.0, 1),
+    (0, 1, False, 0, 2.0, 0.5, 0),
+    (0.5, 1, True, 0, 2.0, 0.0, 1),  # one unit leaked out
+    (0.75, 1, False, 0, 1.75, 0.25, 0),
+    (1.75, 2, True, 0, 1.75, 0.0, 2),  # level 1.5: cost > 1 fits
+    (1.75, 1, False, 0, 1.75, 0.25, 0),
+    (1.75, 0, True, 0, 1.75, 0.0, 0),  # cost 0 looks
+    (10, 0, True, 4, 0.0, 0.0, 0),  # empty again
+    (10, 5, False, 4, 0.0, math.inf, 0),  # more than the capacity: never allowed
+    (10, 4, True, 0, 2.0, 0.0, 4),
+]
+
+# The source's example as a meter: capacity 3 leaking 3 per minute (one unit every 20 s).
+MINUTE: list[Row] = [
     (0, 1, True, 2, 20.0, 0.0, 1),
     (0, 1, True, 1, 40.0, 0.0, 1),
     (0, 1, True, 0, 60.0, 0.0, 1),
     (0, 1, False, 0, 60.0, 20.0, 0),
-    (19, 1, False, 0, 41.0, 1.0, 0),  # 0.95 tokens: not yet
-    (20, 1, True, 0, 60.0, 0.0, 1),  # exactly one token back
+    (19, 1, False, 0, 41.0, 1.0, 0),
+    (20, 1, True, 0, 60.0, 0.0, 1),
     (20, 1, False, 0, 60.0, 20.0, 0),
-    (80, 0, True, 3, 0.0, 0.0, 0),  # cost 0 looks: full again
-    (80, 3, True, 0, 60.0, 0.0, 3),  # cost > 1 takes that many tokens
-    (80, 4, False, 0, 60.0, math.inf, 0),  # more than the capacity: never allowed
-    (1000, 2, True, 1, 40.0, 0.0, 2),  # refill stops at the capacity
-]
-
-PARTIAL: list[Row] = [
-    (0, 5, True, 0, 60.0, 0.0, 3),  # cost 5 with 3 tokens grants 3
-    (0, 5, False, 0, 60.0, 20.0, 0),  # with 0 tokens: denied until one whole token
-    (0, 1, False, 0, 60.0, 20.0, 0),
-    (30, 5, True, 0, 50.0, 0.0, 1),  # 1.5 tokens: grants the whole one
-    (30, 0, True, 0, 50.0, 0.0, 0),
-    (40, 1, True, 0, 60.0, 0.0, 1),  # 0.5 + 0.5 tokens
-    (100, 2, True, 1, 40.0, 0.0, 2),  # enough tokens: the full cost
-]
-
-# Partial: a denial waits for one whole token, since a partial grant succeeds then, whatever
-# the cost (even above the capacity). Without partial, 0.5 tokens and cost 2 would wait 30 s.
-PARTIAL_WAIT: list[Row] = [
-    (0, 3, True, 0, 60.0, 0.0, 3),
-    (0, 1, False, 0, 60.0, 20.0, 0),
-    (0, 5, False, 0, 60.0, 20.0, 0),  # above the capacity: still a whole token in 20 s
-    (10, 2, False, 0, 50.0, 10.0, 0),  # 0.5 tokens: 10 s to a whole one
-    (10, 5, False, 0, 50.0, 10.0, 0),
-    (15, 3, False, 0, 45.0, 5.0, 0),  # 0.75 tokens
-    (20, 5, True, 0, 60.0, 0.0, 1),  # one whole token: granted
-    (20, 2, False, 0, 60.0, 20.0, 0),
-]
-
-# A clock that steps back: no refill, and the state's time stays put, so the span is not
-# refilled a second time when the clock catches up.
-STEP_BACK: list[Row] = [
-    (0, 3, True, 0, 60.0, 0.0, 3),
-    (20, 1, True, 0, 60.0, 0.0, 1),  # one token refilled, taken: 0 tokens at 20
-    (10, 0, True, 0, 70.0, 0.0, 0),  # 10 s behind: no refill, and t stays 20
-    (10, 1, False, 0, 70.0, 30.0, 0),  # waits counted from the caller's clock
-    (20, 1, False, 0, 60.0, 20.0, 0),  # on time again: 10..20 is not refilled twice
-    (30, 1, False, 0, 50.0, 10.0, 0),
-    (40, 1, True, 0, 60.0, 0.0, 1),
-    (35, 0, True, 0, 65.0, 0.0, 0),
-    (100, 0, True, 3, 0.0, 0.0, 0),
+    (100, 3, True, 0, 60.0, 0.0, 3),
 ]
 
 
@@ -98,52 +75,36 @@ STEP_BACK: list[Row] = [
 @pytest.mark.parametrize(
     ("limit", "rows"),
     [
-        pytest.param(Limit(3, 60, algorithm="token_bucket"), REFILL, id="refill"),
-        pytest.param(Limit(3, 60, algorithm="token_bucket", partial=True), PARTIAL, id="partial"),
-        pytest.param(
-            Limit(3, 60, algorithm="token_bucket", partial=True), PARTIAL_WAIT, id="partial-wait"
-        ),
-        pytest.param(Limit(3, 60, algorithm="token_bucket"), STEP_BACK, id="step-back"),
-        pytest.param(
-            Limit(1, 1, algorithm="token_bucket", burst=4),
-            [
-                (0, 4, True, 0, 4.0, 0.0, 4),
-                (0, 1, False, 0, 4.0, 1.0, 0),
-                (0.5, 1, False, 0, 3.5, 0.5, 0),
-                (1, 1, True, 0, 4.0, 0.0, 1),
-                (3, 2, True, 0, 4.0, 0.0, 2),
-                (3, 5, False, 0, 4.0, math.inf, 0),  # more than the burst: never allowed
-            ],
-            id="burst",
-        ),
+        pytest.param(Limit(2, 1, algorithm="leaky_bucket", burst=4), METER, id="meter"),
+        pytest.param(Limit(3, 60, algorithm="leaky_bucket"), MINUTE, id="minute"),
     ],
 )
 def test_decisions(limit: Limit, rows: list[Row], base: float) -> None:
     replay(limit, base, rows)
 
 
-def test_a_clock_that_steps_back_keeps_the_state_time() -> None:
-    limit = Limit(3, 60, algorithm="token_bucket")
+def test_a_clock_that_steps_back_is_not_credited_twice() -> None:
+    limit = Limit(3, 60, algorithm="leaky_bucket")
     now = 1_700_000_000.0
-    state = (1.5, now)
-    again, decision = limit.step(state, now - 10, 1, limit)
-    assert again == (0.5, now)
-    # 50 s until full as of the state's time, which is 10 s ahead of the caller's clock.
-    assert decision == pytest.approx((True, 3, 0, 60.0, 0.0, 0.0, 1, False))
-    again, decision = limit.step(state, now, 1, limit)
-    assert again == (0.5, now)
-    again, decision = limit.step(state, now + 10, 1, limit)
-    assert again == (1.0, now + 10)
+    state, _ = limit.step(None, now, 1, limit)
+    # A caller 30 s behind sees the level as it was 30 s earlier: fuller, not emptier.
+    behind, decision = limit.step(state, now - 30, 0, limit)
+    assert decision == pytest.approx((True, 3, 0, 50.0, 0.0, 0.0, 0, False))
+    _, decision = limit.step(behind, now - 30, 1, limit)
+    assert decision == pytest.approx((False, 3, 0, 50.0, 10.0, 0.0, 0, False))
+    # Back on time, those 30 s do not leak a second time.
+    _, decision = limit.step(behind, now, 0, limit)
+    assert decision == pytest.approx((True, 3, 2, 20.0, 0.0, 0.0, 0, False))
 
 
-def test_peek_on_a_new_key_reports_a_full_bucket() -> None:
-    limit = Limit(5, 10, algorithm="token_bucket")
+def test_peek_on_a_new_key_reports_an_empty_bucket() -> None:
+    limit = Limit(5, 10, algorithm="leaky_bucket")
     _, decision = limit.step(None, 1_700_000_000.0, 0, limit)
     assert decision == (True, 5, 5, 0.0, 0.0, 0.0, 0, False)
 
 
 def test_a_denied_hit_consumes_nothing() -> None:
-    limit = Limit(2, 10, algorithm="token_bucket")
+    limit = Limit(2, 10, algorithm="leaky_bucket")
     now = 1_700_000_000.0
     state, _ = limit.step(None, now, 2, limit)
     for _ in range(5):
@@ -157,7 +118,7 @@ def test_a_denied_hit_consumes_nothing() -> None:
 
 @pytest.mark.parametrize("amount", [10_000, 9_999, 12_345])
 def test_exact_under_a_frozen_clock(amount: int) -> None:
-    limit = Limit(amount, 86_400, algorithm="token_bucket")
+    limit = Limit(amount, 86_400, algorithm="leaky_bucket")
     now = 1_700_000_000.0
     state: Any = None
     admitted = []
@@ -180,8 +141,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Limit, list[tuple[float, int]]]:
     amount = draw(st.integers(1, 20))
     period = draw(st.floats(1, 100))
     burst = draw(st.integers(1, 20))
-    partial = draw(st.booleans())
-    limit = Limit(amount, period, algorithm="token_bucket", burst=burst, partial=partial)
+    limit = Limit(amount, period, algorithm="leaky_bucket", burst=burst)
     now = draw(st.sampled_from(BASES)) + draw(st.floats(0, 1e6))
     gap = st.one_of(st.just(0.0), st.floats(0, 2 * limit.interval), st.floats(0, 2 * period))
     hits = []
@@ -203,10 +163,9 @@ def test_never_exceeds_capacity_plus_rate_times_interval(
         before = state
         state, decision = limit.step(state, now, cost, limit)
         if decision.allowed:
-            assert 0 < decision.granted <= cost
-            assert decision.granted == cost or limit.partial
+            assert decision.granted == cost
             times.append(now)
-            granted.append(decision.granted)
+            granted.append(cost)
         else:
             assert state is before
             assert decision.granted == 0
@@ -230,7 +189,7 @@ def test_retry_after_is_when_the_hit_would_succeed(
     for now, cost in hits:
         before = state
         state, decision = limit.step(state, now, cost, limit)
-        if cost > limit.capacity and not limit.partial:
+        if cost > limit.capacity:
             assert not decision.allowed
             assert decision.retry_after == math.inf
             continue
@@ -239,8 +198,6 @@ def test_retry_after_is_when_the_hit_would_succeed(
         assert decision.retry_after < math.inf
         _, later = limit.step(before, now + decision.retry_after + margin, cost, limit)
         assert later.allowed
-        # With partial, the denial waited for one whole token, and a partial grant takes it.
-        assert later.granted == (1 if limit.partial else cost)
         if decision.retry_after > margin:
             _, sooner = limit.step(before, now + decision.retry_after - margin, cost, limit)
             assert not sooner.allowed
@@ -252,11 +209,11 @@ def test_retry_after_is_when_the_hit_would_succeed(
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_a_refund_right_after_the_hit_is_as_if_it_never_happened(data: st.DataObject) -> None:
-    assert_refund_undoes(data.draw(limits(Algorithm.TOKEN_BUCKET)), data, later=False)
+    assert_refund_undoes(data.draw(limits(Algorithm.LEAKY_BUCKET)), data, later=False)
 
 
-def test_a_refund_puts_the_tokens_back_up_to_the_capacity() -> None:
-    limit = Limit(5, 5, "token_bucket")
-    assert refund((1.0, BASES[1]), BASES[1], 2, limit) == (3.0, BASES[1])
-    assert refund((1.0, BASES[1]), BASES[1] - 1, 10, limit) == (5.0, BASES[1])
-    assert refund(None, BASES[1], 1, limit) is None  # a new bucket is full
+def test_a_refund_lowers_the_level_down_to_0() -> None:
+    limit = Limit(4, 4, "leaky_bucket")
+    assert refund((2.5, BASES[1]), BASES[1], 1, limit) == (1.5, BASES[1])
+    assert refund((2.5, BASES[1]), BASES[1], 3, limit) == (0.0, BASES[1])
+    assert refund(None, BASES[1], 1, limit) is None
