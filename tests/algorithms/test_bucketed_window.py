@@ -16,24 +16,10 @@ from ratekeeper.algorithms.bucketed_window import refund
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
 from tests.algorithms.refunds import assert_refund_undoes
+from tests.algorithms.replay import Hit, Outcome, rows, run
 from tests.strategies import limits
 
 T0 = 1_700_000_040.0  # a whole minute after the epoch
-
-Hit = tuple[float, int]
-Row = tuple[bool, int, float, float]
-
-
-def run(limit: Limit, hits: list[Hit], state: Any = None) -> tuple[Any, list[Decision]]:
-    decisions = []
-    for now, cost in hits:
-        state, decision = limit.step(state, now, cost, limit)
-        decisions.append(decision)
-    return state, decisions
-
-
-def rows(decisions: list[Decision]) -> list[Row]:
-    return [(d.allowed, d.remaining, d.reset_after, d.retry_after) for d in decisions]
 
 
 def bucketed(amount: int, period: float, granularity: float | None = None) -> Limit:
@@ -79,7 +65,7 @@ def bucketed(amount: int, period: float, granularity: float | None = None) -> Li
     ],
 )
 def test_buckets_sliding_out(
-    granularity: float | None, hits: list[Hit], expected: list[Row]
+    granularity: float | None, hits: list[Hit], expected: list[Outcome]
 ) -> None:
     _, decisions = run(bucketed(5, 60, granularity), [(T0 + t, cost) for t, cost in hits])
     assert rows(decisions) == expected

@@ -16,25 +16,11 @@ from ratekeeper.algorithms.fixed_window import refund
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
 from tests.algorithms.refunds import assert_refund_undoes
+from tests.algorithms.replay import Hit, Outcome, rows, run
 from tests.strategies import limits
 
 T0 = 1_700_000_040.0  # a whole minute (and ten seconds) after the epoch
 DAY = 86_400.0
-
-Hit = tuple[float, int]
-Row = tuple[bool, int, float, float]
-
-
-def run(limit: Limit, hits: list[Hit], state: Any = None) -> tuple[Any, list[Decision]]:
-    decisions = []
-    for now, cost in hits:
-        state, decision = limit.step(state, now, cost, limit)
-        decisions.append(decision)
-    return state, decisions
-
-
-def rows(decisions: list[Decision]) -> list[Row]:
-    return [(d.allowed, d.remaining, d.reset_after, d.retry_after) for d in decisions]
 
 
 def utc(stamp: str) -> float:
@@ -91,7 +77,7 @@ def test_window_edge_lets_twice_the_amount_through() -> None:
         ),
     ],
 )
-def test_decisions(hits: list[Hit], expected: list[Row]) -> None:
+def test_decisions(hits: list[Hit], expected: list[Outcome]) -> None:
     _, decisions = run(Limit(3, 10), [(T0 + t, cost) for t, cost in hits])
     assert rows(decisions) == expected
 
@@ -168,7 +154,7 @@ def test_peek_reports_without_consuming() -> None:
         ),
     ],
 )
-def test_calendar_windows(period: int, hits: list[Hit], expected: list[Row]) -> None:
+def test_calendar_windows(period: int, hits: list[Hit], expected: list[Outcome]) -> None:
     _, decisions = run(Limit(3, period, calendar=True), hits)
     assert rows(decisions) == expected
 

@@ -12,37 +12,20 @@ from hypothesis import strategies as st
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.leaky_shaper import refund
 from ratekeeper.core.limits import Limit
+from tests.algorithms.properties import (
+    PROPERTY,
+    SLACK,
+    Scenario,
+    assert_retry_after_is_when_the_hit_would_succeed,
+    assert_within_capacity_plus_rate,
+    scenarios,
+)
 from tests.algorithms.refunds import assert_refund_undoes
+from tests.algorithms.replay import BASES, ShapedRow, replay
 from tests.strategies import limits
 
-BASES = (0.0, 1_700_000_000.0)
-
-#: Rows: (seconds after base, cost, allowed, remaining, reset_after, retry_after, delay, granted).
-Row = tuple[float, int, bool, int, float, float, float, int]
-
-
-def replay(limit: Limit, base: float, rows: list[Row]) -> None:
-    """Thread the state through ``rows``, asserting each decision; denials keep the state."""
-    state: Any = None
-    for index, (offset, cost, *expected) in enumerate(rows):
-        before = state
-        state, decision = limit.step(state, base + offset, cost, limit)
-        got = (
-            decision.allowed,
-            decision.remaining,
-            decision.reset_after,
-            decision.retry_after,
-            decision.delay,
-            decision.granted,
-        )
-        assert got == pytest.approx(tuple(expected), rel=1e-9, abs=1e-9), f"row {index}"
-        assert decision.limit == limit.capacity
-        if not decision.allowed:
-            assert state is before, f"row {index}: a denied hit changed the state"
-
-
 # 5 per 5 s, queue of 5: one departure a second.
-BURST: list[Row] = [
+BURST: list[ShapedRow] = [
     (0, 1, True, 4, 1.0, 0.0, 0.0, 1),  # the queue is empty: no wait
     (0, 1, True, 3, 2.0, 0.0, 1.0, 1),
     (0, 1, True, 2, 3.0, 0.0, 2.0, 1),
@@ -53,7 +36,7 @@ BURST: list[Row] = [
 ]
 
 # 4 per 2 s (T = 0.5 s), queue of 3.
-FIFO: list[Row] = [
+FIFO: list[ShapedRow] = [
     (0, 1, True, 2, 0.5, 0.0, 0.0, 1),
     (0, 1, True, 1, 1.0, 0.0, 0.5, 1),
     (0, 1, True, 0, 1.5, 0.0, 1.0, 1),
@@ -78,8 +61,8 @@ FIFO: list[Row] = [
         pytest.param(Limit(4, 2, algorithm="leaky_shaper", burst=3), FIFO, id="fifo"),
     ],
 )
-def test_decisions(limit: Limit, rows: list[Row], base: float) -> None:
-    replay(limit, base, rows)
+def test_decisions(limit: Limit, rows: list[ShapedRow], base: float) -> None:
+    replay(limit, base, rows, delays=True)
 
 
 def test_peek_on_a_new_key_reports_an_empty_queue() -> None:
@@ -126,57 +109,19 @@ def test_exact_under_a_frozen_clock(amount: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # Properties over random arrivals.
 
-PROPERTY = settings(max_examples=200, deadline=None)
-SLACK = 1e-6  # units, or seconds
-
-
-@st.composite
-def scenarios(draw: st.DrawFn) -> tuple[Limit, list[tuple[float, int]]]:
-    amount = draw(st.integers(1, 20))
-    period = draw(st.floats(1, 100))
-    burst = draw(st.integers(1, 20))
-    limit = Limit(amount, period, algorithm="leaky_shaper", burst=burst)
-    now = draw(st.sampled_from(BASES)) + draw(st.floats(0, 1e6))
-    gap = st.one_of(st.just(0.0), st.floats(0, 2 * limit.interval), st.floats(0, 2 * period))
-    hits = []
-    for _ in range(draw(st.integers(0, 60))):
-        now += draw(gap)
-        hits.append((now, draw(st.integers(1, 5))))
-    return limit, hits
-
 
 @PROPERTY
-@given(scenarios())
+@given(scenarios("leaky_shaper"))
 def test_admits_no_more_than_capacity_plus_rate_times_interval(
-    scenario: tuple[Limit, list[tuple[float, int]]],
+    scenario: Scenario,
 ) -> None:
-    limit, hits = scenario
-    state: Any = None
-    times, granted = [], []
-    for now, cost in hits:
-        before = state
-        state, decision = limit.step(state, now, cost, limit)
-        if decision.allowed:
-            assert decision.granted == cost
-            times.append(now)
-            granted.append(cost)
-        else:
-            assert state is before
-            assert decision.granted == 0
-            assert decision.delay == 0.0
-        assert 0 <= decision.remaining <= limit.capacity
-    for first in range(len(times)):
-        total = 0
-        for last in range(first, len(times)):
-            total += granted[last]
-            bound = limit.capacity + limit.rate * (times[last] - times[first]) + SLACK
-            assert total <= bound, (first, last)
+    assert_within_capacity_plus_rate(scenario, delays=True)
 
 
 @PROPERTY
-@given(scenarios())
+@given(scenarios("leaky_shaper"))
 def test_departures_are_fifo_at_the_outflow_rate(
-    scenario: tuple[Limit, list[tuple[float, int]]],
+    scenario: Scenario,
 ) -> None:
     limit, hits = scenario
     interval = limit.interval
@@ -195,28 +140,11 @@ def test_departures_are_fifo_at_the_outflow_rate(
 
 
 @PROPERTY
-@given(scenarios())
+@given(scenarios("leaky_shaper"))
 def test_retry_after_is_when_the_hit_would_fit(
-    scenario: tuple[Limit, list[tuple[float, int]]],
+    scenario: Scenario,
 ) -> None:
-    limit, hits = scenario
-    margin = 1e-4
-    state: Any = None
-    for now, cost in hits:
-        before = state
-        state, decision = limit.step(state, now, cost, limit)
-        if cost > limit.capacity:
-            assert not decision.allowed
-            assert decision.retry_after == math.inf
-            continue
-        if decision.allowed:
-            continue
-        assert decision.retry_after < math.inf
-        _, later = limit.step(before, now + decision.retry_after + margin, cost, limit)
-        assert later.allowed
-        if decision.retry_after > margin:
-            _, sooner = limit.step(before, now + decision.retry_after - margin, cost, limit)
-            assert not sooner.allowed
+    assert_retry_after_is_when_the_hit_would_succeed(scenario)
 
 
 # --- Refund ----------------------------------------------------------------------------------

@@ -19,24 +19,10 @@ from ratekeeper.core.limits import Limit
 from ratekeeper.stores.memory import MemoryStore
 from ratekeeper.testing import FakeClock
 from tests.algorithms.refunds import assert_refund_undoes
+from tests.algorithms.replay import Hit, Outcome, rows, run
 from tests.strategies import limits
 
 T0 = 1_700_000_040.0  # a whole minute after the epoch
-
-Hit = tuple[float, int]
-Row = tuple[bool, int, float, float]
-
-
-def run(limit: Limit, hits: list[Hit], state: Any = None) -> tuple[Any, list[Decision]]:
-    decisions = []
-    for now, cost in hits:
-        state, decision = limit.step(state, now, cost, limit)
-        decisions.append(decision)
-    return state, decisions
-
-
-def rows(decisions: list[Decision]) -> list[Row]:
-    return [(d.allowed, d.remaining, d.reset_after, d.retry_after) for d in decisions]
 
 
 def log_limit(amount: int, period: float) -> Limit:
@@ -100,7 +86,7 @@ def test_refuses_the_edge_burst_a_fixed_window_lets_through() -> None:
         ),
     ],
 )
-def test_decisions(hits: list[Hit], expected: list[Row]) -> None:
+def test_decisions(hits: list[Hit], expected: list[Outcome]) -> None:
     _, decisions = run(log_limit(3, 10), [(T0 + t, cost) for t, cost in hits])
     assert rows(decisions) == expected
 

@@ -13,33 +13,8 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.token_bucket import refund
 from ratekeeper.core.limits import Limit
 from tests.algorithms.refunds import assert_refund_undoes
+from tests.algorithms.replay import BASES, Row, replay
 from tests.strategies import limits
-
-BASES = (0.0, 1_700_000_000.0)
-
-#: Rows: (seconds after base, cost, allowed, remaining, reset_after, retry_after, granted).
-Row = tuple[float, int, bool, int, float, float, int]
-
-
-def replay(limit: Limit, base: float, rows: list[Row]) -> None:
-    """Thread the state through ``rows``, asserting each decision; denials keep the state."""
-    state: Any = None
-    for index, (offset, cost, *expected) in enumerate(rows):
-        before = state
-        state, decision = limit.step(state, base + offset, cost, limit)
-        got = (
-            decision.allowed,
-            decision.remaining,
-            decision.reset_after,
-            decision.retry_after,
-            decision.granted,
-        )
-        assert got == pytest.approx(tuple(expected), rel=1e-9, abs=1e-9), f"row {index}"
-        assert decision.limit == limit.capacity
-        assert decision.delay == 0.0
-        if not decision.allowed:
-            assert state is before, f"row {index}: a denied hit changed the state"
-
 
 # The source's example: capacity 3, refilled at 3 tokens per minute (one every 20 s).
 REFILL: list[Row] = [
