@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.registry import spec
 
 #: The layout of the keys and of the state under them. Bumped with every change of either, so
 #: that during a rolling deploy no script reads a state written in another layout: "3" names
@@ -33,18 +34,6 @@ from ratekeeper.core.limits import Limit
 VERSION = "3"
 MAX_IDENTITY = 256
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
-#: One letter per algorithm, for ``limit_tag``.
-_LETTERS = {
-    "fixed_window": "f",
-    "sliding_log": "l",
-    "sliding_counter": "c",
-    "bucketed_window": "b",
-    "token_bucket": "t",
-    "leaky_bucket": "k",
-    "leaky_shaper": "s",
-    "gcra": "g",
-    "concurrency": "n",
-}
 
 
 def escape(identity: str) -> str:
@@ -61,7 +50,7 @@ def limit_tag(limit: Limit) -> str:
     """``limit``'s part of its keys: its id with the algorithm as one letter and ``,`` for
     ``:`` (``gcra:10/60:b3`` is ``g10/60,b3``); distinct limits get distinct tags."""
     algorithm = limit.algorithm.value
-    return _LETTERS[algorithm] + limit.id[len(algorithm) + 1 :].replace(":", ",")
+    return spec(limit.algorithm).letter + limit.id[len(algorithm) + 1 :].replace(":", ",")
 
 
 #: Where the hash tag goes: around the limit and identity, or around the identity alone.
