@@ -22,6 +22,7 @@ from ratekeeper.core.limits import Limit
 from ratekeeper.core.overrides import Override
 from ratekeeper.core.periods import parse_period
 from ratekeeper.core.rates import parse, parse_many
+from ratekeeper.core.version import VERSION
 from ratekeeper.decider import AsyncDecider, Decider
 from ratekeeper.engine import AsyncEngine, Descriptor, Engine, Status, Verdict
 from ratekeeper.limiter import AsyncLimiter, Limiter
@@ -72,4 +73,4 @@ __all__ = [
     "parse_rules",
 ]
 
-__version__ = "0.1.0"
+__version__ = VERSION

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratekeeper import __version__
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.inputs import MAX_COST
+from ratekeeper.core.version import VERSION
 from ratekeeper.rules.model import UNITS
 from ratekeeper.service.bodies import MAX_BATCH
 from ratekeeper.service.envoy_json import camel
@@ -485,7 +485,7 @@ def document() -> dict[str, Any]:
     }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "ratekeeper decision service", "version": __version__},
+        "info": {"title": "ratekeeper decision service", "version": VERSION},
         "paths": paths,
         "components": {
             "schemas": _SCHEMAS,
