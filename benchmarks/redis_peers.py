@@ -41,7 +41,7 @@ from benchmarks.peers import (
     ratekeeper_limit,
 )
 from ratekeeper.stores import open_async_store, open_store
-from ratekeeper.stores.urls import open_client
+from ratekeeper.stores.redis.clients import open_client
 
 #: Concurrent callers in the asyncio benchmark.
 CALLERS = 64
@@ -88,8 +88,9 @@ def baseline(url: str, algorithm: str, amount: int, namespace: str) -> Contender
     """The floor of a script round trip: ``EVALSHA`` of ``return 1``, no key, no argument.
 
     Sent the way ratekeeper sends its scripts, on a client opened as ratekeeper opens its own
-    (``ratekeeper.stores.urls.open_client``: the same connection class, command packer, reply
-    parser, socket timeout and retry settings): ``client.execute_command("EVALSHA", sha, 0)``.
+    (``ratekeeper.stores.redis.clients.open_client``: the same connection class, command
+    packer, reply parser, socket timeout and retry settings):
+    ``client.execute_command("EVALSHA", sha, 0)``.
     It decides nothing, so its ``hit`` always allows: it belongs in allow-path rows only.
     """
     client = open_client(url, asyncio=False)

@@ -314,8 +314,9 @@ def sequential(out: Output, server: RedisServer, sizes: RedisSizes) -> tuple[Rat
     out.emit(
         "Decisions per second, each call one round trip to Redis. `EVALSHA return 1` is "
         '`client.execute_command("EVALSHA", sha, 0)` of `return 1`, called in the same loop on '
-        "a client opened as ratekeeper opens its own (`ratekeeper.stores.urls.open_client`: the "
-        "same connection class, command packer and parser), which is how ratekeeper sends its "
+        "a client opened as ratekeeper opens its own "
+        "(`ratekeeper.stores.redis.clients.open_client`: the same connection class, command "
+        "packer and parser), which is how ratekeeper sends its "
         "scripts: the floor of any script round trip. `same-work floor` is, sent the same way, "
         "a script doing the least a decision on a stored state can: one `GET`, one `SET ... PX` "
         "of 16 bytes, a two-element reply (`benchmarks/redis_peers.py`: `SAME_WORK_SCRIPT`). "

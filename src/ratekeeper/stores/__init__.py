@@ -102,7 +102,7 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         from ratekeeper.stores import overlimit, resilience
         from ratekeeper.stores import redis as stores
         from ratekeeper.stores.deferred import Deferred
-        from ratekeeper.stores.urls import check_url, open_client
+        from ratekeeper.stores.redis.clients import check_url, open_client
 
         policy = options.pop("on_store_error", "allow")
         cache = options.pop("over_limit_cache", False)

@@ -1,4 +1,4 @@
-"""Opening Redis clients from store URLs.
+"""Opening Redis clients from store URLs:
 
     redis://[:password@]host:port/db       one server (rediss:// for TLS)
     redis+sentinel://host:port,host:port/service[/db]
