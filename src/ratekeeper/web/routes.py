@@ -46,7 +46,7 @@ class Adapter:
     def too_large(self) -> Reply:
         """The answer to a body longer than ``max_body``."""
         detail = f"a body read for a rate limit is at most {self.max_body} bytes"
-        return problem_reply(Problem(413, "too-large", detail))
+        return problem_reply(Problem.of("too-large", detail))
 
 
 class RouteLimiter(Adapter):
