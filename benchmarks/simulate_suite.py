@@ -17,7 +17,8 @@ from benchmarks import report
 from benchmarks.report import Output
 from benchmarks.scenarios import timed
 from ratekeeper import Algorithm, Limit
-from ratekeeper.simulate import Trace, simulate, traces
+from ratekeeper.simulate import Trace, simulate
+from ratekeeper.simulate import generators as traces
 
 #: Events per second per algorithm, for the O(1) ones.
 TARGET = 1_000_000
