@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
     from ratekeeper.core.decisions import Decision
     from ratekeeper.core.limits import Limit
-    from ratekeeper.engine.verdict import Descriptor, Entry, Verdict
+    from ratekeeper.engine.verdict import Descriptor, Verdict
+    from ratekeeper.rules.model import Entry
 
 
 @runtime_checkable

@@ -7,8 +7,8 @@ from importlib.resources import files
 import pytest
 
 from ratekeeper import Algorithm, InvalidLimitError, Limit
-from ratekeeper.core.keys import limit_tag
 from ratekeeper.core.registry import Spec, bind, spec
+from ratekeeper.core.store_keys import limit_tag
 from ratekeeper.stores.redis.scripts import LIBRARY, REFUND, RELEASE, SINGLE, SOURCE, expand
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ratekeeper.core.decisions import Decision
     from ratekeeper.core.limits import Limit
 
-#: The letter naming this algorithm in keys (``ratekeeper.core.keys.limit_tag``).
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
 LETTER = "k"
 #: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
 TAKES_BURST = True

@@ -27,12 +27,13 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import ConfigError, InvalidLimitError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.inputs import MAX_COST, check_cost, check_key, check_text
-from ratekeeper.core.keys import identity
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.rates import cached
+from ratekeeper.core.store_keys import identity
 from ratekeeper.engine.plans import Plan, Planner, prepare, requests, single, status, verdict
 from ratekeeper.engine.reload import RuleWatcher
-from ratekeeper.engine.verdict import Descriptor, Entry, Observer, Status, Verdict, unlimited
+from ratekeeper.engine.verdict import Descriptor, Observer, Status, Verdict, unlimited
+from ratekeeper.rules.model import Entry
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 

@@ -50,7 +50,8 @@ from ratekeeper.decider import (
     DescriptorDecider,
     ManyDecider,
 )
-from ratekeeper.engine.verdict import Entry, Status, Verdict
+from ratekeeper.engine.verdict import Status, Verdict
+from ratekeeper.rules.model import Entry
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
 from ratekeeper.web.limits import CostLike, RateLimit
@@ -61,7 +62,7 @@ log = logging.getLogger("ratekeeper.web")
 S = TypeVar("S")
 
 #: One hit of a request: the counter's key, one limit, and the cost.
-Hit = tuple[str, Limit | str, int]
+RequestHit = tuple[str, Limit | str, int]
 
 
 class Outcome(NamedTuple):
@@ -90,8 +91,8 @@ class _Plan(NamedTuple):
     """What deciding a request takes: its hits, its shadow hits, and its descriptors, each
     costing ``cost`` (0 when there are none)."""
 
-    hits: list[Hit]
-    shadow: list[Hit]
+    hits: list[RequestHit]
+    shadow: list[RequestHit]
     descriptors: list[tuple[Entry, ...]]
     cost: int
 
@@ -178,8 +179,8 @@ class BaseGate:
         return any(limit.applies(request) for limit in self._body_limits)
 
     def _plan(self, request: Request) -> _Plan:
-        hits: list[Hit] = []
-        shadow: list[Hit] = []
+        hits: list[RequestHit] = []
+        shadow: list[RequestHit] = []
         scope = self.scope or f"{request.method} {request.route or request.path}"
         for limit in self.limits:
             if not limit.applies(request):

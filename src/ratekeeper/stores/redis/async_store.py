@@ -14,8 +14,8 @@ from ratekeeper.core.errors import (
     StoreError,
 )
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key
-from ratekeeper.core.keys import state_key
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit
 from ratekeeper.stores.redis.base import Base

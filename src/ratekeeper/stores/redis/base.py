@@ -7,8 +7,8 @@ from typing import Any
 
 from ratekeeper.core.errors import MissingExtraError
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_key
-from ratekeeper.core.keys import check_prefix, check_tag, state_key
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.store_keys import check_prefix, check_tag, state_key
 from ratekeeper.stores.memory import Hit, check_release
 from ratekeeper.stores.redis.batches import (
     Batch,
