@@ -1,4 +1,5 @@
-"""Where a ratekeeper decision on Redis spends its time: ``python -m benchmarks.redis_profile``.
+"""Where a ratekeeper decision on Redis spends its time:
+``python -m benchmarks.redis_store.profiling``.
 
 On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on one hot key
 (sequential) and on 64 keys (64 asyncio callers, batching on):
@@ -37,9 +38,9 @@ from typing import Any
 import redis
 
 import ratekeeper as rk
-from benchmarks.peers import ratekeeper_limit
-from benchmarks.redis_peers import CALLERS
-from benchmarks.redis_server import RedisServer, server_usec
+from benchmarks.contenders import ratekeeper_limit
+from benchmarks.redis_store.peers import CALLERS
+from benchmarks.redis_store.server import RedisServer, server_usec
 from ratekeeper.stores import open_async_store, open_store
 from ratekeeper.stores.redis.scripts import SINGLE, SOURCE, arguments, limit_args, now_arg
 
@@ -340,7 +341,9 @@ def server_side(server: RedisServer, calls: int, rounds: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.redis_profile", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.redis_store.profiling", description=__doc__
+    )
     parser.add_argument("--calls", type=int, default=5_000, help="sequential calls")
     parser.add_argument("--per-caller", type=int, default=300, help="hits per asyncio caller")
     parser.add_argument("--top", type=int, default=20, help="functions shown per profile")
