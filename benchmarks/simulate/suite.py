@@ -15,7 +15,7 @@ from functools import partial
 
 from benchmarks import report
 from benchmarks.report import Output
-from benchmarks.scenarios import timed
+from benchmarks.trials import timed
 from ratekeeper import Algorithm, Limit
 from ratekeeper.simulate import Trace, simulate
 from ratekeeper.simulate import generators as traces

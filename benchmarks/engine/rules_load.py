@@ -1,4 +1,5 @@
-"""How long a large rule file takes to validate: ``python -m benchmarks.rules_load [MB ...]``.
+"""How long a large rule file takes to validate:
+``python -m benchmarks.engine.rules_load [MB ...]``.
 
 Writes a rule file of each size given in megabytes (default 10 and 50) to a temporary
 directory, loads it with ``load_rules`` in a fresh process (so that each measures its own peak

@@ -1,4 +1,5 @@
-"""Where a ratekeeper decision on Redis spends its time: ``python -m benchmarks.redis_profile``.
+"""Where a ratekeeper decision on Redis spends its time:
+``python -m benchmarks.redis_store.profiling``.
 
 On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on one hot key
 (sequential) and on 64 keys (64 asyncio callers, batching on):
@@ -6,10 +7,14 @@ On a redis-server of its own (as ``python -m benchmarks --redis``), for GCRA on 
 1. wall time, client CPU time (``time.process_time``) and server time (``INFO
    commandstats``) per decision, beside the same for a raw ``EVALSHA`` of ``return 1`` (on a
    default client through redis-py's ``Script``, and sent as ratekeeper sends its scripts on
-   ratekeeper's own client) and for ratekeeper with its scripts swapped for a stub that only
-   returns a reply of the same shape (what is left is the client's cost; the store's
-   ``_script`` and ``_scripts`` are replaced on that one store object, which is then sent
-   the scripts, not its functions; nothing in ``src`` is touched);
+   ratekeeper's own client), and for a stub script that only returns a reply of the same shape,
+   sent on ratekeeper's client with ratekeeper's key and arguments (``state_key``,
+   ``limit_args``) and its reply decoded by ``scripts.decision``: the round trip and the
+   client's packing and decoding, without the store's own code or the server's work. With 64
+   callers, the stub is one batch of 64 (``scripts.arguments``, decoded by
+   ``scripts.decisions``) sent one after another. The store itself is never altered: what it
+   adds above the stub (checking the hit, choosing the entry, futures for the batching
+   callers) is ratekeeper's row less the stub's, not a stage of its own;
 2. the client's top functions under ``cProfile``, and its own time summed by area;
 3. calls handed over one per event-loop turn (as ``grpc.aio`` hands over requests), and how
    many share a script run;
@@ -37,16 +42,28 @@ from typing import Any
 import redis
 
 import ratekeeper as rk
-from benchmarks.peers import ratekeeper_limit
-from benchmarks.redis_peers import CALLERS
-from benchmarks.redis_server import RedisServer, server_usec
+from benchmarks.contenders import ratekeeper_limit
+from benchmarks.redis_store.peers import CALLERS
+from benchmarks.redis_store.server import RedisServer, server_usec
+from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores import open_async_store, open_store
-from ratekeeper.stores.redis.scripts import SINGLE, SOURCE, arguments, limit_args, now_arg
+from ratekeeper.stores.redis.clients import open_client
+from ratekeeper.stores.redis.scripts import (
+    SINGLE,
+    SOURCE,
+    arguments,
+    decision,
+    decisions,
+    limit_args,
+    now_arg,
+)
 
 ALGORITHM = "gcra"
 AMOUNT = 1_000_000_000
 #: Seconds of socket timeout for the asyncio stores (see ``concurrent``).
 TIMEOUT = 2.0
+#: The row of the stub sent as one batch of every caller's hit.
+STUB_BATCH = f"stub script, {CALLERS} per batch"
 
 
 def _lua_parts() -> tuple[str, str]:
@@ -64,17 +81,6 @@ STUB = """
 return string.rep(struct.pack('<Bi8i8dddi8B', 1, 1000000000, 999999999, 3.6e-06, 0, 0, 1, 0),
   #KEYS)
 """
-
-
-def _stubbed(store: Any, client: Any) -> Any:
-    """``store`` with its scripts (batch and single-hit) swapped for ``STUB``, on its client."""
-    if not all(hasattr(store, name) for name in ("_script", "_scripts", "_use_functions")):
-        raise RuntimeError("RedisStore no longer keeps its scripts in _script and _scripts")
-    stub = client.register_script(STUB)
-    store._script = stub
-    store._scripts = dict.fromkeys(store._scripts, stub)
-    store._use_functions(False)
-    return store
 
 
 def _timed(server: RedisServer, calls: int, run: Callable[[], None]) -> tuple[float, float, float]:
@@ -125,31 +131,37 @@ def _profile_text(profile: cProfile.Profile, top: int) -> str:
 def sequential(server: RedisServer, calls: int, top: int, rounds: int) -> None:
     limit = ratekeeper_limit(ALGORITHM, AMOUNT)
     store = open_store(server.url, on_store_error=None, prefix="prof")
-    stub_client = redis.Redis.from_url(server.url)
-    stub = open_store(server.url, on_store_error=None, prefix="stub")
-    _stubbed(stub, stub.client)  # type: ignore[attr-defined]
     floor_client = redis.Redis.from_url(server.url)
     floor = floor_client.register_script("return 1")
-    # The same script sent as ratekeeper sends its own (``execute_command``), on ratekeeper's
-    # client (its connection class, packer, socket timeout, no retries).
-    own_client: Any = store.client  # type: ignore[attr-defined]
+    # The same script sent as ratekeeper sends its own (``execute_command``), on a client
+    # opened as ratekeeper opens its own (its connection class, packer, socket timeout, no
+    # retries); and on it the stub, given a single hit's key and arguments as ratekeeper
+    # builds them, its reply decoded as ratekeeper decodes it.
+    own_client = open_client(server.url, asyncio=False)
     own_sha = own_client.script_load("return 1")
+    stub_sha = own_client.script_load(STUB)
 
     def own_floor() -> None:
         own_client.execute_command("EVALSHA", own_sha, 0)
 
+    def stub_hit() -> None:
+        args = (state_key(limit, "hot", "stub"), now_arg(None), "1", *limit_args(limit))
+        decision(own_client.execute_command("EVALSHA", stub_sha, 1, *args))
+
     runs: dict[str, Callable[[], None]] = {}
-    for name, hit in (
-        ("ratekeeper", rk.Limiter(store).hit),
-        ("ratekeeper, stub script", rk.Limiter(stub).hit),
-    ):
-        hit("hot", limit)
+    hit = rk.Limiter(store).hit
+    hit("hot", limit)
 
-        def run(hit: Any = hit) -> None:
-            for _ in range(calls):
-                hit("hot", limit)
+    def run_ratekeeper() -> None:
+        for _ in range(calls):
+            hit("hot", limit)
 
-        runs[name] = run
+    def run_stub() -> None:
+        for _ in range(calls):
+            stub_hit()
+
+    runs["ratekeeper"] = run_ratekeeper
+    runs["stub script, ratekeeper's args"] = run_stub
 
     def run_floor() -> None:
         for _ in range(calls):
@@ -163,6 +175,7 @@ def sequential(server: RedisServer, calls: int, top: int, rounds: int) -> None:
     runs["return 1, ratekeeper's client"] = run_own_floor
     floor()
     own_floor()
+    stub_hit()
     print(f"== sequential, {ALGORITHM}, one hot key, {calls:,} calls; median of {rounds} rounds")
     measured: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
     for _ in range(rounds):
@@ -177,9 +190,8 @@ def sequential(server: RedisServer, calls: int, top: int, rounds: int) -> None:
         profile.runcall(run)
         print(f"\n-- cProfile, {name} (sorted by own time)")
         print(_profile_text(profile, top if name == "ratekeeper" else 6))
-    for closing in (store, stub):
-        closing.close()
-    stub_client.close()
+    store.close()
+    own_client.close()
     floor_client.close()
 
 
@@ -190,13 +202,11 @@ def concurrent(server: RedisServer, per_caller: int, top: int, rounds: int) -> N
         # A timeout longer than the default 0.25 s: without batching, 64 script runs queue on
         # the server, and on a loaded machine the last of them can take longer than that.
         options: dict[str, Any] = {"on_store_error": None, "timeout": TIMEOUT}
-        stub = open_async_store(url, prefix="stub", **options)
         variants: dict[str, Any] = {
             "batching on": open_async_store(url, prefix="prof", **options),
-            "batching on, stub script": _stubbed(stub, stub.client),  # type: ignore[attr-defined]
             "batching off": open_async_store(url, prefix="prof", batch=False, **options),
         }
-        decisions = CALLERS * per_caller
+        decisions_made = CALLERS * per_caller
         measured: dict[str, list[tuple[float, float, float, float]]] = {}
         callers: dict[str, Callable[[], Any]] = {}
         for name, store in variants.items():
@@ -212,6 +222,23 @@ def concurrent(server: RedisServer, per_caller: int, top: int, rounds: int) -> N
             await gathered()  # warm-up: connections, keys
             callers[name] = gathered
             measured[name] = []
+        # The stub as one batch of every caller's hit, built and decoded as ratekeeper's batches
+        # are, the batches sent one after another on a client opened as ratekeeper's.
+        stub_client = open_client(url, asyncio=True, timeout=TIMEOUT)
+        stub_sha = await stub_client.script_load(STUB)
+        keys = [state_key(limit, f"user:{i}", "stub") for i in range(CALLERS)]
+
+        async def stub_batches() -> None:
+            for _ in range(per_caller):
+                argv = arguments([(limit, 1)] * CALLERS, None, False)
+                reply = await stub_client.execute_command(
+                    "EVALSHA", stub_sha, CALLERS, *keys, *argv
+                )
+                decisions(reply)
+
+        await stub_batches()  # warm-up
+        callers[STUB_BATCH] = stub_batches
+        measured[STUB_BATCH] = []
         for _ in range(rounds):
             for name, gathered in callers.items():
                 server.reset_stats()
@@ -224,9 +251,9 @@ def concurrent(server: RedisServer, per_caller: int, top: int, rounds: int) -> N
         for name, values in measured.items():
             wall, cpu, usec, runs = (statistics.median(c) for c in zip(*values, strict=True))
             print(
-                f"{name:26} {decisions / wall:11,.0f} {wall / decisions * 1e6:8.1f} "
-                f"{cpu / decisions * 1e6:14.1f} {usec / decisions:10.1f}   "
-                f"{decisions / max(runs, 1):.1f} decisions per script run, "
+                f"{name:26} {decisions_made / wall:11,.0f} {wall / decisions_made * 1e6:8.1f} "
+                f"{cpu / decisions_made * 1e6:14.1f} {usec / decisions_made:10.1f}   "
+                f"{decisions_made / max(runs, 1):.1f} decisions per script run, "
                 f"{usec / max(runs, 1):.0f} µs per run"
             )
         profile = cProfile.Profile()
@@ -237,6 +264,7 @@ def concurrent(server: RedisServer, per_caller: int, top: int, rounds: int) -> N
         print(_profile_text(profile, top))
         for store in variants.values():
             await store.close()
+        await stub_client.aclose()
 
     print(
         f"\n== {CALLERS} concurrent asyncio callers, {ALGORITHM}, one key each, {per_caller} hits "
@@ -340,7 +368,9 @@ def server_side(server: RedisServer, calls: int, rounds: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.redis_profile", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.redis_store.profiling", description=__doc__
+    )
     parser.add_argument("--calls", type=int, default=5_000, help="sequential calls")
     parser.add_argument("--per-caller", type=int, default=300, help="hits per asyncio caller")
     parser.add_argument("--top", type=int, default=20, help="functions shown per profile")

@@ -1,4 +1,4 @@
-"""What the service's metrics cost a decision: ``python -m benchmarks.metrics_cost``.
+"""What the service's metrics cost a decision: ``python -m benchmarks.service.metrics_cost``.
 
 Times, with ``timeit`` (the best of several repeats, in nanoseconds per call):
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benchmarks import report
 from benchmarks.report import Output
-from benchmarks.scenarios import timed
+from benchmarks.trials import timed
 from ratekeeper import Limit, Limiter, MemoryStore
 from ratekeeper.config import open_config_store
 from ratekeeper.core.overrides import Override

@@ -1,18 +1,18 @@
 """The memory store under size: hit latency while keys expire, and bytes per key.
 
-``python -m benchmarks.expiry`` fills a ``MemoryStore`` with a million live keys, then drives it
-open-loop for a while: calls are scheduled at a fixed rate, nine in ten a hit on a live key and
-one in ten a new key under a short limit, so that keys expire all the time and must be dropped.
-Each call's latency is measured from the time it was scheduled, not from when the loop got to
-it, so that a pause (the store holding its lock) delays every call scheduled during it, as it
-would delay the requests of a server. It prints the store's size as it goes, the CPU time of
-each call (the time the store held its lock, with no preemption in it), and the latency
-percentiles of the hits on live keys, overall and for the worst second: replayed from the CPU
-times (a queue served in order at the scheduled rate), and as measured on the wall clock,
-which on a shared machine also holds every time the process was preempted.
+``python -m benchmarks.memory.expiry`` fills a ``MemoryStore`` with a million live keys, then drives
+it open-loop for a while: calls are scheduled at a fixed rate, nine in ten a hit on a live key and
+one in ten a new key under a short limit, so that keys expire all the time and must be dropped. Each
+call's latency is measured from the time it was scheduled, not from when the loop got to it, so that
+a pause (the store holding its lock) delays every call scheduled during it, as it would delay the
+requests of a server. It prints the store's size as it goes, the CPU time of each call (the time the
+store held its lock, with no preemption in it), and the latency percentiles of the hits on live
+keys, overall and for the worst second: replayed from the CPU times (a queue served in order at the
+scheduled rate), and as measured on the wall clock, which on a shared machine also holds every time
+the process was preempted.
 
-``python -m benchmarks.expiry --footprint`` measures the bytes each idle key holds, for every
-algorithm (``benchmarks.memory.bytes_per_key``, 100,000 keys).
+``python -m benchmarks.memory.expiry --footprint`` measures the bytes each idle key holds, for
+every algorithm (``benchmarks.memory.footprint.bytes_per_key``, 100,000 keys).
 
 Nothing here is a timed assertion; no test depends on it.
 """
@@ -137,8 +137,8 @@ def latency(keys: int, rate: int, seconds: float, collector: str = "freeze") -> 
 
 def footprint(keys: int) -> None:
     """Bytes per idle key for every algorithm (needs the ``bench`` extra)."""
-    from benchmarks.memory import bytes_per_key
-    from benchmarks.peers import ratekeeper
+    from benchmarks.memory.footprint import bytes_per_key
+    from benchmarks.memory.peers import ratekeeper
 
     for algorithm in rk.Algorithm:
         value = bytes_per_key(ratekeeper, algorithm.value, keys)
@@ -147,7 +147,7 @@ def footprint(keys: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.expiry", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory.expiry", description=__doc__)
     parser.add_argument("--keys", type=int, default=1_000_000, help="live keys (1,000,000)")
     parser.add_argument("--rate", type=int, default=50_000, help="calls a second (50,000)")
     parser.add_argument("--seconds", type=float, default=65.0, help="run time (65)")

@@ -30,7 +30,9 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.report import Output
-from benchmarks.web_apps import GROUPS, HEADERS, LIMIT, TARGET, Contender, Group
+from benchmarks.web.asgi_apps import fastapi_group, starlette_group
+from benchmarks.web.groups import HEADERS, LIMIT, TARGET, Contender, Group
+from benchmarks.web.wsgi_apps import django_group, flask_group
 
 #: The limit of the sanity pass: the third request within a minute must be refused.
 TINY = "2/minute"
@@ -38,6 +40,14 @@ TINY = "2/minute"
 #: The peers' packages, for the versions in the header.
 PEER_PACKAGES = ("starlette", "fastapi", "slowapi", "flask", "flask-limiter", "django")
 PEER_PACKAGES += ("django-ratelimit", "limits")
+
+#: Every group, in the order of the tables.
+GROUPS: tuple[Callable[[], Group], ...] = (
+    starlette_group,
+    fastapi_group,
+    flask_group,
+    django_group,
+)
 
 
 @dataclass(frozen=True)

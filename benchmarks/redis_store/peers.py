@@ -1,6 +1,6 @@
 """Contenders on Redis: ratekeeper, a raw redis-py baseline, and the peers' Redis backends.
 
-Every contender is a ``benchmarks.peers.Contender`` driven through its library's public per-hit
+Every contender is a ``benchmarks.contenders.Contender`` driven through its library's public per-hit
 call, configured as a user would configure it for Redis, with the same amount, period and burst
 as the others. The sync factories take ``(url, algorithm, amount, namespace)``; the asyncio ones
 also take the event loop their clients live on, and ``run`` spreads its calls over ``CALLERS``
@@ -29,7 +29,7 @@ from limits.storage import storage_from_string
 from pyrate_limiter.buckets.redis_bucket import LuaScript
 
 import ratekeeper as rk
-from benchmarks.peers import (
+from benchmarks.contenders import (
     LIMITS,
     PERIOD,
     PYRATE,
@@ -148,7 +148,7 @@ class _RedisPerKeyFactory(pl.BucketFactory):
 
     Stamps items with wall-clock milliseconds, the clock of ``RedisBucket.now`` and of
     ``RedisStateStore``, so that every process sharing the Redis agrees. Buckets are not
-    registered with the background leaker (see ``benchmarks.peers._PerKeyFactory``).
+    registered with the background leaker (see ``benchmarks.memory.peers._PerKeyFactory``).
     """
 
     def __init__(self, make_bucket: Callable[[str], pl.AbstractBucket]) -> None:

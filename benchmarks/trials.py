@@ -1,4 +1,4 @@
-"""Scenarios, and the measurement of decisions per second that every table is made of.
+"""The measurement of decisions per second that every table is made of.
 
 A measurement times a fixed number of calls with ``time.perf_counter``, the garbage collector
 off as ``timeit`` does (garbage is collected between rows). A row keeps each contender's best
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from benchmarks.peers import PERIOD, Contender
+from benchmarks.contenders import PERIOD, Contender
 
 #: Hits per sample in the checks made before and after each measurement.
 SAMPLE = 20
@@ -37,12 +37,6 @@ UNREACHABLE = 1_000_000_000
 
 #: The amount of a log-based allow-path limit: a realistic log, which a run stays below.
 LOG_AMOUNT = 300_000
-
-#: The window of the hot sliding log's allow path, in seconds: short, so that entries leave it
-#: during a measurement as fast as they come, as in a busy log at its steady state.
-STEADY_PERIOD = 1
-#: Its amount: more than any library admits in one window, so the path stays allow.
-STEADY_AMOUNT = 20_000_000
 
 #: The amount of a deny-path limit, exhausted before timing.
 DENY_AMOUNT = 10
@@ -64,40 +58,6 @@ def timed(run: Callable[[], object]) -> float:
 
 class BenchmarkError(RuntimeError):
     """A contender is not on the path its scenario is meant to time."""
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """Which keys are hit (one hot key, or many cycled round-robin) and on which path."""
-
-    name: str
-    hot: bool
-    allow: bool
-
-    def title(self, keys: int) -> str:
-        which = "One hot key" if self.hot else f"{keys:,} distinct keys round-robin"
-        return f"{which}, {'allow' if self.allow else 'deny'} path"
-
-
-SCENARIOS = (
-    Scenario("hot key, allow", hot=True, allow=True),
-    Scenario("hot key, deny", hot=True, allow=False),
-    Scenario("many keys, allow", hot=False, allow=True),
-    Scenario("many keys, deny", hot=False, allow=False),
-)
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """How much work one run does: ``--quick`` shrinks every number."""
-
-    calls: int = 200_000  # calls per measurement
-    log_calls: int = 50_000  # calls per measurement on a hot sliding log
-    keys: int = 100_000  # distinct keys in the round-robin scenarios
-    repeats: int = 3
-
-
-QUICK = Sizes(calls=20_000, log_calls=5_000, keys=10_000, repeats=3)
 
 
 @dataclass(frozen=True)
@@ -124,27 +84,6 @@ class Plan:
                 "fast as they come, and every library pays for its expiry"
             )
         return text
-
-
-def plan(scenario: Scenario, algorithm: str, sizes: Sizes) -> Plan:
-    """The limit and calls for ``algorithm`` in ``scenario``."""
-    keys = 1 if scenario.hot else sizes.keys
-    if not scenario.allow:
-        return Plan(DENY_AMOUNT, keys, sizes.calls, False, setup_cost=DENY_AMOUNT)
-    if algorithm in LOG_ALGORITHMS:
-        if scenario.hot:
-            return Plan(
-                STEADY_AMOUNT,
-                1,
-                sizes.log_calls,
-                True,
-                setup_cost=1,
-                fresh=True,
-                period=STEADY_PERIOD,
-                warmup=STEADY_PERIOD,
-            )
-        return Plan(LOG_AMOUNT, keys, sizes.calls, True, setup_cost=1)
-    return Plan(UNREACHABLE, keys, sizes.calls, True, setup_cost=1)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import gc
 import tracemalloc
 from collections.abc import Callable
 
-from benchmarks.peers import Contender
+from benchmarks.contenders import Contender
 
 #: The limit every key is hit under: one hit exhausts it, so a second hit on a key the store
 #: kept is denied, which is checked.

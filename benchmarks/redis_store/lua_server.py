@@ -6,7 +6,8 @@ the client. The simulated clock advances 1 ms per hit against limits of 500 per 
 about half of the hits are allowed once past the first second (the concurrency limiter's
 leases of a second expire as fast as they are taken).
 
-    .venv/bin/python -m benchmarks.lua_server URL [--hits N] [--rounds R] [--variant DIR ...]
+    .venv/bin/python -m benchmarks.redis_store.lua_server URL
+        [--hits N] [--rounds R] [--variant DIR ...]
 
 Each ``--variant DIR`` also measures a script assembled from ``DIR/prelude.lua``, ``DIR/NAME.lua``
 for each algorithm and ``DIR/dispatch.lua``, to compare a change with the installed script.

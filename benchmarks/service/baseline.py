@@ -1,6 +1,6 @@
 """The service benchmark's baseline: hello-world HTTP and gRPC on ``ratekeeper serve``'s stack.
 
-``python -m benchmarks.service_baseline --http HOST:PORT --grpc HOST:PORT`` serves until SIGTERM:
+``python -m benchmarks.service.baseline --http HOST:PORT --grpc HOST:PORT`` serves until SIGTERM:
 
 - over HTTP, a raw ASGI app that reads the request's body and answers 200 with a fixed JSON
   body, on uvicorn with the options ``ratekeeper serve`` gives it
@@ -112,7 +112,7 @@ def application(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.service_baseline")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.service.baseline")
     parser.add_argument("--http", required=True, metavar="HOST:PORT")
     parser.add_argument("--grpc", required=True, metavar="HOST:PORT")
     args = parser.parse_args(argv)
