@@ -1,7 +1,8 @@
 """``Engine`` and ``AsyncEngine``: the decision engine, joining rules, overrides and a store.
 
 The two classes are twins kept line-aligned: only I/O differs (the store is awaited, and a
-configuration lookup that misses the cache runs in a worker thread, off the event loop).
+configuration lookup that misses the cache runs in a worker thread, off the event loop). What
+they share, their arguments' checks included, is ``base.EngineBase``.
 
 Lifecycle: building an engine starts nothing. Its background work (reloading the rule files,
 following the configuration store's changes, expiring the plan cache) starts with the first

@@ -2,7 +2,8 @@
 
 The two classes are twins kept line-aligned: only I/O differs (``await`` on the store, and
 ``asyncio.sleep`` instead of ``time.sleep``). Both are context managers that close their store
-on exit; ``close()`` may be called again, and does nothing more.
+on exit; ``close()`` may be called again, and does nothing more. What they share free of I/O
+(reading limits, expanding hits, the arithmetic of waiting) is in ``shared``.
 """
 
 from __future__ import annotations
