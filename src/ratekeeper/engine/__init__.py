@@ -7,7 +7,7 @@ these calls.
 """
 
 from ratekeeper.core.store_keys import descriptor_key
-from ratekeeper.engine.core import AsyncEngine, Engine
+from ratekeeper.engine.engines import AsyncEngine, Engine
 from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Status, Verdict
 
 __all__ = [

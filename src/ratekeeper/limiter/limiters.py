@@ -2,7 +2,8 @@
 
 The two classes are twins kept line-aligned: only I/O differs (``await`` on the store, and
 ``asyncio.sleep`` instead of ``time.sleep``). Both are context managers that close their store
-on exit; ``close()`` may be called again, and does nothing more.
+on exit; ``close()`` may be called again, and does nothing more. What they share free of I/O
+(reading limits, expanding hits, the arithmetic of waiting) is in ``shared``.
 """
 
 from __future__ import annotations
@@ -18,137 +19,30 @@ from typing import Any, ParamSpec, TypeVar
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.closing import AsyncClosing, Closing
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import InvalidInputError, InvalidLimitError, RateLimitExceeded
-from ratekeeper.core.inputs import check_cost, check_key
+from ratekeeper.core.errors import RateLimitExceeded
+from ratekeeper.core.inputs import check_cost
 from ratekeeper.core.limits import Limit, algorithm_of
-from ratekeeper.core.rates import cached
-from ratekeeper.stores import AsyncStore, Hit, Store, open_async_store, open_store
+from ratekeeper.limiter.shared import (
+    POLL,
+    HitLike,
+    KeyLike,
+    LimitLike,
+    Rates,
+    check_timeout,
+    concurrency_limit,
+    expand,
+    give_up,
+    key_function,
+    last_refusal,
+    limits_of,
+    pause_after,
+    single,
+)
+from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, Clock, MemoryStore
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-#: A limit as the API takes it: a ``Limit`` or a rate string such as ``"10/minute"``.
-LimitLike = Limit | str
-#: What ``hit_many`` takes: ``(key, limit)`` or ``(key, limit, cost)``.
-HitLike = tuple[str, LimitLike] | tuple[str, LimitLike, int]
-#: The key of a decorated call: a fixed string, or a function of the call's arguments.
-KeyLike = str | Callable[..., str] | None
-
-
-#: How often a concurrency waiter looks for a freed slot: from the first to the last, doubling.
-POLL = (0.005, 0.05)
-
-
-def _limits(limit: LimitLike, algorithm: Algorithm) -> tuple[Limit, ...]:
-    if isinstance(limit, Limit):
-        return (limit,)
-    if not isinstance(limit, str):
-        raise InvalidLimitError(
-            f"a limit is a Limit or a rate string such as '10/minute', not {limit!r}"
-        )
-    return cached(limit, algorithm)
-
-
-def _single(limit: LimitLike, algorithm: Algorithm) -> Limit:
-    limits = _limits(limit, algorithm)
-    if len(limits) != 1:
-        raise InvalidLimitError(f"{limit!r} holds {len(limits)} limits; use hit_many for several")
-    return limits[0]
-
-
-def _expand(hits: Iterable[HitLike], algorithm: Algorithm) -> list[Hit]:
-    if not isinstance(hits, Iterable):
-        raise InvalidInputError(f"hit_many takes a list of hits, not {hits!r}")
-    batch: list[Hit] = []
-    for hit in hits:
-        if not isinstance(hit, tuple | list) or len(hit) not in (2, 3):
-            raise InvalidInputError(f"each hit is (key, limit) or (key, limit, cost), not {hit!r}")
-        key, limit, cost = hit if len(hit) == 3 else (*hit, 1)
-        batch.extend((key, one, cost) for one in _limits(limit, algorithm))
-    return batch
-
-
-def _timeout(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
-        raise InvalidInputError(f"timeout must be None or seconds >= 0, not {timeout!r}")
-    return float(timeout)
-
-
-def _give_up(
-    decision: Decision, limit: Limit, cost: int, waited: float, timeout: float | None
-) -> bool:
-    """Whether ``acquire`` stops waiting after the refusal ``decision``.
-
-    A concurrency slot may be released at any moment, so its waiter waits out its timeout;
-    every other algorithm says when the hit could pass (``retry_after``).
-    """
-    if cost > limit.capacity:
-        return True
-    if timeout is None:
-        return False
-    if limit.algorithm is Algorithm.CONCURRENCY:
-        return waited >= timeout
-    return waited + decision.retry_after > timeout
-
-
-def _pause(
-    decision: Decision, limit: Limit, poll: float, waited: float, timeout: float | None
-) -> float:
-    """How long ``acquire`` sleeps after the refusal ``decision`` before it tries again."""
-    if limit.algorithm is not Algorithm.CONCURRENCY:
-        return decision.retry_after
-    pause = min(poll, decision.retry_after)
-    return pause if timeout is None else min(pause, timeout - waited)
-
-
-def _refusal(decisions: list[Decision]) -> Decision | None:
-    """The denying decision that frees up last, or None when all allowed."""
-    denied = [decision for decision in decisions if not decision.allowed]
-    return max(denied, key=lambda decision: decision.retry_after) if denied else None
-
-
-def _key_function(key: KeyLike, function: Callable[..., Any]) -> Callable[..., str]:
-    if key is None:
-        name = f"{function.__module__}.{function.__qualname__}"
-        return lambda *args, **kwargs: name
-    if isinstance(key, str) or not callable(key):
-        fixed = check_key(key)
-        return lambda *args, **kwargs: fixed
-    return key
-
-
-class _Rates(dict[str, Limit]):
-    """Rate strings parsed for one algorithm, kept (up to ``RATES`` of them) so that a hit given
-    a string costs one dict lookup more than a hit given a ``Limit``."""
-
-    __slots__ = ("algorithm",)
-
-    def __init__(self, algorithm: Algorithm) -> None:
-        super().__init__()
-        self.algorithm = algorithm
-
-    def __missing__(self, text: str) -> Limit:
-        limit = _single(text, self.algorithm)
-        if len(self) >= RATES:
-            self.clear()
-        self[text] = limit
-        return limit
-
-
-#: How many rate strings a limiter keeps parsed.
-RATES = 256
-
-
-def _concurrency_limit(limit: LimitLike) -> Limit:
-    limit = _single(limit, Algorithm.CONCURRENCY)
-    if limit.algorithm is not Algorithm.CONCURRENCY:
-        raise InvalidLimitError(
-            f"concurrency() needs a concurrency limit, not {limit.algorithm.value}"
-        )
-    return limit
 
 
 class Limiter(Closing):
@@ -181,23 +75,23 @@ class Limiter(Closing):
         self.algorithm = algorithm_of(algorithm)
         self._sleep = sleep
         self._apply = store.apply
-        self._rates = _Rates(self.algorithm)
+        self._rates = Rates(self.algorithm)
 
     def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
         if limit.__class__ is not Limit:
-            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
         return self._apply(key, limit, cost, None)
 
     def peek(self, key: str, limit: LimitLike) -> Decision:
         """Report ``key``'s state under ``limit`` without consuming anything."""
         if limit.__class__ is not Limit:
-            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
         return self._apply(key, limit, 0, None)
 
     def reset(self, key: str, limit: LimitLike) -> None:
         """Forget what ``limit`` counted for ``key``."""
-        for one in _limits(limit, self.algorithm):
+        for one in limits_of(limit, self.algorithm):
             self.store.reset(key, one)
 
     def close(self) -> None:
@@ -210,7 +104,7 @@ class Limiter(Closing):
         A rate string holding several limits contributes one decision per limit. With
         ``all_or_nothing`` (the default) nothing is consumed unless every limit allows.
         """
-        batch = _expand(hits, self.algorithm)
+        batch = expand(hits, self.algorithm)
         return self.store.apply_many(batch, all_or_nothing=all_or_nothing)
 
     def acquire(
@@ -227,8 +121,8 @@ class Limiter(Closing):
         clear the hit cannot be allowed within ``timeout`` seconds (``None`` waits as long as
         it takes; a cost above the limit's capacity never fits).
         """
-        limit = _single(limit, self.algorithm)
-        cost, timeout = check_cost(cost), _timeout(timeout)
+        limit = single(limit, self.algorithm)
+        cost, timeout = check_cost(cost), check_timeout(timeout)
         waited, poll = 0.0, POLL[0]
         while True:
             decision = self.store.apply(key, limit, cost)
@@ -236,9 +130,9 @@ class Limiter(Closing):
                 if decision.delay > 0.0:
                     self._sleep(decision.delay)
                 return decision
-            if _give_up(decision, limit, cost, waited, timeout):
+            if give_up(decision, limit, cost, waited, timeout):
                 raise RateLimitExceeded(decision, key)
-            pause = _pause(decision, limit, poll, waited, timeout)
+            pause = pause_after(decision, limit, poll, waited, timeout)
             self._sleep(pause)
             waited += pause
             poll = min(poll * 2, POLL[1])
@@ -258,7 +152,7 @@ class Limiter(Closing):
         its event loop. Decorate it with ``AsyncLimiter.limit``, over the same in-memory state
         if need be: ``AsyncLimiter(AsyncMemoryStore(limiter.store))``.
         """
-        limits = _limits(limit, self.algorithm)
+        limits = limits_of(limit, self.algorithm)
         cost = check_cost(cost)
 
         def decorate(function: Callable[P, R]) -> Callable[P, R]:
@@ -267,7 +161,7 @@ class Limiter(Closing):
                     "Limiter.limit decorates sync functions, and its store calls would block the "
                     "event loop of an async one; use AsyncLimiter.limit"
                 )
-            key_of = _key_function(key, function)
+            key_of = key_function(key, function)
             apply, apply_many = self.store.apply, self.store.apply_many
             one = limits[0]
 
@@ -284,7 +178,7 @@ class Limiter(Closing):
             def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
                 name = key_of(*args, **kwargs)
                 batch = [(name, limit, cost) for limit in limits]
-                refusal = _refusal(apply_many(batch, all_or_nothing=True))
+                refusal = last_refusal(apply_many(batch, all_or_nothing=True))
                 if refusal is not None:
                     raise RateLimitExceeded(refusal, name)
                 return function(*args, **kwargs)
@@ -305,7 +199,7 @@ class Limiter(Closing):
         store. The slot is released when the block exits; a holder that dies without releasing
         loses its slot after the limit's lease TTL.
         """
-        limit = _concurrency_limit(limit)
+        limit = concurrency_limit(limit)
         decision = self.acquire(key, limit, 1, timeout)
         try:
             yield decision
@@ -342,23 +236,23 @@ class AsyncLimiter(AsyncClosing):
         self.algorithm = algorithm_of(algorithm)
         self._sleep = sleep
         self._apply = store.apply
-        self._rates = _Rates(self.algorithm)
+        self._rates = Rates(self.algorithm)
 
     async def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
         if limit.__class__ is not Limit:
-            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
         return await self._apply(key, limit, cost, None)
 
     async def peek(self, key: str, limit: LimitLike) -> Decision:
         """Report ``key``'s state under ``limit`` without consuming anything."""
         if limit.__class__ is not Limit:
-            limit = self._rates[limit] if limit.__class__ is str else _single(limit, self.algorithm)
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
         return await self._apply(key, limit, 0, None)
 
     async def reset(self, key: str, limit: LimitLike) -> None:
         """Forget what ``limit`` counted for ``key``."""
-        for one in _limits(limit, self.algorithm):
+        for one in limits_of(limit, self.algorithm):
             await self.store.reset(key, one)
 
     async def close(self) -> None:
@@ -369,15 +263,15 @@ class AsyncLimiter(AsyncClosing):
         self, hits: Iterable[HitLike], *, all_or_nothing: bool = True
     ) -> list[Decision]:
         """Count several hits at once; see ``Limiter.hit_many``."""
-        batch = _expand(hits, self.algorithm)
+        batch = expand(hits, self.algorithm)
         return await self.store.apply_many(batch, all_or_nothing=all_or_nothing)
 
     async def acquire(
         self, key: str, limit: LimitLike, cost: int = 1, timeout: float | None = None
     ) -> Decision:
         """Wait until a hit is allowed, then return its decision; see ``Limiter.acquire``."""
-        limit = _single(limit, self.algorithm)
-        cost, timeout = check_cost(cost), _timeout(timeout)
+        limit = single(limit, self.algorithm)
+        cost, timeout = check_cost(cost), check_timeout(timeout)
         waited, poll = 0.0, POLL[0]
         while True:
             decision = await self.store.apply(key, limit, cost)
@@ -385,9 +279,9 @@ class AsyncLimiter(AsyncClosing):
                 if decision.delay > 0.0:
                     await self._sleep(decision.delay)
                 return decision
-            if _give_up(decision, limit, cost, waited, timeout):
+            if give_up(decision, limit, cost, waited, timeout):
                 raise RateLimitExceeded(decision, key)
-            pause = _pause(decision, limit, poll, waited, timeout)
+            pause = pause_after(decision, limit, poll, waited, timeout)
             await self._sleep(pause)
             waited += pause
             poll = min(poll * 2, POLL[1])
@@ -399,7 +293,7 @@ class AsyncLimiter(AsyncClosing):
 
         The decorated function keeps its type: it is still a coroutine function.
         """
-        limits = _limits(limit, self.algorithm)
+        limits = limits_of(limit, self.algorithm)
         cost = check_cost(cost)
 
         def decorate(
@@ -407,7 +301,7 @@ class AsyncLimiter(AsyncClosing):
         ) -> Callable[P, Coroutine[Any, Any, R]]:
             if not inspect.iscoroutinefunction(function):
                 raise TypeError("AsyncLimiter.limit decorates async functions; use Limiter.limit")
-            key_of = _key_function(key, function)
+            key_of = key_function(key, function)
             apply, apply_many = self.store.apply, self.store.apply_many
             one = limits[0]
 
@@ -424,7 +318,7 @@ class AsyncLimiter(AsyncClosing):
             async def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
                 name = key_of(*args, **kwargs)
                 batch = [(name, limit, cost) for limit in limits]
-                refusal = _refusal(await apply_many(batch, all_or_nothing=True))
+                refusal = last_refusal(await apply_many(batch, all_or_nothing=True))
                 if refusal is not None:
                     raise RateLimitExceeded(refusal, name)
                 return await function(*args, **kwargs)
@@ -438,7 +332,7 @@ class AsyncLimiter(AsyncClosing):
         self, key: str, limit: LimitLike, timeout: float | None = 0.0
     ) -> AsyncIterator[Decision]:
         """Hold one slot of a concurrency limit for the ``async with`` block."""
-        limit = _concurrency_limit(limit)
+        limit = concurrency_limit(limit)
         decision = await self.acquire(key, limit, 1, timeout)
         try:
             yield decision
