@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import ratekeeper
-from benchmarks.peers import versions
-from benchmarks.scenarios import SAMPLE
+from benchmarks.contenders import versions
+from benchmarks.trials import SAMPLE
 from ratekeeper.simulate.report import table as markdown_table
 
 MISSING = "—"

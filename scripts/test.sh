@@ -33,5 +33,7 @@ say "ruff"
 "$VENV/bin/ruff" format --check --quiet src tests benchmarks
 say "mypy"
 "$VENV/bin/mypy"
+say "layers (lint-imports: the contracts in pyproject.toml)"
+"$VENV/bin/lint-imports" --no-cache
 say "pytest"
 "$VENV/bin/pytest" "$@"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+
+import pytest
 
 import ratekeeper
 from ratekeeper import AsyncLimiter, AsyncMemoryStore, Limiter, MemoryStore
@@ -49,6 +52,66 @@ PUBLIC = [
     "parse_period",
     "parse_rules",
 ]
+
+
+#: Each package's public names, which import from where they always have: a package's
+#: ``__all__`` and the paths the docs teach.
+PACKAGES = {
+    "ratekeeper.web": [
+        "AsyncGate",
+        "Gate",
+        "Key",
+        "Outcome",
+        "RateLimit",
+        "Replies",
+        "Reply",
+        "Request",
+        "keys",
+    ],
+    "ratekeeper.web.asgi": ["RateLimitMiddleware"],
+    "ratekeeper.web.wsgi": ["RateLimitMiddleware"],
+    "ratekeeper.web.fastapi": ["RateLimited", "RateLimiter", "problem_handler"],
+    "ratekeeper.web.flask": ["RateLimiter", "request_of"],
+    "ratekeeper.web.django": ["RateLimiter", "request_of"],
+    "ratekeeper.simulate": [
+        "Delays",
+        "Event",
+        "LimitLike",
+        "Measures",
+        "Retry",
+        "Simulation",
+        "Trace",
+        "parse_limit",
+        "simulate",
+    ],
+    "ratekeeper.service.metrics": ["Metrics"],
+    "ratekeeper.testing": ["FakeClock"],
+    "ratekeeper.stores": ["AsyncStore", "Health", "Hit", "Store", "open_async_store", "open_store"],
+    "ratekeeper.stores.memory": ["AsyncMemoryStore", "MemoryStore"],
+    "ratekeeper.stores.redis": ["AsyncRedisStore", "RedisStore"],
+    "ratekeeper.engine": [
+        "UNLIMITED",
+        "AsyncEngine",
+        "Descriptor",
+        "Engine",
+        "Status",
+        "Verdict",
+        "descriptor_key",
+    ],
+    "ratekeeper.rules": ["Rule", "RuleSet", "load_rules", "parse_rules"],
+    "ratekeeper.config": ["ConfigStore", "open_config_store", "redacted"],
+    "ratekeeper.cli": ["main"],
+}
+
+
+@pytest.mark.parametrize(("package", "names"), PACKAGES.items())
+def test_public_names_import_from_where_they_always_have(package: str, names: list[str]) -> None:
+    module = importlib.import_module(package)
+    for name in names:
+        assert hasattr(module, name), f"{package}.{name}"
+    declared = getattr(module, "__all__", None)
+    if declared is not None:
+        assert set(names) <= set(declared)
 
 
 def test_all_is_exactly_the_public_surface_and_sorted() -> None:

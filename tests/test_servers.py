@@ -15,7 +15,7 @@ from redis.cluster import ClusterNode, key_slot
 from redis.cluster import RedisCluster as ClusterClient
 
 from ratekeeper import Limit
-from ratekeeper.core.keys import state_key
+from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.redis import RedisStore
 from tests.servers import RedisCluster, RedisServer, cluster_info, command
 

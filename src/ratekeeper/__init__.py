@@ -22,6 +22,7 @@ from ratekeeper.core.limits import Limit
 from ratekeeper.core.overrides import Override
 from ratekeeper.core.periods import parse_period
 from ratekeeper.core.rates import parse, parse_many
+from ratekeeper.core.version import VERSION as __version__  # noqa: F401 (ratekeeper.__version__)
 from ratekeeper.decider import AsyncDecider, Decider
 from ratekeeper.engine import AsyncEngine, Descriptor, Engine, Status, Verdict
 from ratekeeper.limiter import AsyncLimiter, Limiter
@@ -71,5 +72,3 @@ __all__ = [
     "parse_period",
     "parse_rules",
 ]
-
-__version__ = "0.1.0"

@@ -5,6 +5,10 @@
 ``AsyncRemoteLimiter`` (a ``Limiter`` and an ``AsyncLimiter``). Code written
 against these protocols takes any of them: a limit given with the call (a ``Limit`` or a rate
 string) is counted on ``key``; ``peek`` counts nothing; ``reset`` forgets the key's count.
+
+Some deciders do more, each with its twin: a limiter decides several hits in one call
+(``ManyDecider``, ``hit_many``), an engine decides Envoy descriptors by its rules
+(``DescriptorDecider``, ``check``).
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from ratekeeper.core.decisions import Decision
     from ratekeeper.core.limits import Limit
+    from ratekeeper.engine.verdict import Descriptor, Verdict
+    from ratekeeper.rules.model import Entry
 
 
 @runtime_checkable
@@ -47,6 +55,54 @@ class BatchDecider(Protocol):
     atomic_hit_many: bool
 
 
+@runtime_checkable
+class ManyDecider(Protocol):
+    """Decides several hits in one call: ``hit_many([(key, limit, cost), ...],
+    all_or_nothing=True)``, a decision per limit, in order (see ``Limiter.hit_many``)."""
+
+    def hit_many(
+        self, hits: Iterable[tuple[str, Limit | str, int]], *, all_or_nothing: bool = True
+    ) -> list[Decision]: ...
+
+
+@runtime_checkable
+class AsyncManyDecider(Protocol):
+    """The asyncio twin of ``ManyDecider``."""
+
+    async def hit_many(
+        self, hits: Iterable[tuple[str, Limit | str, int]], *, all_or_nothing: bool = True
+    ) -> list[Decision]: ...
+
+
+@runtime_checkable
+class DescriptorDecider(Protocol):
+    """Decides a request's Envoy descriptors by the rules of ``domain``: ``check(domain,
+    descriptors, hits=1, all_or_nothing=False)`` (see ``Engine.check``)."""
+
+    def check(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict: ...
+
+
+@runtime_checkable
+class AsyncDescriptorDecider(Protocol):
+    """The asyncio twin of ``DescriptorDecider``."""
+
+    async def check(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict: ...
+
+
 if TYPE_CHECKING:  # mypy holds each of them to its protocol
     from ratekeeper.engine import AsyncEngine, Engine
     from ratekeeper.limiter import AsyncLimiter, Limiter
@@ -67,4 +123,16 @@ if TYPE_CHECKING:  # mypy holds each of them to its protocol
         return decider
 
     def _async_batch(decider: AsyncLimiter) -> BatchDecider:
+        return decider
+
+    def _many(decider: Limiter) -> ManyDecider:
+        return decider
+
+    def _async_many(decider: AsyncLimiter) -> AsyncManyDecider:
+        return decider
+
+    def _descriptors(decider: Engine) -> DescriptorDecider:
+        return decider
+
+    def _async_descriptors(decider: AsyncEngine) -> AsyncDescriptorDecider:
         return decider

@@ -36,8 +36,8 @@ from redis.crc import key_slot
 from ratekeeper.algorithms import Algorithm, refund_function
 from ratekeeper.algorithms.fixed_window import window
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.keys import state_key
 from ratekeeper.core.limits import CALENDAR_PERIODS, Limit
+from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.redis import RedisStore
 from ratekeeper.stores.redis.scripts import REFUND, arguments
 from tests.servers import RedisServer

@@ -1,10 +1,10 @@
 """The service benchmark reads its load generators' reports: what it counts as a failure is what
-makes it fail loudly instead of timing errors (``benchmarks.load``)."""
+makes it fail loudly instead of timing errors (``benchmarks.service.load``)."""
 
 from __future__ import annotations
 
 import pytest
-from benchmarks.load import LoadError, grpc_frame, parse_h2load, parse_wrk, percentile
+from benchmarks.service.load import LoadError, grpc_frame, parse_h2load, parse_wrk, percentile
 
 WRK = """Running 1s test @ http://127.0.0.1:18080/v1/check
   1 threads and 8 connections

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ratekeeper import Limit
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.core.keys import MAX_IDENTITY, bounded, escape, identity, limit_tag, state_key
+from ratekeeper.core.store_keys import MAX_IDENTITY, bounded, escape, identity, limit_tag, state_key
 from tests.strategies import limits
 
 LIMIT = Limit(10, 60, "gcra", burst=3)

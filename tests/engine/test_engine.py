@@ -15,8 +15,8 @@ import pytest
 
 from ratekeeper import ConfigError, InvalidInputError, Limit, MemoryStore
 from ratekeeper.config import open_config_store
-from ratekeeper.core.keys import descriptor_entries
 from ratekeeper.core.overrides import Override
+from ratekeeper.core.store_keys import descriptor_entries
 from ratekeeper.engine import UNLIMITED, AsyncEngine, Descriptor, Engine, descriptor_key
 from ratekeeper.rules import parse_rules
 from ratekeeper.stores.memory import AsyncMemoryStore
@@ -380,7 +380,7 @@ def test_a_domain_and_a_key_never_run_into_each_other(tmp_path: Path, store: Mem
 
 
 def test_identities_are_built_in_one_place() -> None:
-    from ratekeeper.core.keys import identity
+    from ratekeeper.core.store_keys import identity
 
     assert identity("a/b", "x:1") != identity("a", "b/x:1")
     assert identity("", "a/b") != identity("a", "b")

@@ -512,8 +512,8 @@ def test_requests_per_unit_zero_loads_as_always_over() -> None:
 
 @pytest.mark.slow
 def test_a_ten_megabyte_file_loads(tmp_path: Path) -> None:
-    """The file ``python -m benchmarks.rules_load`` times: it loads whole and matches."""
-    from benchmarks.rules_load import RULES_PER_BLOCK, rule_file
+    """The file ``python -m benchmarks.engine.rules_load`` times: it loads whole and matches."""
+    from benchmarks.engine.rules_load import RULES_PER_BLOCK, rule_file
 
     text, blocks = rule_file(10_000_000)
     path = tmp_path / "big.yaml"

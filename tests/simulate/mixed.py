@@ -7,7 +7,7 @@ import random
 
 from ratekeeper import Algorithm, Limit
 from ratekeeper.simulate import Trace
-from ratekeeper.simulate.traces import START
+from ratekeeper.simulate.generators import START
 
 #: Every algorithm at 5 per 2 seconds (the bucketed window in half-second buckets).
 LIMITS = [

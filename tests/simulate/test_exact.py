@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ratekeeper import Algorithm, Limit
-from ratekeeper.simulate import Trace, simulate, traces
+from ratekeeper.simulate import Trace, simulate
+from ratekeeper.simulate import generators as traces
 
 AMOUNT, PERIOD = 100, 60.0
 #: Every algorithm, at 100 per minute.

@@ -9,7 +9,8 @@ import pytest
 
 from ratekeeper import Limit
 from ratekeeper.core.errors import InvalidLimitError, TraceError
-from ratekeeper.simulate import Retry, Trace, parse_limit, simulate, traces
+from ratekeeper.simulate import Retry, Trace, parse_limit, simulate
+from ratekeeper.simulate import generators as traces
 from ratekeeper.simulate.replay import MAX_BINS, replay
 from tests.simulate.mixed import LIMITS, mixed_trace
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ratekeeper.cli import main
-from ratekeeper.simulate import simulate, traces
+from ratekeeper.simulate import generators as traces
+from ratekeeper.simulate import simulate
 from ratekeeper.simulate.plots import draw_all, series_id
 from ratekeeper.simulate.report import share, summary, write
 

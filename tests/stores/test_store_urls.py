@@ -6,7 +6,7 @@ import pytest
 
 from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.stores import open_async_store, open_store
-from ratekeeper.stores.urls import DEFAULT_TIMEOUT, open_client, split_timeout
+from ratekeeper.stores.redis.clients import DEFAULT_TIMEOUT, open_client, split_timeout
 
 
 def test_the_timeout_leaves_the_url_and_the_rest_stays() -> None:
@@ -67,7 +67,7 @@ def test_a_cluster_client_retries_a_lost_connection_but_never_a_timeout(asyncio:
     """A script that timed out may have run: sent again, its hits would count twice."""
     import redis
 
-    from ratekeeper.stores.urls import _cluster_class
+    from ratekeeper.stores.redis.clients import _cluster_class
 
     kind = _cluster_class(asyncio)  # the sync client connects when built: its class is checked
     assert redis.ConnectionError in kind.ERRORS_ALLOW_RETRY

@@ -1,4 +1,4 @@
-"""The algorithms: one module each, holding its state and a pure ``step``.
+"""The algorithms: one module each, holding its state and a pure ``step``, with its Lua twin.
 
 Every module exposes::
 
@@ -34,41 +34,28 @@ where the state is left holding nothing and that means the same as no state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
 from importlib import import_module
 from typing import Any
 
+from ratekeeper.core.registry import Algorithm, Spec, bind, spec
 
-class Algorithm(StrEnum):
-    """The algorithms ratekeeper implements; the value is the name used in configuration."""
-
-    FIXED_WINDOW = "fixed_window"
-    SLIDING_LOG = "sliding_log"
-    SLIDING_COUNTER = "sliding_counter"
-    BUCKETED_WINDOW = "bucketed_window"
-    TOKEN_BUCKET = "token_bucket"
-    LEAKY_BUCKET = "leaky_bucket"
-    LEAKY_SHAPER = "leaky_shaper"
-    GCRA = "gcra"
-    CONCURRENCY = "concurrency"
+__all__ = ["Algorithm", "refund_function"]
 
 
-def step_function(algorithm: Algorithm) -> Callable[..., Any]:
-    """Return the ``step`` of ``algorithm``'s module."""
-    module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
-    step: Callable[..., Any] = module.step
-    return step
+def _bind(algorithm: Algorithm) -> None:
+    """Bind ``algorithm``'s module, ``ratekeeper.algorithms.NAME``, into the registry."""
+    module = import_module(f"{__name__}.{algorithm.value}")
+    copy_state = getattr(module, "copy_state", None)
+    bind(
+        algorithm,
+        Spec(module.step, module.refund, copy_state, module.LETTER, module.TAKES_BURST),
+    )
 
 
-def state_copier(algorithm: Algorithm) -> Callable[[Any], Any] | None:
-    """Return ``copy_state`` of an algorithm that updates its state in place, else None."""
-    module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
-    copier: Callable[[Any], Any] | None = getattr(module, "copy_state", None)
-    return copier
+for _algorithm in Algorithm:
+    _bind(_algorithm)
 
 
 def refund_function(algorithm: Algorithm) -> Callable[..., Any]:
     """Return the ``refund`` of ``algorithm``'s module."""
-    module = import_module(f"ratekeeper.algorithms.{algorithm.value}")
-    refund: Callable[..., Any] = module.refund
-    return refund
+    return spec(algorithm).refund

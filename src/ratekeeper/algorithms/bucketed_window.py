@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from ratekeeper.core.decisions import Decision
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "b"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = False
+
 Buckets = tuple[tuple[float, int], ...]
 State = tuple[Buckets, int]
 

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from ratekeeper.core.decisions import Decision
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "n"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = False
+
 State = tuple[float, ...]
 
 _EMPTY: State = ()

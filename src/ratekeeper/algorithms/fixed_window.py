@@ -18,6 +18,11 @@ from ratekeeper.core.decisions import Decision
 if TYPE_CHECKING:
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "f"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = False
+
 State = tuple[float, int]
 
 _DAY = 86_400.0

@@ -18,6 +18,11 @@ from ratekeeper.core.decisions import Decision, deny
 if TYPE_CHECKING:
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "g"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = True
+
 State = tuple[float, float]
 
 #: Slack per unit of capacity, absorbing float rounding in the backlog.

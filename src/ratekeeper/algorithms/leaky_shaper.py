@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from ratekeeper.core.decisions import Decision
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "s"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = True
+
 State = tuple[float, float]
 
 #: Slack relative to the queue's length in seconds, absorbing float rounding in the backlog.

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from ratekeeper.core.decisions import Decision
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "c"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = False
+
 State = tuple[float, int, int]
 
 EPSILON = 1e-9

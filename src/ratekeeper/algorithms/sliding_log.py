@@ -27,6 +27,11 @@ from ratekeeper.core.decisions import Decision, allow
 if TYPE_CHECKING:
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "l"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = False
+
 State = list[float] | deque[float]
 
 _new = tuple.__new__

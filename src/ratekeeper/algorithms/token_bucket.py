@@ -17,6 +17,11 @@ from ratekeeper.core.decisions import Decision, allow, deny
 if TYPE_CHECKING:
     from ratekeeper.core.limits import Limit
 
+#: The letter naming this algorithm in keys (``ratekeeper.core.store_keys.limit_tag``).
+LETTER = "t"
+#: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
+TAKES_BURST = True
+
 State = tuple[float, float]
 
 EPSILON = 1e-9

@@ -11,9 +11,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ratekeeper import __version__
 from ratekeeper.config import DEFAULT_URL
 from ratekeeper.core.errors import ConfigError, InvalidLimitError, RatekeeperError
+from ratekeeper.core.version import VERSION
 
 
 def _store_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Rate limiting for Python: the operator's commands for ratekeeper's "
         "library and decision engine.",
     )
-    parser.add_argument("--version", action="version", version=f"ratekeeper {__version__}")
+    parser.add_argument("--version", action="version", version=f"ratekeeper {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo", help="show live decisions of every algorithm on the same bursty traffic"

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import TraceError
 from ratekeeper.core.limits import Limit
-from ratekeeper.simulate import traces
+from ratekeeper.simulate import generators as traces
 from ratekeeper.simulate.loaders import FORMATS, NGINX_KEYS, Loaded, read_trace
 from ratekeeper.simulate.simulation import parse_limit, simulate
 from ratekeeper.simulate.trace import Trace
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME[:ARG=VALUE,...]",
         help="a generated trace instead of a file, e.g. 'zipf:keys=1000,rate=500,seconds=60'; "
         f"one of {', '.join(GENERATORS)} (their arguments are those of "
-        "ratekeeper.simulate.traces)",
+        "ratekeeper.simulate.generators)",
     )
     parser.add_argument(
         "--limit",

@@ -19,25 +19,11 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ratekeeper.config.changes import (
-    NAMED_CHANGES,
-    PAGE_SIZE,
-    Callback,
-    Invalid,
-    PerProcess,
-    batches,
-    check_key,
-    check_override,
-    check_timeout,
-    checked,
-    logger,
-    overrides,
-    paged,
-    where,
-)
+from ratekeeper.config.base import SQLConfigStore
+from ratekeeper.config.changes import NAMED_CHANGES, PAGE_SIZE, batches, check_timeout, logger
 from ratekeeper.core.errors import ConfigError, ConfigStoreError, MissingExtraError
 from ratekeeper.core.overrides import Override
 from ratekeeper.core.redaction import redacted
@@ -60,7 +46,7 @@ BACKOFF = (0.1, 1.0)
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
-class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
+class PostgresConfigStore(SQLConfigStore[psycopg.Connection[Any], sql.Composed]):
     """A ``ConfigStore`` in the table ``table`` of the PostgreSQL database at ``url``.
 
     ``create`` (default True) creates the table (and so the notification channel, named like
@@ -69,6 +55,8 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
     seconds. Nothing connects before the first call; then one connection per process, guarded
     by a lock, serves every thread; the listener has its own.
     """
+
+    _parse = staticmethod(Override.from_dict)
 
     def __init__(
         self,
@@ -81,11 +69,9 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
     ) -> None:
         if not _TABLE.fullmatch(table):
             raise ConfigError(f"table must be a lower-case SQL identifier, not {table!r}")
-        super().__init__()
+        super().__init__(page_size=page_size, create=create)
         self.table = table
         self._table = sql.Identifier(table)
-        self._page_size = page_size
-        self._create = create
         self._ready = False  # the table is known to exist
         millis = max(1, int(check_timeout(timeout) * 1000))
         try:
@@ -129,6 +115,7 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
             "WITH changed AS (DELETE FROM {} WHERE domain = %s AND key = %s RETURNING 1)"
             " SELECT pg_notify(%s, %s) FROM changed"
         ).format(self._table)
+        self._probe = sql.SQL("SELECT 1 FROM {} LIMIT 1").format(self._table)
         self._own_pid = 0
 
     # -- the connection --------------------------------------------------------------------
@@ -140,7 +127,7 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
         try:
             db = self._connect()
         except psycopg.Error as error:
-            raise ConfigStoreError(f"{self.where}: cannot connect: {error}") from error
+            raise self._error("cannot connect", error) from error
         try:
             if not self._ready:
                 self._prepare(db)
@@ -148,7 +135,7 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
         except psycopg.Error as error:
             db.close()
             doing = "cannot create the table" if self._create else "cannot find the table"
-            raise ConfigStoreError(f"{self.where}: {doing}: {error}") from error
+            raise self._error(doing, error) from error
         except BaseException:
             db.close()
             raise
@@ -174,9 +161,6 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
                 ).format(self._table)
             )
 
-    def _close_connection(self, db: psycopg.Connection[Any]) -> None:
-        db.close()
-
     def _run(self, doing: str, operation: Callable[[psycopg.Connection[Any]], T]) -> T:
         """``operation`` on this process's connection; errors become ``ConfigStoreError``."""
         self._here()
@@ -195,41 +179,23 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
                         self._db = None
                     if broken and not fresh and attempt == 0:
                         continue  # an idle connection found dead: reconnect and retry once
-                    raise ConfigStoreError(f"{self.where}: {doing}: {error}") from error
+                    raise self._error(doing, error) from error
         raise AssertionError("unreachable")
 
     def _fetch(self, doing: str, query: sql.Composed, parameters: tuple[Any, ...]) -> list[Any]:
         return self._run(doing, lambda db: db.execute(query, parameters).fetchall())
 
-    # -- the contract ----------------------------------------------------------------------
+    # -- the rows --------------------------------------------------------------------------
 
-    def get(self, key: str, domain: str = "") -> Override | None:
-        check_key(key, domain)
-        rows = self._fetch("cannot read", self._select, (domain, key))
-        return Override.from_dict(rows[0][0], where(domain, key)) if rows else None
-
-    def ping(self) -> None:
-        self._fetch("cannot read", sql.SQL("SELECT 1 FROM {} LIMIT 1").format(self._table), ())
-
-    def set(self, key: str, override: Override, domain: str = "") -> None:
-        check_key(key, domain)
-        check_override(override)
-        parameters = (domain, key, override.to_json(), self.table, _payload(domain, key))
+    def _put(self, domain: str, key: str, config: str) -> None:
+        parameters = (domain, key, config, self.table, _payload(domain, key))
         self._fetch("cannot write", self._upsert, parameters)
-        self._subscribers.notify(domain, key)
 
-    def set_many(
-        self,
-        items: Mapping[str, Override] | Iterable[tuple[str, Override]],
-        domain: str = "",
-        *,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        pairs = checked(items, domain)
-        if not pairs:
-            return 0
-        rows = [(domain, key, override.to_json()) for key, override in pairs]
-        keys = [key for key, _ in pairs]
+    def _put_many(
+        self, domain: str, rows: list[tuple[str, str]], progress: Callable[[int], None] | None
+    ) -> None:
+        written = [(domain, key, config) for key, config in rows]
+        keys = [key for key, _ in rows]
         announce = (
             (self.table, [_payload(domain, key) for key in keys])
             if len(keys) <= NAMED_CHANGES
@@ -238,25 +204,17 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
 
         def write(db: psycopg.Connection[Any]) -> None:
             with db.transaction(), db.cursor() as cursor:
-                for batch in batches(rows, progress):
+                for batch in batches(written, progress):
                     cursor.executemany(self._write, batch)
                 cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", announce)
 
         self._run("cannot write", write)
-        self._subscribers.notify_many(domain, keys)
-        return len(rows)
 
-    def delete(self, key: str, domain: str = "") -> bool:
-        check_key(key, domain)
+    def _drop(self, domain: str, key: str) -> bool:
         parameters = (domain, key, self.table, _payload(domain, key))
-        rows = self._fetch("cannot delete", self._delete, parameters)
-        if rows:
-            self._subscribers.notify(domain, key)
-        return bool(rows)
+        return bool(self._fetch("cannot delete", self._delete, parameters))
 
-    def items(
-        self, domain: str | None = None, prefix: str = "", *, on_invalid: Invalid | None = None
-    ) -> Iterator[tuple[str, str, Override]]:
+    def _listing(self, domain: str | None, prefix: str) -> tuple[sql.Composed, list[Any]]:
         conditions = [sql.SQL("(domain, key) > (%s, %s)")]
         filters: list[Any] = []
         if domain is not None:
@@ -268,19 +226,9 @@ class PostgresConfigStore(PerProcess[psycopg.Connection[Any]]):
         query = sql.SQL(
             "SELECT domain, key, config FROM {} WHERE {} ORDER BY domain, key LIMIT %s"
         ).format(self._table, sql.SQL(" AND ").join(conditions))
-
-        def fetch(after: tuple[str, str]) -> list[Any]:
-            return self._fetch("cannot list", query, (*after, *filters, self._page_size))
-
-        rows = paged(fetch, (domain or "", ""), self._page_size)
-        yield from overrides(rows, Override.from_dict, on_invalid)
+        return query, filters
 
     # -- changes from other instances ------------------------------------------------------
-
-    def subscribe(self, callback: Callback) -> None:
-        self._here()
-        if self._subscribers.add(callback):
-            self._watch()
 
     def _watch(self) -> None:
         try:

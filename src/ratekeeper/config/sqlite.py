@@ -18,25 +18,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ratekeeper.config.changes import (
-    PAGE_SIZE,
-    Callback,
-    Invalid,
-    PerProcess,
-    batches,
-    check_key,
-    check_override,
-    check_timeout,
-    checked,
-    logger,
-    overrides,
-    paged,
-    where,
-)
+from ratekeeper.config.base import SQLConfigStore
+from ratekeeper.config.changes import PAGE_SIZE, batches, check_timeout, logger
 from ratekeeper.core.errors import ConfigStoreError
 from ratekeeper.core.overrides import Override
 
@@ -59,7 +46,7 @@ ON CONFLICT (domain, key) DO UPDATE SET config = excluded.config, updated_at = e
 """
 
 
-class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
+class SQLiteConfigStore(SQLConfigStore[sqlite3.Connection, str]):
     """A ``ConfigStore`` in the SQLite database at ``path``.
 
     ``create`` (default True) creates the file and its table when missing; with False, a
@@ -70,6 +57,10 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
     guarded by a lock, serves every thread.
     """
 
+    _parse = staticmethod(Override.from_json)
+    _select = "SELECT config FROM overrides WHERE domain = ? AND key = ?"
+    _probe = "SELECT 1 FROM overrides LIMIT 1"
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -79,17 +70,13 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
         page_size: int = PAGE_SIZE,
         create: bool = True,
     ) -> None:
-        super().__init__()
+        super().__init__(page_size=page_size, create=create)
         self.path = os.fspath(path)
+        self.where = f"SQLite configuration store {self.path}"
         self._timeout = check_timeout(timeout)
         self._poll_interval = poll_interval
-        self._page_size = page_size
-        self._create = create
 
     # -- the connection --------------------------------------------------------------------
-
-    def _error(self, doing: str, error: Exception | str) -> ConfigStoreError:
-        return ConfigStoreError(f"SQLite configuration store {self.path}: {doing}: {error}")
 
     def _open(self) -> sqlite3.Connection:
         target, uri = self.path, False
@@ -140,15 +127,12 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
         version: int = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise ConfigStoreError(
-                f"SQLite configuration store {self.path}: schema version {version} is newer than"
+                f"{self.where}: schema version {version} is newer than"
                 f" this ratekeeper understands ({SCHEMA_VERSION}); upgrade ratekeeper"
             )
         return version
 
-    def _close_connection(self, db: sqlite3.Connection) -> None:
-        db.close()
-
-    def _run(self, doing: str, statement: str, parameters: tuple[Any, ...]) -> list[Any]:
+    def _fetch(self, doing: str, statement: str, parameters: tuple[Any, ...]) -> list[Any]:
         self._here()
         with self._lock:
             db = self._connection()
@@ -157,46 +141,23 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
             except sqlite3.Error as error:
                 raise self._error(doing, error) from error
 
-    # -- the contract ----------------------------------------------------------------------
+    # -- the rows --------------------------------------------------------------------------
 
-    def get(self, key: str, domain: str = "") -> Override | None:
-        check_key(key, domain)
-        rows = self._run(
-            "cannot read",
-            "SELECT config FROM overrides WHERE domain = ? AND key = ?",
-            (domain, key),
-        )
-        return Override.from_json(rows[0][0], where(domain, key)) if rows else None
+    def _put(self, domain: str, key: str, config: str) -> None:
+        self._fetch("cannot write", _UPSERT, (domain, key, config, time.time()))
 
-    def ping(self) -> None:
-        self._run("cannot read", "SELECT 1 FROM overrides LIMIT 1", ())
-
-    def set(self, key: str, override: Override, domain: str = "") -> None:
-        check_key(key, domain)
-        check_override(override)
-        config = override.to_json()
-        self._run("cannot write", _UPSERT, (domain, key, config, time.time()))
-        self._subscribers.notify(domain, key)
-
-    def set_many(
-        self,
-        items: Mapping[str, Override] | Iterable[tuple[str, Override]],
-        domain: str = "",
-        *,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        pairs = checked(items, domain)
-        if not pairs:
-            return 0
+    def _put_many(
+        self, domain: str, rows: list[tuple[str, str]], progress: Callable[[int], None] | None
+    ) -> None:
         now = time.time()
-        rows = [(domain, key, override.to_json(), now) for key, override in pairs]
+        stamped = [(domain, key, config, now) for key, config in rows]
         self._here()
         with self._lock:
             db = self._connection()
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    for batch in batches(rows, progress):
+                    for batch in batches(stamped, progress):
                         db.executemany(_UPSERT, batch)
                     db.execute("COMMIT")
                 finally:
@@ -204,23 +165,12 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
                         db.execute("ROLLBACK")
             except sqlite3.Error as error:
                 raise self._error("cannot write", error) from error
-        self._subscribers.notify_many(domain, [key for key, _ in pairs])
-        return len(rows)
 
-    def delete(self, key: str, domain: str = "") -> bool:
-        check_key(key, domain)
-        rows = self._run(
-            "cannot delete",
-            "DELETE FROM overrides WHERE domain = ? AND key = ? RETURNING 1",
-            (domain, key),
-        )
-        if rows:
-            self._subscribers.notify(domain, key)
-        return bool(rows)
+    def _drop(self, domain: str, key: str) -> bool:
+        statement = "DELETE FROM overrides WHERE domain = ? AND key = ? RETURNING 1"
+        return bool(self._fetch("cannot delete", statement, (domain, key)))
 
-    def items(
-        self, domain: str | None = None, prefix: str = "", *, on_invalid: Invalid | None = None
-    ) -> Iterator[tuple[str, str, Override]]:
+    def _listing(self, domain: str | None, prefix: str) -> tuple[str, list[Any]]:
         conditions = ["(domain, key) > (?, ?)"]
         filters: list[Any] = []
         if domain is not None:
@@ -234,19 +184,9 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
             + " AND ".join(conditions)
             + " ORDER BY domain, key LIMIT ?"
         )
-
-        def fetch(after: tuple[str, str]) -> list[Any]:
-            return self._run("cannot list", statement, (*after, *filters, self._page_size))
-
-        rows = paged(fetch, (domain or "", ""), self._page_size)
-        yield from overrides(rows, Override.from_json, on_invalid)
+        return statement, filters
 
     # -- changes from other connections ----------------------------------------------------
-
-    def subscribe(self, callback: Callback) -> None:
-        self._here()
-        if self._subscribers.add(callback):
-            self._watch()
 
     def _watch(self) -> None:
         version = self._data_version()
@@ -259,7 +199,7 @@ class SQLiteConfigStore(PerProcess[sqlite3.Connection]):
         self._thread.start()
 
     def _data_version(self) -> int:
-        version: int = self._run("cannot poll", "PRAGMA data_version", ())[0][0]
+        version: int = self._fetch("cannot poll", "PRAGMA data_version", ())[0][0]
         return version
 
     def _poll(self, version: int, stop: threading.Event) -> None:

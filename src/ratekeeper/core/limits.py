@@ -6,9 +6,9 @@ from collections.abc import Callable
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-from ratekeeper.algorithms import Algorithm, state_copier, step_function
 from ratekeeper.core.errors import InvalidLimitError
 from ratekeeper.core.periods import parse_period
+from ratekeeper.core.registry import Algorithm, spec
 
 if TYPE_CHECKING:
     from ratekeeper.core.decisions import Decision
@@ -26,10 +26,6 @@ MAX_AMOUNT = 2**53 - 1
 #: can then express a key's time to live, and every rate is a finite number.
 MIN_PERIOD = 0.001
 MAX_PERIOD = 100 * 31_536_000.0
-
-_BURST = frozenset(
-    {Algorithm.TOKEN_BUCKET, Algorithm.GCRA, Algorithm.LEAKY_BUCKET, Algorithm.LEAKY_SHAPER}
-)
 
 
 def algorithm_of(name: Algorithm | str) -> Algorithm:
@@ -116,6 +112,7 @@ class Limit:
         partial: bool = False,
     ) -> None:
         algorithm = algorithm_of(algorithm)
+        behaviour = spec(algorithm)
         amount = _count("amount", amount)
         if isinstance(period, str):
             period = parse_period(period)
@@ -131,7 +128,7 @@ class Limit:
         period = float(period)
         capacity = amount
         if burst is not None:
-            if algorithm not in _BURST:
+            if not behaviour.takes_burst:
                 raise InvalidLimitError(f"burst does not apply to {algorithm.value}")
             capacity = burst = _count("burst", burst)
         bucket = 0.0
@@ -191,8 +188,8 @@ class Limit:
             "bucket": bucket,
             "unit": unit,
             "id": f"{algorithm.value}:{amount}/{_exact(period)}{params}",
-            "step": step_function(algorithm),
-            "copy_state": state_copier(algorithm),
+            "step": behaviour.step,
+            "copy_state": behaviour.copy_state,
         }
         for name, value in fields.items():
             object.__setattr__(self, name, value)

@@ -12,9 +12,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import ConfigError, InvalidLimitError
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.registry import Algorithm
 
 #: The source design counts in sub-window buckets, so that is what an override uses unless it
 #: names another algorithm.

@@ -6,11 +6,11 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import InvalidLimitError
 from ratekeeper.core.inputs import decimal
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.periods import period_of
+from ratekeeper.core.registry import Algorithm
 
 _ITEM = re.compile(
     r"""\s*(?P<amount>\S+?)\s*(?:/|\s+per\s+)\s*

@@ -6,8 +6,8 @@ go through one core (``plans``), and every surface (HTTP, gRPC, middleware, CLI)
 these calls.
 """
 
-from ratekeeper.core.keys import descriptor_key
-from ratekeeper.engine.core import AsyncEngine, Engine
+from ratekeeper.core.store_keys import descriptor_key
+from ratekeeper.engine.engines import AsyncEngine, Engine
 from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Status, Verdict
 
 __all__ = [

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ratekeeper.core.decisions import deny
 from ratekeeper.core.errors import ConfigError, ConfigStoreError, InvalidInputError
 from ratekeeper.core.inputs import check_cost, check_key, check_text
-from ratekeeper.core.keys import descriptor_entries, descriptor_key, identity
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.store_keys import descriptor_entries, descriptor_key, identity
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.ticker import Ticker
-from ratekeeper.engine.verdict import Descriptor, Entry, Status, Verdict
+from ratekeeper.engine.verdict import Descriptor, Status, Verdict
 from ratekeeper.rules.matching import replaced_names
+from ratekeeper.rules.model import Entry
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore

@@ -1,4 +1,7 @@
-"""What the decision engine takes and returns; every surface translates to and from these."""
+"""What the decision engine takes and returns; every surface translates to and from these.
+
+A ``Descriptor``'s entries are ``Entry`` pairs, ``(key, value)``, as the rules match them.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from ratekeeper.core.decisions import Decision, allow
+from ratekeeper.rules.model import Entry
 
 if TYPE_CHECKING:
     from ratekeeper.core.limits import Limit
@@ -13,9 +17,6 @@ if TYPE_CHECKING:
 
 #: ``remaining`` where no limit applies: Envoy's ``limit_remaining`` for an unlimited rule.
 UNLIMITED = 4_294_967_295
-
-#: One descriptor entry: ``(key, value)``, e.g. ``("remote_address", "10.0.0.1")``.
-Entry = tuple[str, str]
 
 
 class Descriptor(NamedTuple):

@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
-from ratekeeper.rules.model import Level, Rule
-
-#: One descriptor entry: ``(key, value)``.
-Entry = tuple[str, str]
+from ratekeeper.rules.model import Entry, Level, Rule
 
 
 class RuleSet:

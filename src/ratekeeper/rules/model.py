@@ -20,6 +20,9 @@ UNITS: dict[str, float] = {
     for name in ("second", "minute", "hour", "day", "week", "month", "year")
 }
 
+#: One descriptor entry: ``(key, value)``, e.g. ``("remote_address", "10.0.0.1")``.
+Entry = tuple[str, str]
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -60,7 +63,7 @@ class Rule:
         return self.limit is None and not self.unlimited
 
 
-class Descriptor:
+class RuleNode:
     """A node of the tree: the descriptor's rule (if any) and the level below it.
 
     ``shared`` is the descriptor's composed key (``key_value``) when it is a wildcard with
@@ -92,8 +95,8 @@ class Level:
     __slots__ = ("nodes", "wildcards")
 
     def __init__(self) -> None:
-        self.nodes: dict[str, Descriptor] = {}
-        self.wildcards: list[tuple[Callable[[str], bool], Descriptor]] = []
+        self.nodes: dict[str, RuleNode] = {}
+        self.wildcards: list[tuple[Callable[[str], bool], RuleNode]] = []
 
     def __bool__(self) -> bool:
         return bool(self.nodes)

@@ -14,9 +14,9 @@ from ratekeeper.core.errors import InvalidLimitError
 from ratekeeper.core.limits import Limit
 from ratekeeper.rules.model import (
     UNITS,
-    Descriptor,
     Level,
     Rule,
+    RuleNode,
     composed,
     path_part,
     wildcard_test,
@@ -161,7 +161,7 @@ class Walker(NodeReader):
                     self._rules.append(rule)
             children = Level()
             shared = final if flags["share_threshold"] and wildcard else None
-            descriptor = Descriptor(rule, children, shared, self.filename, where)
+            descriptor = RuleNode(rule, children, shared, self.filename, where)
             nested = fields.get("descriptors")
             self.descriptors(
                 nested,

@@ -59,7 +59,7 @@ Check = KeyCheck | Call
 
 def invalid(detail: str, path: Path = ()) -> Problem:
     """A 422 problem at ``path``."""
-    return Problem(422, "invalid", detail, pointer(path) if path else None)
+    return Problem.of("invalid", detail, pointer(path) if path else None)
 
 
 def is_json(content_type: str) -> bool:
@@ -76,7 +76,7 @@ def loads(raw: bytes) -> Any:
     try:  # json.loads, less building a decoder for every body
         return _decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except (ValueError, RecursionError) as error:
-        raise Problem(400, "malformed", f"the body is not valid JSON: {error}") from None
+        raise Problem.of("malformed", f"the body is not valid JSON: {error}") from None
 
 
 def _no_constant(name: str) -> Any:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.core.limits import Limit
-from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Entry, Status, Verdict
-from ratekeeper.rules.model import UNITS
+from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Status, Verdict
+from ratekeeper.rules.model import UNITS, Entry
 from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
 if TYPE_CHECKING:

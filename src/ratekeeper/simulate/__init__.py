@@ -3,15 +3,15 @@ far each is from exact.
 
 ``simulate`` replays ``(time, key, cost)`` events through each limit's own ``step`` (the one
 the stores use), with no clock and no sleeping, and judges every decision against the exact
-reference, a sliding log of the same amount and period. Traces come from generators
-(``traces``: Poisson, bursts, the window-edge attack, a diurnal ramp, Zipf keys, retry storms)
-or files (``loaders``: CSV, JSON lines, nginx access logs). ``report`` prints and saves the
-numbers; ``plots`` draws them (needs ``ratekeeper[plot]``). Example::
+reference, a sliding log of the same amount and period. Traces come from ``generators``
+(Poisson, bursts, the window-edge attack, a diurnal ramp, Zipf keys, retry storms) or files
+(``loaders``: CSV, JSON lines, nginx access logs). ``report`` prints and saves the numbers;
+``plots`` draws them (needs ``ratekeeper[plot]``). Example::
 
-    from ratekeeper.simulate import simulate, traces
+    from ratekeeper.simulate import generators, simulate
 
-    result = simulate(traces.window_edge(100, 60), ["fixed_window:100/minute",
-                                                    "sliding_log:100/minute"])
+    result = simulate(generators.window_edge(100, 60), ["fixed_window:100/minute",
+                                                        "sliding_log:100/minute"])
     [m.peak for m in result.measures]  # [200, 100]
 """
 

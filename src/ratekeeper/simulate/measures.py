@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from math import ceil
 from typing import Any
 
-from ratekeeper.simulate.replay import LimitTally, Replay
+from ratekeeper.simulate.replay import Replay
+from ratekeeper.simulate.tallies import LimitTally
 
 #: The percentiles reported of the per-key peaks.
 PEAK_PERCENTILES = (50, 90, 99)
@@ -49,7 +50,7 @@ class Delays:
 class Measures:
     """What one limit did with a trace, judged against the exact reference (a sliding log of
     the same amount and period applied to the limit's own admitted history; see
-    ``ratekeeper.simulate.replay``).
+    ``ratekeeper.simulate.tallies``).
 
     ``requests`` counts the trace's hits plus the ``retries`` its refused clients made.
     ``false_allows`` and ``false_refusals`` are counts, and ``..._share`` their share of

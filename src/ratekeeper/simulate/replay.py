@@ -1,262 +1,39 @@
 """Replaying events through limits on a virtual clock, judged against the exact reference.
 
-Each event is decided by the limit's own ``step``, as a store decides it: the state is threaded
-through per key exactly as ``MemoryStore.apply`` keeps it (a hit of cost 0 writes nothing), and
-``now`` is the event's time. No clock is read, nothing sleeps.
-
-Every decision is also judged against the exact reference, a sliding log of the same amount
-and period, applied to the history the limit itself made: a hit of cost ``c`` at ``t`` *fits*
-iff the units the limit admitted in ``(t - period, t]`` plus ``c`` are at most the amount. An
-admitted hit that does not fit is a *false allow*; a refused hit that fits, a *false
-refusal*. The sliding log itself therefore makes neither. For the leaky-bucket shaper, whose
-admitted hits proceed after a delay, ``t`` is the time the hit proceeds (or, refused, would
-have proceeded: now plus the queue's backlog), and the history is of those times.
-
-Keys are independent, so a chunk of events is grouped by key and each key's events run through
-one tight loop (``_replay_key``) with its state in local variables: the fast path.
-
-For each key the history of admitted units is kept as their sorted times, one entry per unit,
-with a pointer to the first one still inside the window; entries more than two periods behind
-the latest judged time are dropped, so a key's memory is bounded by what it admits in two
-periods. The common case, hits of cost 1 with nothing recorded and no retries, takes a
-leaner loop (``_replay_units``) over the same history.
+``replay`` reads a trace a chunk at a time, checks its events, and counts what was offered per
+time bin. Keys are independent, so each chunk is grouped by key and each key's events go to
+its ``KeyTally`` under each limit (``ratekeeper.simulate.tallies`` decides and judges them);
+retries a refused client makes are merged back in time order. At the end the time series are
+merged to at most ``MAX_BINS`` bins.
 """
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from heapq import heappop, heappush
-from itertools import count, repeat
+from heapq import heappop
+from itertools import repeat
 from math import inf
 from operator import itemgetter
 from typing import Any
 
-from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import TraceError
 from ratekeeper.core.limits import Limit
-from ratekeeper.simulate.trace import RETRY_AFTER, Event, Retry, Trace, checked, chunks
+from ratekeeper.simulate.tallies import (
+    KeyTally,
+    LimitTally,
+    Pending,
+    bin_admitted,
+    replay_key,
+    replay_units,
+)
+from ratekeeper.simulate.trace import Event, Retry, Trace, checked, chunks
 
 #: Events read and grouped at a time from a stream.
 CHUNK = 65_536
 
-#: Slack on the shaper's window edge, relative to the period: its departures lie on a float
-#: grid of ``period / amount``, and a departure exactly one period before another must not be
-#: counted in through rounding.
-SLACK = 1e-9
-
 #: The most bins a time series holds; a longer one is merged (see ``replay``).
 MAX_BINS = 100_000
-
-#: Trim a key's history once this many entries have left its window.
-TRIM = 4_096
-
-#: A retry waiting to be replayed: (time, sequence, cost, attempt).
-Pending = tuple[float, int, int, int]
-
-
-class KeyTally:
-    """One key under one limit: its algorithm state and what it has admitted."""
-
-    __slots__ = (
-        "admitted",
-        "lo",
-        "peak",
-        "pending",
-        "reach",
-        "requested",
-        "state",
-        "times",
-        "trim_at",
-    )
-
-    def __init__(self) -> None:
-        self.state: Any = None
-        self.times: list[float] = []  # the times of admitted units, sorted, one per unit
-        self.lo = 0  # the first entry of ``times`` inside the window of ``reach``
-        self.reach = -inf  # the latest time judged
-        self.trim_at = TRIM
-        self.requested = 0  # units, retries included
-        self.admitted = 0  # units (set at the end of each run)
-        self.peak = 0  # the most units admitted in one window of the period's length
-        self.pending: list[Pending] = []  # retries not replayed yet
-
-
-class LimitTally:
-    """What one limit decided over the whole replay, summed over its keys."""
-
-    def __init__(self, limit: Limit, width: float, retry: Retry | None, record: bool) -> None:
-        self.limit = limit
-        self.shaper = limit.algorithm is Algorithm.LEAKY_SHAPER
-        self.retry = retry
-        self.keys: dict[str, KeyTally] = {}
-        self.requests = 0  # hits of the trace decided (retries are counted apart)
-        self.retries = 0
-        self.admitted = 0  # hits admitted
-        self.false_allows = 0
-        self.false_refusals = 0
-        self.delays = array("d")  # the delays of admitted hits that had to wait
-        self.inverse = 1.0 / width
-        self.series: dict[int, int] = {}  # time bin -> admitted units
-        self.sequence = count()
-        #: With ``record``: 1 per allowed event of the trace (retries are not recorded), and
-        #: each allowed event's delay.
-        self.decisions: bytearray | None = bytearray() if record else None
-        self.delay_of: array[float] | None = array("d") if record else None
-
-
-def _replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, int, int]]) -> None:
-    """Decide ``events`` of one key, ``(time, cost, tag)`` in time order, where ``tag`` is the
-    event's position in the trace or, for a retry, minus its attempt."""
-    limit = tally.limit
-    step = limit.step
-    amount = limit.amount
-    period = limit.period
-    shaper = tally.shaper
-    slack = period * SLACK if shaper else 0.0
-    state = key.state
-    times = key.times
-    append, extend = times.append, times.extend
-    lo, reach, trim_at = key.lo, key.reach, key.trim_at
-    size = len(times)
-    last = times[-1] if times else -inf
-    peak, admitted_units = key.peak, key.admitted
-    admitted = false_allows = false_refusals = 0
-    delays = tally.delays
-    decisions, delay_of = tally.decisions, tally.delay_of
-    retry = tally.retry
-    for now, cost, tag in events:
-        new, decision = step(state, now, cost, limit)
-        allowed = decision[0]
-        # The shaper's hits are judged when they proceed (or would have).
-        at = now + (decision[5] if allowed else decision[3]) if shaper else now
-        edge = at - period + slack
-        if at >= reach:
-            reach = at
-            while lo < size and times[lo] <= edge:
-                lo += 1
-            held = size - lo
-        else:  # behind a time judged already: out of order
-            held = bisect_right(times, at) - bisect_right(times, edge)
-        if allowed:
-            admitted += 1
-            if cost:
-                state = new
-            if held + cost > amount:
-                false_allows += 1
-            granted = decision[6]
-            if granted:
-                if at < last:
-                    at = last  # the history stays sorted
-                last = at
-                if granted == 1:
-                    append(at)
-                else:
-                    extend(repeat(at, granted))
-                size += granted
-                admitted_units += granted
-                held += granted
-                if held > peak:
-                    peak = held
-            delay = decision[5]
-            if delay:
-                delays.append(delay)
-            if decisions is not None and tag >= 0:
-                decisions[tag] = 1
-                if delay and delay_of is not None:
-                    delay_of[tag] = delay
-        else:
-            if held + cost <= amount:
-                false_refusals += 1
-            if retry is not None:
-                attempt = -tag if tag < 0 else 0
-                if attempt < retry.max_retries:
-                    wait = decision[4] + retry.gap if retry.after == RETRY_AFTER else retry.gap
-                    if wait < inf:
-                        heappush(key.pending, (now + wait, next(tally.sequence), cost, attempt + 1))
-                        tally.retries += 1
-                        key.requested += cost
-        if lo >= trim_at:
-            lo, size, trim_at = _trim(tally, times, lo, reach)
-    key.state = state
-    key.lo, key.reach, key.trim_at = lo, reach, trim_at
-    key.peak, key.admitted = peak, admitted_units
-    tally.admitted += admitted
-    tally.false_allows += false_allows
-    tally.false_refusals += false_refusals
-
-
-def _replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> None:
-    """``_replay_key`` for the common case, on its fast path: hits of cost 1 at ``events``
-    (their times, in order), no retries, nothing recorded, any algorithm but the shaper."""
-    limit = tally.limit
-    step = limit.step
-    amount = limit.amount
-    period = limit.period
-    state = key.state
-    times = key.times
-    append = times.append
-    lo, reach, trim_at = key.lo, key.reach, key.trim_at
-    size = len(times)
-    peak = key.peak
-    false_allows = false_refusals = 0
-    before = size
-    for now in events:
-        new, decision = step(state, now, 1, limit)
-        at = now
-        if now >= reach:
-            reach = now
-            edge = now - period
-            while lo < size and times[lo] <= edge:
-                lo += 1
-            held = size - lo
-        else:  # out of order: judged as in ``_replay_key``
-            held = bisect_right(times, now) - bisect_right(times, now - period)
-            if times and now < times[-1]:
-                at = times[-1]  # the history stays sorted
-        if decision[0]:
-            state = new
-            if held >= amount:
-                false_allows += 1
-            append(at)
-            size += 1
-            if held >= peak:
-                peak = held + 1
-        elif held < amount:
-            false_refusals += 1
-        if lo >= trim_at:
-            before -= lo
-            lo, size, trim_at = _trim(tally, times, lo, reach)
-            before += lo
-    admitted = size - before
-    key.state = state
-    key.lo, key.reach, key.trim_at = lo, reach, trim_at
-    key.peak = peak
-    key.admitted += admitted
-    tally.admitted += admitted
-    tally.false_allows += false_allows
-    tally.false_refusals += false_refusals
-
-
-def _trim(tally: LimitTally, times: list[float], lo: int, reach: float) -> tuple[int, int, int]:
-    """Drop the entries of ``times`` more than two periods behind ``reach``, the latest time
-    judged, into the time series; return the new ``lo``, size and next trimming point."""
-    cut = bisect_right(times, reach - 2 * tally.limit.period, 0, lo)
-    _bin(tally, times, cut)
-    del times[:cut]
-    lo -= cut
-    return lo, len(times), lo + max(TRIM, len(times))
-
-
-def _bin(tally: LimitTally, times: list[float], stop: int) -> None:
-    """Add the units admitted at ``times[:stop]`` (one entry each) to the time series."""
-    if not stop:
-        return
-    series = tally.series
-    for slot, found in Counter(map(int, map(tally.inverse.__mul__, times[:stop]))).items():
-        series[slot] = series.get(slot, 0) + found
 
 
 def _with_retries(
@@ -331,16 +108,16 @@ def _replay_part(tally: LimitTally, part: Trace, groups: dict[str, list[int]], o
         tally.requests += len(positions)
         key.requested += len(positions) if costs is None else sum(key_costs)
         if costs is None and retry is None and not record and not tally.shaper:
-            _replay_units(tally, key, key_times)
+            replay_units(tally, key, key_times)
             continue
         events: Iterable[tuple[float, int, int]] = zip(key_times, key_costs, tags, strict=False)
         if retry is not None:
             events = _with_retries(events, key.pending, times[-1])
-        _replay_key(tally, key, events)
+        replay_key(tally, key, events)
     if retry is not None:  # keys absent from this chunk with retries due in it
         for name, key in tallies.items():
             if key.pending and name not in groups and key.pending[0][0] <= times[-1]:
-                _replay_key(tally, key, _with_retries((), key.pending, times[-1]))
+                replay_key(tally, key, _with_retries((), key.pending, times[-1]))
 
 
 def replay(
@@ -401,8 +178,8 @@ def replay(
     for tally in result.tallies:
         for key in tally.keys.values():
             if key.pending:
-                _replay_key(tally, key, _with_retries((), key.pending, inf))
-            _bin(tally, key.times, len(key.times))
+                replay_key(tally, key, _with_retries((), key.pending, inf))
+            bin_admitted(tally, key.times, len(key.times))
     _merge(result)
     return result
 

@@ -16,7 +16,7 @@ from itertools import chain
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.limits import Limit
-from ratekeeper.simulate import traces
+from ratekeeper.simulate import generators
 from ratekeeper.simulate.report import share, table
 from ratekeeper.simulate.simulation import Simulation, simulate
 from ratekeeper.simulate.trace import IMMEDIATELY, Event, Trace
@@ -53,28 +53,36 @@ class Scenario:
 
 SCENARIOS = [
     Scenario(
-        "edge", "window edge", lambda: traces.window_edge(AMOUNT, PERIOD), "window_edge(100, 60)"
+        "edge",
+        "window edge",
+        lambda: generators.window_edge(AMOUNT, PERIOD),
+        "window_edge(100, 60)",
     ),
     Scenario(
-        "steady", "steady 1.5x", lambda: traces.poisson(2.5, 1_200, seed=1), "poisson(2.5, 1200)"
+        "steady",
+        "steady 1.5x",
+        lambda: generators.poisson(2.5, 1_200, seed=1),
+        "poisson(2.5, 1200)",
     ),
     Scenario(
         "bursts",
         "bursts",
-        lambda: traces.bursts(10, 20, 100, 3_600, seed=2),
+        lambda: generators.bursts(10, 20, 100, 3_600, seed=2),
         "bursts(10, on=20, off=100, seconds=3600)",
     ),
-    Scenario("diurnal", "diurnal", lambda: traces.diurnal(4, 7_200, seed=3), "diurnal(4, 7200)"),
+    Scenario(
+        "diurnal", "diurnal", lambda: generators.diurnal(4, 7_200, seed=3), "diurnal(4, 7200)"
+    ),
     Scenario(
         "zipf",
         "1,000 Zipf keys",
-        lambda: traces.zipf(1_000, 50, 600, seed=4),
+        lambda: generators.zipf(1_000, 50, 600, seed=4),
         "zipf(1000, 50, 600)",
     ),
     Scenario(
         "storm",
         "retry storm",
-        lambda: traces.retry_storm(3, 600, after=IMMEDIATELY, gap=0.5, seed=5),
+        lambda: generators.retry_storm(3, 600, after=IMMEDIATELY, gap=0.5, seed=5),
         "retry_storm(3, 600, after='immediately', gap=0.5)",
     ),
 ]
@@ -189,7 +197,7 @@ def cloudflare_events(requests: int = REQUESTS, sources: int = SOURCES) -> Itera
     parts = max(requests // 1_000_000, 1)
     span = seconds / parts
     return chain.from_iterable(
-        traces.zipf(sources, rate, span, seed=100 + part, start=traces.START + part * span)
+        generators.zipf(sources, rate, span, seed=100 + part, start=generators.START + part * span)
         for part in range(parts)
     )
 

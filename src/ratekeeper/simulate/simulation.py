@@ -98,14 +98,14 @@ def simulate(
 ) -> Simulation:
     """Replay ``source`` through each of ``limits`` on a virtual clock; measure each.
 
-    ``source`` is a ``Trace`` (see ``ratekeeper.simulate.traces`` for generators) or any
+    ``source`` is a ``Trace`` (see ``ratekeeper.simulate.generators``) or any
     iterable of ``(time, key, cost)`` events in time order (see ``ratekeeper.simulate.loaders``),
     which is read a chunk at a time. ``limits`` are ``Limit`` objects or strings for
     ``parse_limit``. Every limit decides with the same ``step`` its stores use, and is judged
     against the exact reference. Example::
 
-        from ratekeeper.simulate import simulate, traces
-        result = simulate(traces.window_edge(100, 60), ["fixed_window:100/minute"])
+        from ratekeeper.simulate import generators, simulate
+        result = simulate(generators.window_edge(100, 60), ["fixed_window:100/minute"])
         result.measures[0].peak  # 200
     """
     if isinstance(limits, str):

@@ -102,7 +102,7 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         from ratekeeper.stores import overlimit, resilience
         from ratekeeper.stores import redis as stores
         from ratekeeper.stores.deferred import Deferred
-        from ratekeeper.stores.urls import check_url, open_client
+        from ratekeeper.stores.redis.clients import check_url, open_client
 
         policy = options.pop("on_store_error", "allow")
         cache = options.pop("over_limit_cache", False)
@@ -163,11 +163,11 @@ def open_store(url: str = "memory://", **options: Any) -> Store:
     ``memory://``; ``redis://host:port/db`` and ``rediss://``; ``redis+sentinel://host:port,
     host:port/service``; ``redis+cluster://host:port,host:port``. ``options`` go to the store
     (``clock``, ``max_keys`` for memory). For Redis: ``prefix`` and ``tag`` (see
-    ``ratekeeper.core.keys``), ``timeout`` per call in seconds (default: the URL's ``?timeout=``,
-    else 0.25), ``on_store_error`` (``"allow"``, the default, ``"deny"``, ``"local"``, or
-    ``None`` to raise ``StoreError``),
-    ``over_limit_cache`` (answer known denials locally), and for asyncio ``batch`` (send the
-    calls of one event-loop tick together; default on).
+    ``ratekeeper.core.store_keys``), ``timeout`` per call in seconds (default: the URL's
+    ``?timeout=``, else 0.25), ``on_store_error`` (``"allow"``, the default, ``"deny"``,
+    ``"local"``, or ``None`` to raise ``StoreError``), ``over_limit_cache`` (answer known denials
+    locally), and for asyncio ``batch`` (send the calls of one event-loop tick together; default
+    on).
 
     Opening never touches the network, for every kind of URL: a store that cannot be reached
     fails on first use, where ``on_store_error`` answers. A malformed URL or an unknown option

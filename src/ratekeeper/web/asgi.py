@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from ratekeeper.decider import AsyncDecider
 from ratekeeper.web.gate import AsyncGate
-from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.options import Middleware
 from ratekeeper.web.replies import Reply
-from ratekeeper.web.request import MAX_BODY, Request, joined
-from ratekeeper.web.routes import Adapter
+from ratekeeper.web.request import Request, joined
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -160,7 +160,7 @@ def adding(send: Send, extra: list[tuple[str, str]]) -> Send:
     return send_with_headers
 
 
-class RateLimitMiddleware(Adapter):
+class RateLimitMiddleware(Middleware[ASGIApp, AsyncDecider, AsyncGate]):
     """Rate-limit an ASGI ``app`` (see the module's doc).
 
     ``decider`` is an ``AsyncDecider`` (``AsyncLimiter``, ``AsyncEngine``,
@@ -173,30 +173,7 @@ class RateLimitMiddleware(Adapter):
     raises here.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        decider: Any,
-        limits: list[RateLimit] | tuple[RateLimit, ...] = (),
-        *,
-        exempt: ExemptLike = (),
-        max_body: int = MAX_BODY,
-        headers: bool = True,
-        ietf: bool = False,
-        degraded_header: str | None = "X-RateLimit-Degraded",
-        on_refused: Callable[[Request, Any], Reply] | None = None,
-        **options: Any,
-    ) -> None:
-        self.app = app
-        self.gate = AsyncGate(decider, limits, **options)
-        self.exempt = exemption(exempt)
-        super().__init__(
-            max_body=max_body,
-            headers=headers,
-            ietf=ietf,
-            degraded_header=degraded_header,
-            on_refused=on_refused,
-        )
+    _gate = AsyncGate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

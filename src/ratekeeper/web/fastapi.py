@@ -28,6 +28,7 @@ try:
 except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("fastapi", "fastapi") from None
 
+from ratekeeper.decider import AsyncDecider
 from ratekeeper.web.asgi import encoded, extended, request_of
 from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.limits import RateLimit
@@ -64,7 +65,7 @@ async def problem_handler(request: StarletteRequest, error: Exception) -> Respon
     return Response(reply.body, status_code=reply.status, headers=dict(reply.headers))
 
 
-class RateLimiter(RouteLimiter):
+class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
     """Makes per-route dependencies deciding with an ``AsyncDecider`` (``AsyncLimiter``,
     ``AsyncEngine``, ``AsyncRemoteLimiter``); its options are ``RouteLimiter``'s."""
 

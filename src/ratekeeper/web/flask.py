@@ -29,6 +29,8 @@ try:
 except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("flask", "flask") from None
 
+from ratekeeper.decider import Decider
+from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
@@ -60,9 +62,11 @@ def response_of(reply: Reply) -> flask.Response:
     return flask.Response(reply.body, status=reply.status, headers=reply.headers)
 
 
-class RateLimiter(RouteLimiter):
+class RateLimiter(RouteLimiter[Decider, Gate]):
     """Makes view decorators deciding with a ``Decider`` (``Limiter``, ``Engine``,
     ``RemoteLimiter``); its options are ``RouteLimiter``'s."""
+
+    _gate = Gate
 
     def limit(
         self, *limits: RateLimit, scope: str | None = None

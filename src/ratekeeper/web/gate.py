@@ -35,14 +35,23 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import StoreError
 from ratekeeper.core.inputs import check_cost
 from ratekeeper.core.limits import Limit
-from ratekeeper.decider import BatchDecider
-from ratekeeper.engine.verdict import Entry, Status, Verdict
+from ratekeeper.decider import (
+    AsyncDecider,
+    AsyncDescriptorDecider,
+    AsyncManyDecider,
+    BatchDecider,
+    Decider,
+    DescriptorDecider,
+    ManyDecider,
+)
+from ratekeeper.engine.verdict import Status, Verdict
+from ratekeeper.rules.model import Entry
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
 from ratekeeper.web.limits import CostLike, RateLimit
@@ -53,7 +62,7 @@ log = logging.getLogger("ratekeeper.web")
 S = TypeVar("S")
 
 #: One hit of a request: the counter's key, one limit, and the cost.
-Hit = tuple[str, Limit | str, int]
+RequestHit = tuple[str, Limit | str, int]
 
 
 class Outcome(NamedTuple):
@@ -82,13 +91,13 @@ class _Plan(NamedTuple):
     """What deciding a request takes: its hits, its shadow hits, and its descriptors, each
     costing ``cost`` (0 when there are none)."""
 
-    hits: list[Hit]
-    shadow: list[Hit]
+    hits: list[RequestHit]
+    shadow: list[RequestHit]
     descriptors: list[tuple[Entry, ...]]
     cost: int
 
 
-def _is_async(decider: Any) -> bool:
+def _is_async(decider: object) -> bool:
     return inspect.iscoroutinefunction(getattr(decider, "hit", None))
 
 
@@ -98,21 +107,24 @@ def _sleeper(sleep: S) -> S:
     return sleep
 
 
-def _batches(decider: Any) -> bool:
+def _batches(decider: object) -> bool:
     """Whether ``decider.hit_many`` decides several limits in one atomic store call."""
     return isinstance(decider, BatchDecider) and decider.atomic_hit_many
 
 
-class _Gate:
-    """What the twins share: the options, checked once, and the plan of a request (no I/O)."""
+class BaseGate:
+    """What the twins share: the options, checked once, and the plan of a request (no I/O).
+    Which twin a decider needs is checked here, as are the methods the options call for."""
 
     #: Whether the twin's decider is asyncio's, and what it says of a decider of the other.
     _async = False
     _other_twin = "{!r} is asyncio's; a Gate needs a Limiter or Engine"
 
+    decider: Decider | AsyncDecider
+
     def __init__(
         self,
-        decider: Any,
+        decider: Decider | AsyncDecider,
         limits: Iterable[RateLimit] = (),
         *,
         scope: str | None = "app",
@@ -167,8 +179,8 @@ class _Gate:
         return any(limit.applies(request) for limit in self._body_limits)
 
     def _plan(self, request: Request) -> _Plan:
-        hits: list[Hit] = []
-        shadow: list[Hit] = []
+        hits: list[RequestHit] = []
+        shadow: list[RequestHit] = []
         scope = self.scope or f"{request.method} {request.route or request.path}"
         for limit in self.limits:
             if not limit.applies(request):
@@ -245,7 +257,7 @@ class _Gate:
         return Outcome(True, decisions, 0.0, delay, degraded)
 
 
-class Gate(_Gate):
+class Gate(BaseGate):
     """Decide web requests with a ``Decider`` (see the module's doc). ``sleep`` is how a
     shaper's delay is waited out (tests pass a fake clock's ``sleep``). Options are checked
     here: a bad one raises ``TypeError`` or ``ValueError``, an async decider ``TypeError``.
@@ -255,8 +267,14 @@ class Gate(_Gate):
         gate.decide(request).allowed
     """
 
+    decider: Decider
+
     def __init__(
-        self, decider: Any, *args: Any, sleep: Callable[[float], None] = time.sleep, **options: Any
+        self,
+        decider: Decider,
+        *args: Any,
+        sleep: Callable[[float], None] = time.sleep,
+        **options: Any,
     ) -> None:
         super().__init__(decider, *args, **options)
         self._sleep = _sleeper(sleep)
@@ -268,15 +286,17 @@ class Gate(_Gate):
             return NOTHING
         decider = self.decider
         try:
-            if self._many and len(plan.hits) > 1:
-                decisions = decider.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
+            if self._many and len(plan.hits) > 1:  # then the decider has hit_many
+                batch = cast(ManyDecider, decider)
+                decisions = batch.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
             else:
                 decisions = [decider.hit(*hit) for hit in plan.hits]
             shadowed = [decider.hit(*hit) for hit in plan.shadow]
             verdict = None
-            if plan.descriptors:
-                verdict = decider.check(
-                    self.domain,
+            if plan.descriptors:  # then a domain was given, and the decider has check
+                rules = cast(DescriptorDecider, decider)
+                verdict = rules.check(
+                    cast(str, self.domain),
                     plan.descriptors,
                     plan.cost,
                     all_or_nothing=self.all_or_nothing_rules,
@@ -290,15 +310,17 @@ class Gate(_Gate):
         return outcome
 
 
-class AsyncGate(_Gate):
+class AsyncGate(BaseGate):
     """The asyncio twin of ``Gate``: ``await gate.decide(request)``, with an ``AsyncDecider``."""
 
     _async = True
     _other_twin = "{!r} blocks; an AsyncGate needs an AsyncLimiter or AsyncEngine"
 
+    decider: AsyncDecider
+
     def __init__(
         self,
-        decider: Any,
+        decider: AsyncDecider,
         *args: Any,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         **options: Any,
@@ -313,15 +335,17 @@ class AsyncGate(_Gate):
             return NOTHING
         decider = self.decider
         try:
-            if self._many and len(plan.hits) > 1:
-                decisions = await decider.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
+            if self._many and len(plan.hits) > 1:  # then the decider has hit_many
+                batch = cast(AsyncManyDecider, decider)
+                decisions = await batch.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
             else:
                 decisions = [await decider.hit(*hit) for hit in plan.hits]
             shadowed = [await decider.hit(*hit) for hit in plan.shadow]
             verdict = None
-            if plan.descriptors:
-                verdict = await decider.check(
-                    self.domain,
+            if plan.descriptors:  # then a domain was given, and the decider has check
+                rules = cast(AsyncDescriptorDecider, decider)
+                verdict = await rules.check(
+                    cast(str, self.domain),
                     plan.descriptors,
                     plan.cost,
                     all_or_nothing=self.all_or_nothing_rules,

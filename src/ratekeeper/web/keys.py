@@ -4,8 +4,8 @@ A ``Key`` turns a ``Request`` into entries such as ``(("remote_address", "10.0.0
 into None when it does not apply (no user logged in, no such header): a limit whose key is None
 counts nothing for that request. Keys compose with ``+``: ``client_ip() + field("username")``
 is one key of two entries, counted together. The same entries serve both ways of deciding:
-under a ``RateLimit`` they name the counter (``ratekeeper.core.keys.descriptor_key``, escaped so
-that no two keys meet), and as descriptors they go to ``Engine.check`` to meet the rules.
+under a ``RateLimit`` they name the counter (``ratekeeper.core.store_keys.descriptor_key``,
+escaped so that no two keys meet), and as descriptors they go to ``Engine.check`` to meet the rules.
 
 Example::
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ratekeeper.core.keys import descriptor_key
-from ratekeeper.engine.verdict import Entry
+from ratekeeper.core.store_keys import descriptor_key
+from ratekeeper.rules.model import Entry
 from ratekeeper.web.addresses import ClientAddress
 from ratekeeper.web.request import Request
 

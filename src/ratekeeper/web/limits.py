@@ -6,9 +6,9 @@ optionally a ``scope``, a ``cost``, the ``methods`` it applies to, an ``exempt``
 ``shadow`` mode. Every option is checked here, when the limit is built.
 
 The counter of a request is named by the scope and the key's entries
-(``scope:login|remote_address:10.0.0.1``, escaped by ``ratekeeper.core.keys.descriptor_key``), so
-routes that share a scope share their counters, and a route's own limits (scope None) count
-apart from every other route's.
+(``scope:login|remote_address:10.0.0.1``, escaped by
+``ratekeeper.core.store_keys.descriptor_key``), so routes that share a scope share their
+counters, and a route's own limits (scope None) count apart from every other route's.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from ratekeeper.core.inputs import check_cost
-from ratekeeper.core.keys import bounded, descriptor_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.rates import parse_many
+from ratekeeper.core.store_keys import bounded, descriptor_key
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
 from ratekeeper.web.request import Request

@@ -26,7 +26,6 @@ from ratekeeper.wire.problems import MEDIA_TYPE, Problem
 
 #: A header's name: an RFC 9110 token.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-TOO_MANY_REQUESTS = 429
 #: The header that says a store failure was answered by the failure policy, as the service's.
 DEGRADED = "X-RateLimit-Degraded"
 
@@ -48,10 +47,11 @@ def refused(request: Request, outcome: Outcome) -> Reply:
     """The default answer to a refused request: 429 and a problem+json body."""
     wait = seconds(outcome.retry_after)
     detail = f"Too many requests; retry after {wait} second{'' if wait == 1 else 's'}."
-    body = Problem(TOO_MANY_REQUESTS, "limited", detail).body()
+    problem = Problem.of("limited", detail)
+    body = problem.body()
     body["retry_after"] = wait
     encoded = json.dumps(body, ensure_ascii=False).encode()
-    return Reply(TOO_MANY_REQUESTS, [("Content-Type", MEDIA_TYPE)], encoded)
+    return Reply(problem.status, [("Content-Type", MEDIA_TYPE)], encoded)
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class Replies:
         """The answer to a request ``outcome`` refuses, or a 503 when the store failed."""
         if outcome.unavailable is not None:
             detail = "the rate limiter's request store is unavailable"
-            return problem_reply(Problem(503, "unavailable", detail))
+            return problem_reply(Problem.of("unavailable", detail))
         reply = (self.on_refused or refused)(request, outcome)
         if not isinstance(reply, Reply):
             raise TypeError(f"on_refused returns a Reply(status, headers, body), not {reply!r}")

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
+from ratekeeper.decider import Decider
 from ratekeeper.web.gate import Gate
-from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.options import Middleware
 from ratekeeper.web.replies import Reply, merged
-from ratekeeper.web.request import MAX_BODY, Request, declared_length, joined
-from ratekeeper.web.routes import Adapter
+from ratekeeper.web.request import Request, declared_length, joined
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -104,35 +104,12 @@ def adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> Start
     return start_with_headers
 
 
-class RateLimitMiddleware(Adapter):
+class RateLimitMiddleware(Middleware[WSGIApp, Decider, Gate]):
     """Rate-limit a WSGI ``app`` with a ``Decider`` (``Limiter``, ``Engine``,
     ``RemoteLimiter``); the options are ``ratekeeper.web.asgi.RateLimitMiddleware``'s, the
     decider's twin blocking. A bad option raises here."""
 
-    def __init__(
-        self,
-        app: WSGIApp,
-        decider: Any,
-        limits: list[RateLimit] | tuple[RateLimit, ...] = (),
-        *,
-        exempt: ExemptLike = (),
-        max_body: int = MAX_BODY,
-        headers: bool = True,
-        ietf: bool = False,
-        degraded_header: str | None = "X-RateLimit-Degraded",
-        on_refused: Callable[[Request, Any], Reply] | None = None,
-        **options: Any,
-    ) -> None:
-        self.app = app
-        self.gate = Gate(decider, limits, **options)
-        self.exempt = exemption(exempt)
-        super().__init__(
-            max_body=max_body,
-            headers=headers,
-            ietf=ietf,
-            degraded_header=degraded_header,
-            on_refused=on_refused,
-        )
+    _gate = Gate
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         request = request_of(environ)

@@ -29,7 +29,7 @@ from redis.crc import key_slot
 from redis.retry import Retry
 
 from ratekeeper import Limit, StoreError, open_store
-from ratekeeper.core.keys import state_key
+from ratekeeper.core.store_keys import state_key
 from ratekeeper.engine import Engine
 from ratekeeper.rules import parse_rules
 from ratekeeper.stores.redis import AsyncRedisStore, RedisStore

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ratekeeper import Limit, Limiter, open_store
-from ratekeeper.core.keys import state_key
+from ratekeeper.core.store_keys import state_key
 from tests.servers import RedisCluster
 
 LIMIT = Limit(1_000_000, 3600, "gcra")  # never refuses: every answer shows the store's health

@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.core.keys import state_key
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.redis import RedisStore
 from ratekeeper.stores.redis.scripts import (
     REFUND,

@@ -323,7 +323,7 @@ def test_the_hiredis_packer_packs_as_redis_py_does(redis_server: RedisServer) ->
     command of several words split; the sync client opened by URL uses it."""
     from redis.connection import HiredisRespSerializer
 
-    from ratekeeper.stores.urls import _hiredis_packer
+    from ratekeeper.stores.redis.clients import _hiredis_packer
 
     ours, theirs = _hiredis_packer(), HiredisRespSerializer()
     for args in [

@@ -51,15 +51,7 @@ for i = 1, count do
   local a = 3 + (tonumber(ARGV[h + 1]) - 1) * LIMIT_FIELDS
   local name = ARGV[a + 1]
   local step
-  if name == 'gcra' then step = gcra
-  elseif name == 'token_bucket' then step = token_bucket
-  elseif name == 'fixed_window' then step = fixed_window
-  elseif name == 'sliding_log' then step = sliding_log
-  elseif name == 'sliding_counter' then step = sliding_counter
-  elseif name == 'bucketed_window' then step = bucketed_window
-  elseif name == 'leaky_bucket' then step = leaky_bucket
-  elseif name == 'leaky_shaper' then step = leaky_shaper
-  elseif name == 'concurrency' then step = concurrency
+  --@steps: `if name == '<algorithm>' then step = <algorithm>`, one branch per algorithm
   else return redis.error_reply('ratekeeper: unknown algorithm ' .. tostring(name)) end
   local allowed, limit, remaining, reset_after, retry_after, delay, granted =
     step(KEYS[i], now, tonumber(ARGV[h + 2]), a)

@@ -19,15 +19,7 @@ for i = 1, count do
 end
 
 local refunds = {
-  fixed_window = fixed_window_refund,
-  sliding_log = sliding_log_refund,
-  sliding_counter = sliding_counter_refund,
-  bucketed_window = bucketed_window_refund,
-  token_bucket = token_bucket_refund,
-  leaky_bucket = leaky_bucket_refund,
-  leaky_shaper = leaky_shaper_refund,
-  gcra = gcra_refund,
-  concurrency = concurrency_refund,
+  --@refunds: `<algorithm> = <algorithm>_refund,`, one line per algorithm
 }
 for i = count, 1, -1 do
   local h = hits + (i - 1) * 2

@@ -24,6 +24,7 @@ decision as a flat array.
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -58,8 +59,29 @@ _iter_unpack = DECISION.iter_unpack
 HERE = "stores/redis/"
 
 
+#: An entry script's line ``--@steps: ...`` or ``--@refunds: ...`` is written out from the
+#: registry (``expand``): one line per algorithm, so that no script names an algorithm by hand.
+_MARKER = re.compile(r"^(?P<indent>[ ]*)--@(?P<part>steps|refunds):.*$", re.MULTILINE)
+
+
+def _generated(part: str, indent: str) -> str:
+    names = [algorithm.value for algorithm in Algorithm]
+    if part == "steps":  # dispatch.lua: the step of the hit's algorithm, by its name
+        lines = [f"if name == '{name}' then step = {name}" for name in names[:1]]
+        lines += [f"elseif name == '{name}' then step = {name}" for name in names[1:]]
+    else:  # refund.lua: each algorithm's refund, by its name
+        lines = [f"{name} = {name}_refund," for name in names]
+    return "\n".join(indent + line for line in lines)
+
+
+def expand(source: str) -> str:
+    """``source`` with its ``--@steps`` and ``--@refunds`` lines written out from the
+    registry of algorithms (``ratekeeper.core.registry``)."""
+    return _MARKER.sub(lambda match: _generated(match["part"], match["indent"]), source)
+
+
 def _read(name: str) -> str:
-    return files("ratekeeper").joinpath(name).read_text()
+    return expand(files("ratekeeper").joinpath(name).read_text())
 
 
 def batch_source(
@@ -71,7 +93,7 @@ def batch_source(
     script), its parts read by ``read(path inside the package)``."""
     parts = [header, read(HERE + "prelude.lua")]
     parts += [read(f"algorithms/{algorithm.value}.lua") for algorithm in Algorithm]
-    parts.append(read(entry))
+    parts.append(expand(read(entry)))
     return "\n".join(parts)
 
 

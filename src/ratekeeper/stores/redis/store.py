@@ -1,23 +1,23 @@
-"""The Redis twins, ``RedisStore`` and ``AsyncRedisStore`` (the package says how they decide)."""
+"""``RedisStore``: the request store on a Redis, Sentinel or Cluster client (see the package).
+
+``AsyncRedisStore`` (``async_store.py``) is its twin: only I/O differs."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import (
-    InvalidInputError,
     MissingExtraError,
     StoreConfigError,
-    StoreError,
 )
-from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key
-from ratekeeper.core.keys import check_prefix, check_tag, state_key
+from ratekeeper.core.inputs import check_hits, check_key
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Hit, check_release
+from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.redis.base import Base
 from ratekeeper.stores.redis.batches import (
     Batch,
     Ran,
@@ -27,186 +27,22 @@ from ratekeeper.stores.redis.batches import (
     settle,
     unrefunded,
 )
+from ratekeeper.stores.redis.errors import ERRORS, failure, missing_from
 from ratekeeper.stores.redis.scripts import (
-    FUNCTIONS,
     LIBRARY,
-    REFUND,
-    RELEASE,
-    SINGLE,
-    SOURCE,
-    arguments,
     decision,
     decisions_at,
-    limit_args,
-    now_arg,
     released,
 )
 
 try:
-    import redis
-    import redis.asyncio
-    from redis.client import NEVER_DECODE
-    from redis.crc import key_slot
-    from redis.exceptions import (
-        AuthenticationError,
-        AuthenticationWrongNumberOfArgsError,
-        NoPermissionError,
-        NoScriptError,
-        RedisClusterException,
-        ResponseError,
-    )
+    import redis.cluster
+    from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
 
-#: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
-ERRORS = (redis.RedisError, RedisClusterException, OSError)
-#: The most hits one automatic batch sends. A script run holds the server for all of its hits
-#: (a few microseconds each), so a burst goes as several runs, one after another, and no run
-#: keeps the server's other clients waiting for long.
-MAX_BATCH = 1000
 
-#: What it raises when a call timed out.
-_TIMEOUTS = (redis.TimeoutError, TimeoutError)
-
-#: The option that has a client which decodes its replies read a script's reply as bytes.
-_RAW = {NEVER_DECODE: True}
-
-_MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
-#: Errors that say the store's own configuration is wrong: an unknown database, a cluster URL
-#: for a server that is not in cluster mode.
-_MISCONFIGURED_REPLIES = (
-    "DB index is out of range",
-    "invalid DB index",
-    "Cluster mode is not enabled",
-)
-
-
-def failure(error: BaseException) -> Exception:
-    """The ratekeeper exception for an error redis-py raised (see the module docstring)."""
-    message = str(error)
-    if isinstance(error, _MISCONFIGURED) or (
-        isinstance(error, ResponseError | RedisClusterException)
-        and any(reply in message for reply in _MISCONFIGURED_REPLIES)
-    ):
-        return StoreConfigError(f"redis is misconfigured: {message}")
-    if isinstance(error, ResponseError) and message.startswith("ratekeeper: invalid"):
-        return InvalidInputError(message.removeprefix("ratekeeper: "))
-    return StoreError(f"redis: {message}")
-
-
-def _missing(error: ResponseError) -> str | None:
-    """What a call's error says the server is missing: ``"script"`` (NOSCRIPT: a restarted or
-    failed-over server, or ``SCRIPT FLUSH``), ``"library"`` (no such function: the same, or
-    ``FUNCTION FLUSH``), ``"functions"`` (a server older than Redis 7, or a user not allowed to
-    call functions: the scripts serve instead); None for any other error."""
-    if isinstance(error, NoScriptError):
-        return "script"
-    message = str(error).lower()
-    if message.startswith("function not found"):
-        return "library"
-    if "fcall" in message and (
-        "unknown command" in message or isinstance(error, NoPermissionError)
-    ):
-        return "functions"
-    return None
-
-
-class _Base:
-    """What the twins share: the client, the key layout and the script arguments (no I/O)."""
-
-    _cluster: type
-
-    def __init__(self, client: Any, *, prefix: str = "rk", tag: str = "limit") -> None:
-        check_prefix(prefix)
-        check_tag(tag)
-        self.client = client
-        self.prefix = prefix
-        self.tag = tag
-        self.clustered = isinstance(client, self._cluster)
-        self._script = client.register_script(SOURCE)
-        self._scripts = {
-            algorithm: client.register_script(source) for algorithm, source in SINGLE.items()
-        }
-        self._refund_script = client.register_script(REFUND)
-        self._release_script = client.register_script(RELEASE)
-        self._execute = client.execute_command
-        # Script replies are packed decisions: read as bytes even by a client that decodes.
-        self._raw = _RAW if client.get_encoder().decode_responses else {}
-        self._use_functions(not self.clustered)
-
-    def _use_functions(self, on: bool) -> None:
-        """From now on, send ``apply`` and batches to the function library (``FCALL``), or to
-        the scripts (``EVALSHA``): ``_call`` is the command, ``_singles[algorithm]`` and
-        ``_batch`` what it names.
-
-        A cluster is sent the scripts: redis-py asks a cluster node for the keys of every
-        ``FCALL`` (a ``COMMAND GETKEYS`` round trip), where it reads an ``EVALSHA``'s itself.
-        """
-        self._call = "FCALL" if on else "EVALSHA"
-        if on:
-            self._singles = {algorithm: FUNCTIONS[algorithm] for algorithm in self._scripts}
-            self._batch = FUNCTIONS["batch"]
-        else:
-            self._singles = {algorithm: script.sha for algorithm, script in self._scripts.items()}
-            self._batch = self._script.sha
-
-    def _single(
-        self, key: str, limit: Limit, cost: int, now: float | None
-    ) -> tuple[str, tuple[Any, ...]]:
-        """What ``_call`` names for ``limit``'s single-hit entry, and its arguments."""
-        if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
-            key, cost = check_hit(key, cost)
-        elif not key.isascii() or not key:
-            key = check_key(key)
-        args = (
-            state_key(limit, key, self.prefix, self.tag),
-            now_arg(now),
-            str(cost),
-            *limit_args(limit),
-        )
-        return self._singles[limit.algorithm], args
-
-    def _batches(self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool) -> list[Batch]:
-        """Split a batch of checked hits (``check_hits``) into one script run per cluster slot:
-        ``(indexes, keys, argv)`` each; with ``all_or_nothing`` over several slots, each run's
-        reply also carries its ``now``."""
-        prefix, tag = self.prefix, self.tag
-        keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
-        if not self.clustered:  # one server: one run
-            argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
-            return [(range(len(hits)), keys, argv)]  # gather does not read a lone batch's indexes
-        groups: dict[int, list[int]] = {}
-        for index, key in enumerate(keys):
-            groups.setdefault(key_slot(key.encode()), []).append(index)
-        with_now = all_or_nothing and len(groups) > 1  # refunds need each slot's time
-        return [
-            (
-                indexes,
-                [keys[i] for i in indexes],
-                arguments(
-                    [(hits[i][1], hits[i][2]) for i in indexes],
-                    now,
-                    all_or_nothing,
-                    with_now=with_now,
-                ),
-            )
-            for indexes in groups.values()
-        ]
-
-    def _release_args(
-        self, key: str, limit: Limit, slots: int, now: float | None
-    ) -> tuple[Any, ...]:
-        """The release script's arguments, checked as ``MemoryStore.release`` checks them."""
-        key, slots = check_key(key), check_release(limit, slots)
-        return (
-            state_key(limit, key, self.prefix, self.tag),
-            now_arg(now),
-            str(slots),
-            *limit_args(limit),
-        )
-
-
-class RedisStore(_Base):
+class RedisStore(Base):
     """Request store on a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client.
 
     ``prefix`` starts every key; ``tag`` is ``"limit"`` (a slot per limit and identity) or
@@ -277,8 +113,8 @@ class RedisStore(_Base):
 
     def _reload(self, error: ResponseError, script: Any) -> bool:
         """Load what ``error`` says the server is missing, and tell whether to call again
-        (``_missing``): the library, or ``script`` (after falling back to scripts)."""
-        missing = _missing(error)
+        (``missing_from``): the library, or ``script`` (after falling back to scripts)."""
+        missing = missing_from(error)
         if missing == "library":
             try:
                 self.client.function_load(LIBRARY, replace=True)
@@ -335,281 +171,3 @@ class RedisStore(_Base):
                 raise mapped from error
             return Health(False, error=str(mapped))
         return Health(True)
-
-
-class AsyncRedisStore(_Base):
-    """The asyncio twin of ``RedisStore``, on ``redis.asyncio`` clients.
-
-    With ``batch=True`` (the default), ``apply`` calls go to Redis together, as one script run
-    per slot in one round trip: an idle store sends the calls of one event-loop tick at the end
-    of that tick; while a batch is on its way, the calls made meanwhile wait for it to return
-    and then go as the next batch (under a server that hands over one call per tick, as
-    ``grpc.aio`` does, they would otherwise each be a round trip of their own). So one batch at
-    a time is in flight, at most ``MAX_BATCH`` hits, and each call gets exactly the decision
-    it would have had alone, in the order the calls were made. When a batch times out (a
-    server that hangs), the calls that waited for it fail with it (``StoreError``), so that no
-    call waits longer than one timeout.
-
-    A client's connections belong to the event loop that opened them, so the store serves one
-    loop at a time, and closes the client's connections when that loop shuts down (as
-    ``asyncio.run`` returns) if ``close()`` has not. Used from a new loop (a second
-    ``asyncio.run``), it starts afresh on a new client made by ``connect()``, as the stores
-    ``open_async_store`` opens do; without ``connect`` it raises ``StoreError``.
-    """
-
-    _cluster = redis.asyncio.RedisCluster
-
-    def __init__(
-        self,
-        client: Any,
-        *,
-        prefix: str = "rk",
-        tag: str = "limit",
-        batch: bool = True,
-        connect: Callable[[], Any] | None = None,
-    ) -> None:
-        super().__init__(client, prefix=prefix, tag=tag)
-        self.batch = batch
-        self._connect = connect
-        self._served: asyncio.AbstractEventLoop | None = None  # the loop the client belongs to
-        self._loop: asyncio.AbstractEventLoop | None = None  # the same, until close()
-        self._guard: AsyncGenerator[None, None] | None = None  # closes the client with it
-        self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
-        self._futures: list[asyncio.Future[Decision]] = []
-        self._sending: set[asyncio.Future[None]] = set()  # the batch on its way, if any
-
-    async def apply(
-        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
-    ) -> Decision:
-        if self.batch and now is None:
-            if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
-                key, cost = check_hit(key, cost)  # a bad hit must not fail its whole batch
-            elif not key.isascii() or not key:
-                key = check_key(key)
-            loop = asyncio.get_running_loop()
-            if loop is not self._loop:
-                await self._serve(loop)
-            future: asyncio.Future[Decision] = loop.create_future()
-            if not self._hits:
-                loop.call_soon(self._flush)
-            self._hits.append((key, limit, cost))
-            self._futures.append(future)
-            return await future
-        if asyncio.get_running_loop() is not self._loop:
-            await self._serve(asyncio.get_running_loop())
-        name, args = self._single(key, limit, cost, now)
-        try:
-            try:
-                reply = await self._execute(self._call, name, 1, *args, **self._raw)
-            except ResponseError as error:
-                if not await self._reload(error, self._scripts[limit.algorithm]):
-                    raise
-                name = self._singles[limit.algorithm]
-                reply = await self._execute(self._call, name, 1, *args, **self._raw)
-        except ERRORS as error:
-            raise failure(error) from error
-        return decision(reply)
-
-    async def apply_many(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
-    ) -> list[Decision]:
-        return await self._apply_checked(check_hits(hits), all_or_nothing, now)
-
-    async def _apply_checked(
-        self, hits: Sequence[Hit], all_or_nothing: bool, now: float | None
-    ) -> list[Decision]:
-        """``apply_many`` of hits already checked: the batcher's, checked by ``apply``."""
-        if asyncio.get_running_loop() is not self._loop:
-            await self._serve(asyncio.get_running_loop())
-        batches = self._batches(hits, now, all_or_nothing)
-        if all_or_nothing and len(batches) > 1:
-            return await self._apply_across(hits, batches)
-        try:
-            if len(batches) == 1:
-                replies = [await self._run(batches[0][1], batches[0][2])]
-            else:  # only a cluster splits a batch: the slots concurrently
-                replies = await asyncio.gather(
-                    *(self._run(keys, argv) for _, keys, argv in batches)
-                )
-        except ERRORS as error:
-            raise failure(error) from error
-        return gather(len(hits), batches, replies)
-
-    async def release(
-        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
-    ) -> Decision:
-        args = self._release_args(key, limit, slots, now)
-        if asyncio.get_running_loop() is not self._loop:
-            await self._serve(asyncio.get_running_loop())
-        script = self._release_script
-        try:
-            try:
-                reply = await self._execute("EVALSHA", script.sha, 1, *args)
-            except NoScriptError:
-                await self.client.script_load(script.script)
-                reply = await self._execute("EVALSHA", script.sha, 1, *args)
-        except ERRORS as error:
-            raise failure(error) from error
-        return released(reply)
-
-    async def _run(self, keys: list[str], argv: list[str]) -> Any:
-        try:
-            return await self._execute(
-                self._call, self._batch, len(keys), *keys, *argv, **self._raw
-            )
-        except ResponseError as error:
-            if not await self._reload(error, self._script):
-                raise
-            return await self._execute(
-                self._call, self._batch, len(keys), *keys, *argv, **self._raw
-            )
-
-    async def _reload(self, error: ResponseError, script: Any) -> bool:
-        missing = _missing(error)
-        if missing == "library":
-            try:
-                await self.client.function_load(LIBRARY, replace=True)
-                return True
-            except NoPermissionError:
-                missing = "functions"
-        if missing == "functions":
-            self._use_functions(False)
-        elif missing != "script":
-            return False
-        await self.client.script_load(script.script)
-        return True
-
-    async def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
-        """all_or_nothing over several slots: the slots' parts concurrently, then the refunds
-        if one refused (or raised)."""
-        outcomes = await asyncio.gather(
-            *(self._run(keys, argv) for _, keys, argv in batches), return_exceptions=True
-        )
-        ran: list[Ran] = [
-            (batch, *decisions_at(outcome))
-            for batch, outcome in zip(batches, outcomes, strict=True)
-            if not isinstance(outcome, BaseException)
-        ]
-        raised = next((one for one in outcomes if isinstance(one, BaseException)), None)
-        if raised is not None:
-            await self._refund(refunds_of(hits, ran))
-            if isinstance(raised, ERRORS):
-                raise failure(raised) from raised
-            raise raised
-        results, refunds = settle(hits, ran)
-        await self._refund(refunds)
-        return results
-
-    async def _refund(self, refunds: list[Refund]) -> None:
-        outcomes = await asyncio.gather(
-            *(self._refund_script(keys, argv) for keys, argv in refunds), return_exceptions=True
-        )
-        for (keys, _), outcome in zip(refunds, outcomes, strict=True):
-            if isinstance(outcome, ERRORS):
-                unrefunded(keys, outcome)
-            elif isinstance(outcome, BaseException):
-                raise outcome
-
-    async def close(self) -> None:
-        guard, self._guard, self._loop = self._guard, None, None
-        if guard is None:
-            await self.client.aclose()
-        elif self._served is asyncio.get_running_loop():
-            await guard.aclose()  # which closes the client
-        # else the client belongs to another loop, which closes it as it shuts down
-
-    async def reset(self, key: str, limit: Limit) -> None:
-        key = check_key(key)
-        if asyncio.get_running_loop() is not self._loop:
-            await self._serve(asyncio.get_running_loop())
-        try:
-            await self.client.delete(state_key(limit, key, self.prefix, self.tag))
-        except ERRORS as error:
-            raise failure(error) from error
-
-    async def ping(self) -> Health:
-        if asyncio.get_running_loop() is not self._loop:
-            await self._serve(asyncio.get_running_loop())
-        try:
-            await self.client.ping()
-        except ERRORS as error:
-            mapped = failure(error)
-            if isinstance(mapped, StoreConfigError):
-                raise mapped from error
-            return Health(False, error=str(mapped))
-        return Health(True)
-
-    async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Serve ``loop`` from now on: on a new client if the client served another loop."""
-        served = self._served
-        if served is not None and served is not loop:
-            if not served.is_closed():
-                raise StoreError(
-                    "an AsyncRedisStore serves one event loop at a time, and the loop it "
-                    "serves is still open; close that loop first, or use a store per loop"
-                )
-            if self._connect is None:
-                raise StoreError(
-                    "this AsyncRedisStore's client belongs to an event loop that has closed; "
-                    "open the store with open_async_store(url) to have it reconnect"
-                )
-            _Base.__init__(self, self._connect(), prefix=self.prefix, tag=self.tag)
-            self._hits, self._futures, self._sending = [], [], set()
-        self._served = self._loop = loop
-        self._guard = self._closing(self.client)
-        await self._guard.asend(None)
-
-    @staticmethod
-    async def _closing(client: Any) -> AsyncGenerator[None, None]:
-        """Wait, suspended, for the loop to shut down, then close ``client`` on it.
-
-        A loop shutting down (``asyncio.run`` returning) closes the async generators it runs,
-        which is the one moment its connections can still be closed cleanly.
-        """
-        try:
-            yield
-        finally:
-            await client.aclose()
-
-    def _flush(self) -> None:
-        """Send the waiting hits as one batch of at most ``MAX_BATCH``, unless a batch is on
-        its way: then they go when it returns (``_sent``), as do the hits past ``MAX_BATCH``."""
-        if not self._hits or self._sending:
-            return
-        hits, futures = self._hits, self._futures
-        if len(hits) > MAX_BATCH:
-            self._hits, self._futures = hits[MAX_BATCH:], futures[MAX_BATCH:]
-            hits, futures = hits[:MAX_BATCH], futures[:MAX_BATCH]
-        else:
-            self._hits, self._futures = [], []
-        task = asyncio.ensure_future(self._send(hits, futures))
-        self._sending.add(task)
-        task.add_done_callback(self._sent)
-
-    def _sent(self, task: asyncio.Future[None]) -> None:
-        self._sending.discard(task)
-        if self._hits and not task.get_loop().is_closed():
-            self._flush()
-
-    async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
-        try:
-            decided = await self._apply_checked(hits, False, None)
-        except BaseException as error:  # every waiter must hear of it
-            for future in futures:
-                if not future.done():
-                    future.set_exception(error)
-            if isinstance(error, StoreError) and isinstance(error.__cause__, _TIMEOUTS):
-                # A server that hangs: the calls that waited for this batch fail with it, so
-                # that no call waits longer than one timeout.
-                waiting, self._hits, self._futures = self._futures, [], []
-                for future in waiting:
-                    if not future.done():
-                        failed = StoreError(str(error))
-                        failed.__cause__ = error.__cause__
-                        future.set_exception(failed)
-            if not isinstance(error, Exception):
-                raise
-        else:
-            for future, decision in zip(futures, decided, strict=True):
-                if not future.done():
-                    future.set_result(decision)

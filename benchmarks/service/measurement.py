@@ -1,0 +1,237 @@
+"""The rows of the service benchmark, and one row's measurement on a fresh key.
+
+A ``Measurement`` checks its row's answer through a real client, warms up, runs the load
+generator and checks the key's count afterwards (see ``benchmarks.service.suite``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from benchmarks.service import load
+from benchmarks.service.load import Load
+from benchmarks.service.servers import GRPC_METHOD, Server, cpu_seconds
+from benchmarks.trials import BenchmarkError
+from ratekeeper.service.proto import rls_pb2
+
+#: The allow path's limit (a day, fixed window): no run can exhaust it.
+AMOUNT = 1_000_000_000
+RULES = f"""
+domain: bench
+descriptors:
+  - key: client
+    rate_limit: {{unit: day, requests_per_unit: {AMOUNT}}}
+  - key: blocked
+    rate_limit: {{unit: day, requests_per_unit: 1}}
+"""
+BASELINE, MEMORY, REDIS = "hello world", "memory", "redis"
+STARLETTE, STARLETTE_PATH = "hello (Starlette)", "/starlette"
+
+
+@dataclass(frozen=True)
+class ServiceSizes:
+    """How long a service run takes: ``--quick`` shrinks it."""
+
+    seconds: float = 5.0  # one timed measurement
+    warmup: float = 2.0  # before each measurement, on the same key
+    rounds: int = 3
+    connections: int = 64
+
+
+SERVICE_QUICK = ServiceSizes(seconds=2.0, warmup=1.0, rounds=1)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a request shape on one surface and one server."""
+
+    surface: str  # "HTTP" or "gRPC"
+    shape: str  # "hello", "hello (Starlette)", "key", "descriptor", "refused key", ...
+    server: str  # BASELINE, MEMORY or REDIS
+
+    @property
+    def refused(self) -> bool:
+        return self.shape.startswith("refused")
+
+    @property
+    def path(self) -> str:
+        """The HTTP path it posts to."""
+        return STARLETTE_PATH if self.shape == STARLETTE else "/v1/check"
+
+    @property
+    def label(self) -> str:
+        return f"{self.surface} {self.shape} ({self.server})"
+
+
+ROWS = (
+    Row("HTTP", "hello", BASELINE),
+    Row("HTTP", STARLETTE, BASELINE),
+    Row("HTTP", "key", MEMORY),
+    Row("HTTP", "descriptor", MEMORY),
+    Row("HTTP", "key", REDIS),
+    Row("HTTP", "descriptor", REDIS),
+    Row("HTTP", "refused key", MEMORY),
+    Row("gRPC", "hello", BASELINE),
+    Row("gRPC", "descriptor", MEMORY),
+    Row("gRPC", "descriptor", REDIS),
+    Row("gRPC", "refused descriptor", MEMORY),
+)
+
+#: What each request shape sends, as the table says it.
+SHAPES = {
+    ("HTTP", "hello"): 'any body; the answer `{"message":"hello"}`',
+    ("HTTP", STARLETTE): "the same, through a Starlette app of one route (`Request.body()`, "
+    "`Response`), for reference: the share of the framework alone",
+    ("HTTP", "key"): f'`{{"key": K, "limit": "{AMOUNT}/day"}}`',
+    ("HTTP", "descriptor"): '`{"domain": "bench", "descriptors": [{"entries": [{"key": '
+    '"client", "value": V}]}]}`, matched by a rule of 1,000,000,000 a day',
+    ("HTTP", "refused key"): '`{"key": K, "limit": "1/day"}`, K already counted once',
+    ("gRPC", "hello"): "the same `RateLimitRequest`; the answer a new `RateLimitResponse(OK)`",
+    ("gRPC", "descriptor"): "`RateLimitRequest(domain='bench', descriptors=[[('client', V)]])`",
+    ("gRPC", "refused descriptor"): "`[('blocked', V)]`, a rule of 1 a day, V counted once",
+}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measurement: the load generator's view, and the server's CPU seconds a request."""
+
+    load: Load
+    cpu: float
+
+
+@dataclass
+class Measured:
+    """A row's measurements, one a round."""
+
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def best(self) -> Result:
+        return max(self.results, key=lambda one: one.load.rate)
+
+    @property
+    def cpu(self) -> float:
+        """The least CPU time a request took, over the rounds."""
+        return min(one.cpu for one in self.results)
+
+
+class Measurement:
+    """One row's run on a fresh key: checked before, loaded, checked after (see the module)."""
+
+    def __init__(self, row: Row, server: Server, sizes: ServiceSizes, tag: str) -> None:
+        self.row, self.server, self.sizes = row, server, sizes
+        self.value = f"{tag}-{time.time_ns()}"
+        self.key = f"bench:{self.value}"
+
+    # What is sent.
+
+    def http_body(self) -> dict[str, Any]:
+        shape = self.row.shape
+        if shape in ("key", "hello", STARLETTE):
+            return {"key": self.key, "limit": f"{AMOUNT}/day"}
+        if shape == "refused key":
+            return {"key": self.key, "limit": "1/day"}
+        return {"domain": "bench", "descriptors": [{"entries": self._entries()}]}
+
+    def _entries(self) -> list[dict[str, str]]:
+        name = "blocked" if self.row.refused else "client"
+        return [{"key": name, "value": self.value}]
+
+    def grpc_request(self) -> rls_pb2.RateLimitRequest:
+        request = rls_pb2.RateLimitRequest(domain="bench")
+        descriptor = request.descriptors.add()
+        for entry in self._entries():
+            descriptor.entries.add(key=entry["key"], value=entry["value"])
+        return request
+
+    # The checks.
+
+    def _check_http(self) -> None:
+        server, body = self.server, self.http_body()
+        if self.row.server == BASELINE:
+            status, answer = server.post(self.row.path, body)
+            if status != 200 or answer != {"message": "hello"}:
+                raise BenchmarkError(f"{self.row.label}: the hello world answered {answer}")
+            return
+        if self.row.refused:
+            server.post("/v1/check", body)  # the one hit the limit allows
+        status, answer = server.post("/v1/check", body)
+        meant = (429, False) if self.row.refused else (200, True)
+        if (status, answer.get("allowed")) != meant or answer.get("degraded"):
+            raise BenchmarkError(f"{self.row.label}: a check answered {status} {answer}")
+
+    def _check_grpc(self) -> bytes:
+        server, request = self.server, self.grpc_request()
+        if self.row.refused:
+            server.should_rate_limit(request)  # the one hit the limit allows
+        response = server.should_rate_limit(request)
+        Code = rls_pb2.RateLimitResponse
+        meant = Code.OVER_LIMIT if self.row.refused else Code.OK
+        if response.overall_code != meant:
+            raise BenchmarkError(f"{self.row.label}: ShouldRateLimit answered {response}")
+        data = load.grpc_frame(request.SerializeToString())
+        status = load.grpc_status(server.grpc_url + GRPC_METHOD, data)
+        if status != "0":
+            raise BenchmarkError(
+                f"{self.row.label}: h2load's request is answered grpc-status {status}, not 0"
+            )
+        return data
+
+    def _counted(self) -> int:
+        """How many hits the key's limit has counted, read with a peek."""
+        body = self.http_body()
+        status, answer = self.server.post("/v1/peek", body)
+        if status != 200:
+            raise BenchmarkError(f"{self.row.label}: a peek answered {status} {answer}")
+        return AMOUNT - int(answer["statuses"][0]["remaining"])
+
+    # The run.
+
+    def run(self, load_cpu: str | None) -> Result:
+        """Check, warm up, time, check again: the timed run's load and the server's CPU time
+        per request during it."""
+        sizes, row = self.sizes, self.row
+        started = datetime.now(UTC).date()
+        generate: Callable[[float], Load]
+        if row.surface == "HTTP":
+            self._check_http()
+            url, raw = self.server.url + row.path, json.dumps(self.http_body()).encode()
+            expect_ok = not row.refused
+
+            def generate(seconds: float) -> Load:
+                return load.wrk(
+                    url, raw, connections=sizes.connections, seconds=seconds, cpus=load_cpu,
+                    expect_ok=expect_ok,
+                )  # fmt: skip
+        else:
+            url, data = self.server.grpc_url + GRPC_METHOD, self._check_grpc()
+
+            def generate(seconds: float) -> Load:
+                return load.h2load(
+                    url, data, connections=sizes.connections, seconds=seconds, cpus=load_cpu
+                )
+
+        warm = generate(sizes.warmup)
+        before = cpu_seconds(self.server.process.pid)
+        timed = generate(sizes.seconds)
+        cpu = cpu_seconds(self.server.process.pid) - before
+        for one in (warm, timed):
+            if one.failures:
+                raise BenchmarkError(
+                    f"{row.label}: {one.failures} of {one.requests} answers were not "
+                    f"{'refusals' if row.refused else 'successes'} {one.detail}".rstrip()
+                )
+        if row.server != BASELINE and not row.refused:
+            counted, meant = self._counted(), warm.requests + timed.requests
+            if counted < meant and datetime.now(UTC).date() == started:
+                raise BenchmarkError(
+                    f"{row.label}: the key counted {counted:,} hits for {meant:,} answers: "
+                    "some answers were not decisions"
+                )
+        return Result(timed, cpu / timed.requests)

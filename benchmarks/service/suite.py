@@ -1,0 +1,214 @@
+"""The decision service under load: ``python -m benchmarks --service``.
+
+In one run, the real ``ratekeeper serve`` process (on the memory store, and on a Redis store
+whose redis-server the benchmark starts on a free loopback port) against a hello world on the
+same server stack (``benchmarks.service.baseline``: a raw ASGI app on uvicorn with the options
+of ``ratekeeper serve``, and a ``grpc.aio`` ``ShouldRateLimit`` that decides nothing, on the
+same event loop):
+
+- HTTP ``POST /v1/check`` under wrk: a key with its limit, and a domain with one descriptor
+  matched by a rule, on each store; and a key already over its limit (every answer a 429);
+- gRPC ``envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`` under h2load, one
+  descriptor matched by a rule, on each store; and one already over its limit.
+
+A Starlette app of one route answering the same hello is measured too, for reference. Every
+row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking turns
+round by round (in reverse order every other round), each keeping its best round. The ratio is
+a row's requests per second over its surface's hello world's; the CPU ratio is the hello
+world's server CPU time per request over the row's, which other work on the machine disturbs
+less (it cannot starve the load generator into flattering the rows).
+
+No row can time the wrong path. Each measurement counts a fresh key. Before it, one request
+through a real client (httpx, grpcio) must get the answer meant (allowed, not degraded; or
+refused), and nghttp must read ``grpc-status: 0`` in the trailers of the very request h2load
+sends. During it, every answer must be 2xx (a 429 on the refusing rows) with no socket
+error. After it, the key's count (read with ``POST /v1/peek``) must hold at least every
+request the load generator completed: an error answered instead of a decision counts nothing.
+Anything else stops the run with an error.
+
+With two or more CPUs and ``taskset``, the servers run on CPU 0, the load generator and
+redis-server on CPU 1.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+from benchmarks import report
+from benchmarks.redis_store.server import RedisServer
+from benchmarks.report import Output
+from benchmarks.service import load
+from benchmarks.service.load import LoadError
+from benchmarks.service.measurement import (
+    BASELINE,
+    MEMORY,
+    REDIS,
+    ROWS,
+    RULES,
+    SERVICE_QUICK,
+    SHAPES,
+    Measured,
+    Measurement,
+    Row,
+    ServiceSizes,
+)
+from benchmarks.service.servers import Server, cpus
+from benchmarks.trials import BenchmarkError
+
+#: The target: a row's requests per second over its surface's hello world's.
+TARGET = 0.6
+HEADERS = [
+    "surface", "request", "store", "requests/s", "p50 ms", "p99 ms", "/ hello world",
+    f"≥ {TARGET:g}x", "CPU µs / request", "CPU ratio", "each round (requests/s)",
+]  # fmt: skip
+
+
+def _stack(baseline_log: Path) -> str:
+    for line in baseline_log.read_text().splitlines():
+        if line.startswith("ready "):
+            _, loop, protocol = line.split()
+            return f"event loop {loop}, HTTP protocol {protocol}"
+    return "unknown"
+
+
+def _versions() -> str:
+    names = ("uvicorn", "uvloop", "httptools", "starlette", "grpcio", "protobuf", "redis")
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {version(name)}")
+        except Exception:
+            found.append(f"{name} not installed")
+    return ", ".join(found)
+
+
+def _tool_versions() -> str:
+    wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True, check=False)
+    h2 = subprocess.run(["h2load", "--version"], capture_output=True, text=True, check=False)
+    first = (wrk.stdout or wrk.stderr).split(" Copyright")[0].strip()
+    return f"{first}; {h2.stdout.strip()}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+def run(out: Output, sizes: ServiceSizes) -> None:
+    """Run every row, round by round, and print the table."""
+    absent = load.missing()
+    if absent:
+        raise BenchmarkError(
+            f"missing load generators: apt-get install {' '.join(absent)} "
+            "(bash scripts/bench.sh --service installs them)"
+        )
+    server_cpu, load_cpu = cpus()
+    out.emit("# ratekeeper benchmarks: the decision service", "", *report.machine())
+    out.emit("", "## The decision service under load", "")
+    with tempfile.TemporaryDirectory(prefix="ratekeeper-bench-service-") as name:
+        directory = Path(name)
+        (directory / "rules.yaml").write_text(RULES)
+        measured = _measure(out, sizes, directory, server_cpu, load_cpu)
+        stack = _stack(directory / "baseline.log")
+    _emit(out, sizes, measured, stack, (server_cpu, load_cpu))
+
+
+def _serve(store: str) -> list[str]:
+    return [
+        sys.executable, "-m", "ratekeeper.cli", "serve", "--store", store,
+        "--rules", "rules.yaml", "--config", "sqlite:///config.db",
+    ]  # fmt: skip
+
+
+def _measure(
+    out: Output,
+    sizes: ServiceSizes,
+    directory: Path,
+    server_cpu: str | None,
+    load_cpu: str | None,
+) -> dict[Row, Measured]:
+    measured = {row: Measured() for row in ROWS}
+    with RedisServer() as redis_server:
+        process = redis_server.process
+        if load_cpu is not None and process is not None:
+            command = ["taskset", "-pc", load_cpu, str(process.pid)]
+            subprocess.run(command, capture_output=True, check=True)
+        baseline = [sys.executable, "-m", "benchmarks.service.baseline"]
+        with (
+            Server("baseline", baseline, directory, server_cpu) as hello,
+            Server("memory", _serve("memory://"), directory, server_cpu) as memory,
+            Server("redis", _serve(redis_server.url), directory, server_cpu) as redis,
+        ):
+            servers = {BASELINE: hello, MEMORY: memory, REDIS: redis}
+            for round_number in range(sizes.rounds):
+                order = ROWS if round_number % 2 == 0 else ROWS[::-1]
+                for index, row in enumerate(order):
+                    out.progress(f"round {round_number + 1}/{sizes.rounds}: {row.label}")
+                    tag = f"r{round_number}-{index}"
+                    measurement = Measurement(row, servers[row.server], sizes, tag)
+                    try:
+                        measured[row].results.append(measurement.run(load_cpu))
+                    except LoadError as error:
+                        raise BenchmarkError(f"{row.label}: {error}") from None
+    return measured
+
+
+def _emit(
+    out: Output,
+    sizes: ServiceSizes,
+    measured: dict[Row, Measured],
+    stack: str,
+    pinned: tuple[str | None, str | None],
+) -> None:
+    server_cpu, load_cpu = pinned
+    pinning = (
+        f"the three server processes on CPU {server_cpu} (`taskset`), the load generator and "
+        f"redis-server on CPU {load_cpu}"
+        if server_cpu is not None
+        else "nothing pinned (fewer than 2 CPUs, or no taskset)"
+    )
+    out.emit(
+        f"- Server stack (both): uvicorn with `ratekeeper serve`'s options, {stack}; gRPC "
+        "`grpc.aio` on the same event loop. One process each.",
+        f"- Libraries: {_versions()}",
+        f"- Load generators: {_tool_versions()}",
+        f"- Pinning: {pinning}.",
+        f"- {sizes.connections} connections (h2load: one stream each), one generator thread; "
+        f"{sizes.seconds:g} s per measurement after {sizes.warmup:g} s of warm-up; "
+        f"{sizes.rounds} round(s), each row's best kept.",
+        "",
+    )
+    baselines = {row.surface: measured[row] for row in ROWS if row.shape == "hello"}
+    rows = []
+    for row in ROWS:
+        result, baseline = measured[row], baselines[row.surface]
+        best = result.best.load
+        ratio = best.rate / baseline.best.load.rate
+        target = report.MISSING
+        if row.server != BASELINE and not row.refused:
+            target = "✓" if ratio >= TARGET else "✗"
+        rounds = ", ".join(f"{one.load.rate:,.0f}" for one in result.results)
+        rows.append([
+            row.surface, row.shape, row.server, f"{best.rate:,.0f}", _ms(best.p50), _ms(best.p99),
+            f"{ratio:.2f}x", target, f"{result.cpu * 1e6:,.0f}",
+            f"{baseline.cpu / result.cpu:.2f}x", rounds,
+        ])  # fmt: skip
+    out.emit(*report.table(HEADERS, rows))
+    out.emit(
+        "",
+        "*/ hello world* is the row's requests per second over its surface's hello world's (best "
+        "round each), against the target. *CPU µs / request* is the server process's CPU time "
+        "(user and system, all threads, from `/proc`) over the timed run, per request, the "
+        "least over the rounds; *CPU ratio* is the hello world's over the row's: it is what the "
+        "throughput ratio would be on an otherwise idle CPU, and is less disturbed by other "
+        "work on the machine. *Each round* shows how far the rounds spread.",
+    )
+    out.emit("", "Requests:", "")
+    for (surface, shape), text in SHAPES.items():
+        out.emit(f"- {surface} {shape}: {text}")
+
+
+__all__ = ["SERVICE_QUICK", "ServiceSizes", "run"]

@@ -1,0 +1,1 @@
+"""The simulator's benchmarks (``python -m benchmarks --simulate``)."""

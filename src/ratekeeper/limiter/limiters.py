@@ -1,0 +1,340 @@
+"""``Limiter`` and ``AsyncLimiter``: the Python API over a request store.
+
+The two classes are twins kept line-aligned: only I/O differs (``await`` on the store, and
+``asyncio.sleep`` instead of ``time.sleep``). Both are context managers that close their store
+on exit; ``close()`` may be called again, and does nothing more. What they share free of I/O
+(reading limits, expanding hits, the arithmetic of waiting) is in ``shared``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+from ratekeeper.algorithms import Algorithm
+from ratekeeper.core.closing import AsyncClosing, Closing
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import RateLimitExceeded
+from ratekeeper.core.inputs import check_cost
+from ratekeeper.core.limits import Limit, algorithm_of
+from ratekeeper.limiter.shared import (
+    POLL,
+    HitLike,
+    KeyLike,
+    LimitLike,
+    Rates,
+    check_timeout,
+    concurrency_limit,
+    expand,
+    give_up,
+    key_function,
+    last_refusal,
+    limits_of,
+    pause_after,
+    single,
+)
+from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
+from ratekeeper.stores.memory import AsyncMemoryStore, Clock, MemoryStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Limiter(Closing):
+    """Decide whether hits may go through, against a request store.
+
+    ``store`` is a store object or URL (default: a new in-memory store). ``algorithm`` is used
+    for limits given as rate strings. ``sleep`` is how ``acquire`` waits (tests pass a fake
+    clock's ``sleep``). Example::
+
+        limiter = Limiter()
+        if limiter.hit(f"user:{user_id}", "10/minute").allowed:
+            ...
+    """
+
+    #: ``hit_many`` decides its hits in one atomic store call (``BatchDecider``).
+    atomic_hit_many = True
+
+    def __init__(
+        self,
+        store: Store | str | None = None,
+        *,
+        algorithm: Algorithm | str = Algorithm.FIXED_WINDOW,
+        clock: Clock | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if store is None or isinstance(store, str):
+            options: dict[str, Any] = {} if clock is None else {"clock": clock}
+            store = MemoryStore(**options) if store is None else open_store(store, **options)
+        self.store = store
+        self.algorithm = algorithm_of(algorithm)
+        self._sleep = sleep
+        self._apply = store.apply
+        self._rates = Rates(self.algorithm)
+
+    def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
+        return self._apply(key, limit, cost, None)
+
+    def peek(self, key: str, limit: LimitLike) -> Decision:
+        """Report ``key``'s state under ``limit`` without consuming anything."""
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
+        return self._apply(key, limit, 0, None)
+
+    def reset(self, key: str, limit: LimitLike) -> None:
+        """Forget what ``limit`` counted for ``key``."""
+        for one in limits_of(limit, self.algorithm):
+            self.store.reset(key, one)
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        self.store.close()
+
+    def hit_many(self, hits: Iterable[HitLike], *, all_or_nothing: bool = True) -> list[Decision]:
+        """Count several hits at once, e.g. ``[(ip, "5/minute"), (user, "10/hour")]``.
+
+        A rate string holding several limits contributes one decision per limit. With
+        ``all_or_nothing`` (the default) nothing is consumed unless every limit allows.
+        """
+        batch = expand(hits, self.algorithm)
+        return self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+
+    def acquire(
+        self, key: str, limit: LimitLike, cost: int = 1, timeout: float | None = None
+    ) -> Decision:
+        """Wait until a hit is allowed, then return its decision.
+
+        A refused hit is retried after its ``retry_after``, and an admitted shaper hit sleeps
+        its ``delay``. How evenly waiting callers then pass depends on the algorithm: ``gcra``,
+        ``leaky_bucket``, ``leaky_shaper`` and ``token_bucket`` space them out; a window
+        (``fixed_window`` and the sliding windows) lets them through in a burst when it frees
+        up. A concurrency slot is looked for every few milliseconds (``POLL``), so a waiter
+        gets it soon after a holder releases it. Raises ``RateLimitExceeded`` as soon as it is
+        clear the hit cannot be allowed within ``timeout`` seconds (``None`` waits as long as
+        it takes; a cost above the limit's capacity never fits).
+        """
+        limit = single(limit, self.algorithm)
+        cost, timeout = check_cost(cost), check_timeout(timeout)
+        waited, poll = 0.0, POLL[0]
+        while True:
+            decision = self.store.apply(key, limit, cost)
+            if decision.allowed:
+                if decision.delay > 0.0:
+                    self._sleep(decision.delay)
+                return decision
+            if give_up(decision, limit, cost, waited, timeout):
+                raise RateLimitExceeded(decision, key)
+            pause = pause_after(decision, limit, poll, waited, timeout)
+            self._sleep(pause)
+            waited += pause
+            poll = min(poll * 2, POLL[1])
+
+    def limit(
+        self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Decorate a function so each call counts as a hit.
+
+        ``key`` is a fixed string or a function of the call's arguments; by default all calls
+        to the function share one key. A refused call raises ``RateLimitExceeded`` carrying
+        ``retry_after``. ``limit`` may hold several limits (``"100/day; 10/minute"``): a call
+        passes only if all allow, and a refused call consumes nothing. A bad ``limit``, fixed
+        ``key`` or ``cost`` raises here, when the function is decorated.
+
+        An ``async def`` is refused with ``TypeError``: this limiter's store calls would block
+        its event loop. Decorate it with ``AsyncLimiter.limit``, over the same in-memory state
+        if need be: ``AsyncLimiter(AsyncMemoryStore(limiter.store))``.
+        """
+        limits = limits_of(limit, self.algorithm)
+        cost = check_cost(cost)
+
+        def decorate(function: Callable[P, R]) -> Callable[P, R]:
+            if inspect.iscoroutinefunction(function):
+                raise TypeError(
+                    "Limiter.limit decorates sync functions, and its store calls would block the "
+                    "event loop of an async one; use AsyncLimiter.limit"
+                )
+            key_of = key_function(key, function)
+            apply, apply_many = self.store.apply, self.store.apply_many
+            one = limits[0]
+
+            # One limit: one store call and no other call in front of the function's own.
+            @functools.wraps(function)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                name = key_of(*args, **kwargs)
+                decision = apply(name, one, cost, None)
+                if not decision[0]:
+                    raise RateLimitExceeded(decision, name)
+                return function(*args, **kwargs)
+
+            @functools.wraps(function)
+            def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
+                name = key_of(*args, **kwargs)
+                batch = [(name, limit, cost) for limit in limits]
+                refusal = last_refusal(apply_many(batch, all_or_nothing=True))
+                if refusal is not None:
+                    raise RateLimitExceeded(refusal, name)
+                return function(*args, **kwargs)
+
+            return wrapper if len(limits) == 1 else wrapper_many
+
+        return decorate
+
+    @contextmanager
+    def concurrency(
+        self, key: str, limit: LimitLike, timeout: float | None = 0.0
+    ) -> Iterator[Decision]:
+        """Hold one slot of a concurrency limit for the ``with`` block.
+
+        Waits up to ``timeout`` seconds for a slot (0, the default, does not wait; ``None``
+        waits as long as it takes) and raises ``RateLimitExceeded`` if none frees up; a waiter
+        gets a slot within a few milliseconds of its release, from any process sharing the
+        store. The slot is released when the block exits; a holder that dies without releasing
+        loses its slot after the limit's lease TTL.
+        """
+        limit = concurrency_limit(limit)
+        decision = self.acquire(key, limit, 1, timeout)
+        try:
+            yield decision
+        finally:
+            self.store.release(key, limit, 1)
+
+
+class AsyncLimiter(AsyncClosing):
+    """The asyncio twin of ``Limiter``: the same methods, awaitable.
+
+    ``store`` is an async store object or URL (default: a new in-memory store). Example::
+
+        limiter = AsyncLimiter()
+        decision = await limiter.hit(f"user:{user_id}", "10/minute")
+    """
+
+    #: ``hit_many`` decides its hits in one atomic store call (``BatchDecider``).
+    atomic_hit_many = True
+
+    def __init__(
+        self,
+        store: AsyncStore | str | None = None,
+        *,
+        algorithm: Algorithm | str = Algorithm.FIXED_WINDOW,
+        clock: Clock | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if store is None or isinstance(store, str):
+            options: dict[str, Any] = {} if clock is None else {"clock": clock}
+            store = (
+                AsyncMemoryStore(**options) if store is None else open_async_store(store, **options)
+            )
+        self.store = store
+        self.algorithm = algorithm_of(algorithm)
+        self._sleep = sleep
+        self._apply = store.apply
+        self._rates = Rates(self.algorithm)
+
+    async def hit(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
+        """Count a hit of ``cost`` on ``key``; the decision says whether it may go through."""
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
+        return await self._apply(key, limit, cost, None)
+
+    async def peek(self, key: str, limit: LimitLike) -> Decision:
+        """Report ``key``'s state under ``limit`` without consuming anything."""
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
+        return await self._apply(key, limit, 0, None)
+
+    async def reset(self, key: str, limit: LimitLike) -> None:
+        """Forget what ``limit`` counted for ``key``."""
+        for one in limits_of(limit, self.algorithm):
+            await self.store.reset(key, one)
+
+    async def close(self) -> None:
+        """Release the store's connections."""
+        await self.store.close()
+
+    async def hit_many(
+        self, hits: Iterable[HitLike], *, all_or_nothing: bool = True
+    ) -> list[Decision]:
+        """Count several hits at once; see ``Limiter.hit_many``."""
+        batch = expand(hits, self.algorithm)
+        return await self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+
+    async def acquire(
+        self, key: str, limit: LimitLike, cost: int = 1, timeout: float | None = None
+    ) -> Decision:
+        """Wait until a hit is allowed, then return its decision; see ``Limiter.acquire``."""
+        limit = single(limit, self.algorithm)
+        cost, timeout = check_cost(cost), check_timeout(timeout)
+        waited, poll = 0.0, POLL[0]
+        while True:
+            decision = await self.store.apply(key, limit, cost)
+            if decision.allowed:
+                if decision.delay > 0.0:
+                    await self._sleep(decision.delay)
+                return decision
+            if give_up(decision, limit, cost, waited, timeout):
+                raise RateLimitExceeded(decision, key)
+            pause = pause_after(decision, limit, poll, waited, timeout)
+            await self._sleep(pause)
+            waited += pause
+            poll = min(poll * 2, POLL[1])
+
+    def limit(
+        self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
+    ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
+        """Decorate an async function so each call counts as a hit; see ``Limiter.limit``.
+
+        The decorated function keeps its type: it is still a coroutine function.
+        """
+        limits = limits_of(limit, self.algorithm)
+        cost = check_cost(cost)
+
+        def decorate(
+            function: Callable[P, Coroutine[Any, Any, R]],
+        ) -> Callable[P, Coroutine[Any, Any, R]]:
+            if not inspect.iscoroutinefunction(function):
+                raise TypeError("AsyncLimiter.limit decorates async functions; use Limiter.limit")
+            key_of = key_function(key, function)
+            apply, apply_many = self.store.apply, self.store.apply_many
+            one = limits[0]
+
+            # One limit: one store call and no other call in front of the function's own.
+            @functools.wraps(function)
+            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                name = key_of(*args, **kwargs)
+                decision = await apply(name, one, cost, None)
+                if not decision[0]:
+                    raise RateLimitExceeded(decision, name)
+                return await function(*args, **kwargs)
+
+            @functools.wraps(function)
+            async def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
+                name = key_of(*args, **kwargs)
+                batch = [(name, limit, cost) for limit in limits]
+                refusal = last_refusal(await apply_many(batch, all_or_nothing=True))
+                if refusal is not None:
+                    raise RateLimitExceeded(refusal, name)
+                return await function(*args, **kwargs)
+
+            return wrapper if len(limits) == 1 else wrapper_many
+
+        return decorate
+
+    @asynccontextmanager
+    async def concurrency(
+        self, key: str, limit: LimitLike, timeout: float | None = 0.0
+    ) -> AsyncIterator[Decision]:
+        """Hold one slot of a concurrency limit for the ``async with`` block."""
+        limit = concurrency_limit(limit)
+        decision = await self.acquire(key, limit, 1, timeout)
+        try:
+            yield decision
+        finally:
+            await self.store.release(key, limit, 1)

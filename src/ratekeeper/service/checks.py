@@ -1,0 +1,152 @@
+"""The HTTP surface's decisions: ``POST /v1/check``, ``/v1/check/batch`` and ``/v1/peek`` in
+ratekeeper's JSON (``ratekeeper.service.bodies``), Envoy's ``POST /json`` and nginx's
+``GET /v1/nginx``. Each parses its request, has the one engine decide it, and answers with the
+rate-limit headers of ``ratekeeper.wire.headers``; a decision made by the store's failure policy
+adds ``X-RateLimit-Degraded: true``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.types import Receive, Scope
+
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import InvalidInputError
+from ratekeeper.engine.verdict import Status
+from ratekeeper.service import bodies, envoy_json, nginx
+from ratekeeper.service.reading import (
+    MAX_BODY,
+    check_length,
+    check_media_type,
+    read_body,
+    read_json,
+    receive_body,
+)
+from ratekeeper.service.responses import RawHeaders, encode, json_response
+from ratekeeper.service.translate import Answer, Call, decide_async
+from ratekeeper.wire.headers import rate_limit_headers
+from ratekeeper.wire.problems import Problem
+from ratekeeper.wire.statuses import OVER_LIMIT, WireStatus
+
+if TYPE_CHECKING:
+    from ratekeeper.engine import AsyncEngine
+
+log = logging.getLogger("ratekeeper.service")
+
+#: Set on an answer some decision of which the store's failure policy made.
+DEGRADED = "X-RateLimit-Degraded"
+
+
+class Checks:
+    """The decision routes' handlers over one engine; ``ietf_headers`` adds ``RateLimit`` and
+    ``RateLimit-Policy`` to the rate-limit headers."""
+
+    def __init__(self, engine: AsyncEngine, *, ietf_headers: bool = False) -> None:
+        self.engine = engine
+        self.ietf_headers = ietf_headers
+
+    async def _decide(self, check: bodies.Check) -> Decision | Answer:
+        engine = self.engine
+        if isinstance(check, Call):
+            return await decide_async(engine, check)
+        if check.limit is None:
+            return await engine.decide(check.key, check.cost)
+        return await engine.hit(check.key, check.limit, check.cost)
+
+    async def _look(self, check: bodies.Check) -> Decision | Answer:
+        if isinstance(check, Call):
+            return await decide_async(self.engine, check)
+        return await self.engine.peek(check.key, check.limit)
+
+    def _headers(self, outcome: Decision | Answer, check: bodies.Check) -> dict[str, str]:
+        statuses: tuple[WireStatus | Status | Decision, ...]
+        if isinstance(outcome, Answer):
+            statuses = outcome.statuses
+        elif isinstance(check, bodies.KeyCheck) and check.limit is not None:  # its window known
+            statuses = (Status(outcome.allowed, outcome, check.limit, None, False, False),)
+        else:
+            statuses = (outcome,)
+        headers = rate_limit_headers(statuses, ietf=self.ietf_headers)
+        if outcome.degraded:
+            headers[DEGRADED] = "true"
+        return headers
+
+    async def check(self, request: Request) -> Response:
+        """``POST /v1/check``: 200 when allowed, 429 when refused."""
+        check = bodies.check(await read_json(request))
+        outcome = await self._decide(check)
+        body = bodies.result(outcome)
+        return json_response(body, 200 if body["allowed"] else 429, self._headers(outcome, check))
+
+    async def check_raw(self, scope: Scope, receive: Receive) -> tuple[int, RawHeaders, bytes]:
+        """``POST /v1/check`` on the bare ASGI interface: its status, headers and body, as
+        ``check`` answers them, less Starlette's request and response objects."""
+        content_type = length = None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                length = value
+        check_media_type(content_type)
+        check_length(length, MAX_BODY)
+        check = bodies.check(bodies.loads(await receive_body(receive, MAX_BODY)))
+        outcome = await self._decide(check)
+        body = bodies.result(outcome)
+        payload = encode(body).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ]
+        headers.extend(
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in self._headers(outcome, check).items()
+        )
+        return 200 if body["allowed"] else 429, headers, payload
+
+    async def batch(self, request: Request) -> Response:
+        """``POST /v1/check/batch``: every check parsed before any is counted; 200."""
+        checks = bodies.batch(await read_json(request))
+        outcomes = [await self._decide(one) for one in checks]
+        results = [bodies.result(one) for one in outcomes]
+        headers = {DEGRADED: "true"} if any(one.degraded for one in outcomes) else {}
+        allowed = all(one["allowed"] for one in results)
+        return json_response({"allowed": allowed, "results": results}, 200, headers)
+
+    async def peek(self, request: Request) -> Response:
+        """``POST /v1/peek``: a check that counts nothing; 200."""
+        check = bodies.check(await read_json(request), looks=True)
+        outcome = await self._look(check)
+        return json_response(bodies.result(outcome), 200, self._headers(outcome, check))
+
+    # Envoy's and nginx's.
+
+    async def envoy_json(self, request: Request) -> Response:
+        """``POST /json``: 200, 429 or 400 ``Bad Request``, as Envoy's service answers."""
+        try:
+            call = envoy_json.request(bodies.loads(await read_body(request)))
+            answer = await decide_async(self.engine, call)
+        except (Problem, InvalidInputError):  # a store's failure is answered as the API's
+            return PlainTextResponse("Bad Request\n", 400)
+        status = 429 if answer.code == OVER_LIMIT else 200
+        headers = {DEGRADED: "true"} if answer.degraded else None
+        return json_response(envoy_json.response(answer), status, headers)
+
+    async def nginx(self, request: Request) -> Response:
+        """``GET /v1/nginx``: nginx's ``auth_request``. Only 200 (let through) or 403 (refused),
+        with the rate-limit headers; a request nginx could not describe is refused too, so that
+        nginx never turns the answer into a 500 (see ``service.nginx``). A store that fails
+        is a 503, as elsewhere: nginx's failure mode (``@fail_open`` in the shipped file)
+        decides."""
+        try:
+            answer = await decide_async(self.engine, nginx.call_of(request.headers))
+        except InvalidInputError as error:  # a store's failure is a 503: nginx's to answer
+            log.warning("nginx auth_request refused: %s", error)
+            return Response(status_code=nginx.REFUSED, headers={"X-RateLimit-Problem": "invalid"})
+        headers = rate_limit_headers(answer.statuses, ietf=self.ietf_headers)
+        if answer.degraded:
+            headers[DEGRADED] = "true"
+        return Response(status_code=nginx.status_of(answer), headers=headers)

@@ -1,0 +1,77 @@
+"""The HTTP surface's probes and self-description: ``GET /healthz`` (the process answers),
+``GET /readyz`` (the request store answers; else 503), Envoy's ``GET /healthcheck`` and
+``GET /openapi.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from ratekeeper.service.openapi import document
+from ratekeeper.service.responses import json_response, problem_response
+from ratekeeper.wire.problems import Problem
+
+if TYPE_CHECKING:
+    from ratekeeper.config import ConfigStore
+    from ratekeeper.engine import AsyncEngine
+
+#: Seconds ``/readyz`` waits for each store.
+READY_TIMEOUT = 2.0
+
+
+async def _config_error(config: ConfigStore) -> str | None:
+    """None when the configuration store answers within ``READY_TIMEOUT``, else why not."""
+    try:
+        await asyncio.wait_for(asyncio.to_thread(config.ping), READY_TIMEOUT)
+    except TimeoutError:
+        return f"no answer within {READY_TIMEOUT:g} s"
+    except Exception as error:  # reported, whatever it is
+        return str(error) or type(error).__name__
+    return None
+
+
+class Health:
+    """The probes' handlers over one engine."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def healthz(self, request: Request) -> Response:
+        """``GET /healthz``: the process answers."""
+        return json_response({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        """``GET /readyz``: 200 when the request store answers, else 503. The configuration
+        store is reported beside it but does not decide: without it the engine goes on
+        deciding by the limits it knew and by the rules (``status`` is then ``degraded``),
+        and every instance shares it, so failing the probe would take them all away."""
+        try:
+            health = await asyncio.wait_for(self.engine.store.ping(), READY_TIMEOUT)
+        except Exception as error:  # a store that cannot even say how it is: not ready
+            detail = str(error) or type(error).__name__
+            return problem_response(
+                Problem.of("unavailable", f"the store did not answer: {detail}")
+            )
+        store = {"ok": health.ok, "breaker": health.breaker, "error": health.error}
+        if not health.ok:
+            return json_response({"status": "unavailable", "store": store}, 503)
+        config = self.engine.config
+        if config is None:
+            return json_response({"status": "ready", "store": store})
+        problem = await _config_error(config)
+        status = "ready" if problem is None else "degraded"
+        return json_response(
+            {"status": status, "store": store, "config": {"ok": problem is None, "error": problem}}
+        )
+
+    async def healthcheck(self, request: Request) -> Response:
+        """``GET /healthcheck``: ``OK``, as Envoy's rate-limit service answers it."""
+        return PlainTextResponse("OK")
+
+    async def openapi(self, request: Request) -> Response:
+        """``GET /openapi.json``."""
+        return json_response(document())

@@ -1,0 +1,327 @@
+"""``AsyncRedisStore``: the asyncio twin of ``RedisStore``, which also sends the hits of one
+event-loop tick as one batch (see the package)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
+
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import (
+    MissingExtraError,
+    StoreConfigError,
+    StoreError,
+)
+from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.store_keys import state_key
+from ratekeeper.stores.health import Health
+from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.redis.base import Base
+from ratekeeper.stores.redis.batches import (
+    Batch,
+    Ran,
+    Refund,
+    gather,
+    refunds_of,
+    settle,
+    unrefunded,
+)
+from ratekeeper.stores.redis.errors import ERRORS, TIMEOUTS, failure, missing_from
+from ratekeeper.stores.redis.scripts import (
+    LIBRARY,
+    decision,
+    decisions_at,
+    released,
+)
+
+try:
+    import redis.asyncio
+    from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("redis", "redis") from error
+
+
+#: The most hits one automatic batch sends. A script run holds the server for all of its hits
+#: (a few microseconds each), so a burst goes as several runs, one after another, and no run
+#: keeps the server's other clients waiting for long.
+MAX_BATCH = 1000
+
+
+class AsyncRedisStore(Base):
+    """The asyncio twin of ``RedisStore``, on ``redis.asyncio`` clients.
+
+    With ``batch=True`` (the default), ``apply`` calls go to Redis together, as one script run
+    per slot in one round trip: an idle store sends the calls of one event-loop tick at the end
+    of that tick; while a batch is on its way, the calls made meanwhile wait for it to return
+    and then go as the next batch (under a server that hands over one call per tick, as
+    ``grpc.aio`` does, they would otherwise each be a round trip of their own). So one batch at
+    a time is in flight, at most ``MAX_BATCH`` hits, and each call gets exactly the decision
+    it would have had alone, in the order the calls were made. When a batch times out (a
+    server that hangs), the calls that waited for it fail with it (``StoreError``), so that no
+    call waits longer than one timeout.
+
+    A client's connections belong to the event loop that opened them, so the store serves one
+    loop at a time, and closes the client's connections when that loop shuts down (as
+    ``asyncio.run`` returns) if ``close()`` has not. Used from a new loop (a second
+    ``asyncio.run``), it starts afresh on a new client made by ``connect()``, as the stores
+    ``open_async_store`` opens do; without ``connect`` it raises ``StoreError``.
+    """
+
+    _cluster = redis.asyncio.RedisCluster
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        prefix: str = "rk",
+        tag: str = "limit",
+        batch: bool = True,
+        connect: Callable[[], Any] | None = None,
+    ) -> None:
+        super().__init__(client, prefix=prefix, tag=tag)
+        self.batch = batch
+        self._connect = connect
+        self._served: asyncio.AbstractEventLoop | None = None  # the loop the client belongs to
+        self._loop: asyncio.AbstractEventLoop | None = None  # the same, until close()
+        self._guard: AsyncGenerator[None, None] | None = None  # closes the client with it
+        self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
+        self._futures: list[asyncio.Future[Decision]] = []
+        self._sending: set[asyncio.Future[None]] = set()  # the batch on its way, if any
+
+    async def apply(
+        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
+    ) -> Decision:
+        if self.batch and now is None:
+            if key.__class__ is not str or cost.__class__ is not int or not 0 <= cost <= MAX_COST:
+                key, cost = check_hit(key, cost)  # a bad hit must not fail its whole batch
+            elif not key.isascii() or not key:
+                key = check_key(key)
+            loop = asyncio.get_running_loop()
+            if loop is not self._loop:
+                await self._serve(loop)
+            future: asyncio.Future[Decision] = loop.create_future()
+            if not self._hits:
+                loop.call_soon(self._flush)
+            self._hits.append((key, limit, cost))
+            self._futures.append(future)
+            return await future
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        name, args = self._single(key, limit, cost, now)
+        try:
+            try:
+                reply = await self._execute(self._call, name, 1, *args, **self._raw)
+            except ResponseError as error:
+                if not await self._reload(error, self._scripts[limit.algorithm]):
+                    raise
+                name = self._singles[limit.algorithm]
+                reply = await self._execute(self._call, name, 1, *args, **self._raw)
+        except ERRORS as error:
+            raise failure(error) from error
+        return decision(reply)
+
+    async def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        return await self._apply_checked(check_hits(hits), all_or_nothing, now)
+
+    async def _apply_checked(
+        self, hits: Sequence[Hit], all_or_nothing: bool, now: float | None
+    ) -> list[Decision]:
+        """``apply_many`` of hits already checked: the batcher's, checked by ``apply``."""
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        batches = self._batches(hits, now, all_or_nothing)
+        if all_or_nothing and len(batches) > 1:
+            return await self._apply_across(hits, batches)
+        try:
+            if len(batches) == 1:
+                replies = [await self._run(batches[0][1], batches[0][2])]
+            else:  # only a cluster splits a batch: the slots concurrently
+                replies = await asyncio.gather(
+                    *(self._run(keys, argv) for _, keys, argv in batches)
+                )
+        except ERRORS as error:
+            raise failure(error) from error
+        return gather(len(hits), batches, replies)
+
+    async def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision:
+        args = self._release_args(key, limit, slots, now)
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        script = self._release_script
+        try:
+            try:
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+            except NoScriptError:
+                await self.client.script_load(script.script)
+                reply = await self._execute("EVALSHA", script.sha, 1, *args)
+        except ERRORS as error:
+            raise failure(error) from error
+        return released(reply)
+
+    async def _run(self, keys: list[str], argv: list[str]) -> Any:
+        try:
+            return await self._execute(
+                self._call, self._batch, len(keys), *keys, *argv, **self._raw
+            )
+        except ResponseError as error:
+            if not await self._reload(error, self._script):
+                raise
+            return await self._execute(
+                self._call, self._batch, len(keys), *keys, *argv, **self._raw
+            )
+
+    async def _reload(self, error: ResponseError, script: Any) -> bool:
+        missing = missing_from(error)
+        if missing == "library":
+            try:
+                await self.client.function_load(LIBRARY, replace=True)
+                return True
+            except NoPermissionError:
+                missing = "functions"
+        if missing == "functions":
+            self._use_functions(False)
+        elif missing != "script":
+            return False
+        await self.client.script_load(script.script)
+        return True
+
+    async def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
+        """all_or_nothing over several slots: the slots' parts concurrently, then the refunds
+        if one refused (or raised)."""
+        outcomes = await asyncio.gather(
+            *(self._run(keys, argv) for _, keys, argv in batches), return_exceptions=True
+        )
+        ran: list[Ran] = [
+            (batch, *decisions_at(outcome))
+            for batch, outcome in zip(batches, outcomes, strict=True)
+            if not isinstance(outcome, BaseException)
+        ]
+        raised = next((one for one in outcomes if isinstance(one, BaseException)), None)
+        if raised is not None:
+            await self._refund(refunds_of(hits, ran))
+            if isinstance(raised, ERRORS):
+                raise failure(raised) from raised
+            raise raised
+        results, refunds = settle(hits, ran)
+        await self._refund(refunds)
+        return results
+
+    async def _refund(self, refunds: list[Refund]) -> None:
+        outcomes = await asyncio.gather(
+            *(self._refund_script(keys, argv) for keys, argv in refunds), return_exceptions=True
+        )
+        for (keys, _), outcome in zip(refunds, outcomes, strict=True):
+            if isinstance(outcome, ERRORS):
+                unrefunded(keys, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+
+    async def close(self) -> None:
+        guard, self._guard, self._loop = self._guard, None, None
+        if guard is None:
+            await self.client.aclose()
+        elif self._served is asyncio.get_running_loop():
+            await guard.aclose()  # which closes the client
+        # else the client belongs to another loop, which closes it as it shuts down
+
+    async def reset(self, key: str, limit: Limit) -> None:
+        key = check_key(key)
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        try:
+            await self.client.delete(state_key(limit, key, self.prefix, self.tag))
+        except ERRORS as error:
+            raise failure(error) from error
+
+    async def ping(self) -> Health:
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        try:
+            await self.client.ping()
+        except ERRORS as error:
+            mapped = failure(error)
+            if isinstance(mapped, StoreConfigError):
+                raise mapped from error
+            return Health(False, error=str(mapped))
+        return Health(True)
+
+    async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve ``loop`` from now on: on a new client if the client served another loop."""
+        served = self._served
+        if served is not None and served is not loop:
+            if not served.is_closed():
+                raise StoreError(
+                    "an AsyncRedisStore serves one event loop at a time, and the loop it "
+                    "serves is still open; close that loop first, or use a store per loop"
+                )
+            if self._connect is None:
+                raise StoreError(
+                    "this AsyncRedisStore's client belongs to an event loop that has closed; "
+                    "open the store with open_async_store(url) to have it reconnect"
+                )
+            Base.__init__(self, self._connect(), prefix=self.prefix, tag=self.tag)
+            self._hits, self._futures, self._sending = [], [], set()
+        self._served = self._loop = loop
+        self._guard = self._closing(self.client)
+        await self._guard.asend(None)
+
+    @staticmethod
+    async def _closing(client: Any) -> AsyncGenerator[None, None]:
+        """Wait, suspended, for the loop to shut down, then close ``client`` on it.
+
+        A loop shutting down (``asyncio.run`` returning) closes the async generators it runs,
+        which is the one moment its connections can still be closed cleanly.
+        """
+        try:
+            yield
+        finally:
+            await client.aclose()
+
+    def _flush(self) -> None:
+        """Send the waiting hits as one batch of at most ``MAX_BATCH``, unless a batch is on
+        its way: then they go when it returns (``_sent``), as do the hits past ``MAX_BATCH``."""
+        if not self._hits or self._sending:
+            return
+        hits, futures = self._hits, self._futures
+        if len(hits) > MAX_BATCH:
+            self._hits, self._futures = hits[MAX_BATCH:], futures[MAX_BATCH:]
+            hits, futures = hits[:MAX_BATCH], futures[:MAX_BATCH]
+        else:
+            self._hits, self._futures = [], []
+        task = asyncio.ensure_future(self._send(hits, futures))
+        self._sending.add(task)
+        task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Future[None]) -> None:
+        self._sending.discard(task)
+        if self._hits and not task.get_loop().is_closed():
+            self._flush()
+
+    async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
+        try:
+            decided = await self._apply_checked(hits, False, None)
+        except BaseException as error:  # every waiter must hear of it
+            for future in futures:
+                if not future.done():
+                    future.set_exception(error)
+            if isinstance(error, StoreError) and isinstance(error.__cause__, TIMEOUTS):
+                # A server that hangs: the calls that waited for this batch fail with it, so
+                # that no call waits longer than one timeout.
+                waiting, self._hits, self._futures = self._futures, [], []
+                for future in waiting:
+                    if not future.done():
+                        failed = StoreError(str(error))
+                        failed.__cause__ = error.__cause__
+                        future.set_exception(failed)
+            if not isinstance(error, Exception):
+                raise
+        else:
+            for future, decision in zip(futures, decided, strict=True):
+                if not future.done():
+                    future.set_result(decision)

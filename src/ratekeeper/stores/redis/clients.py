@@ -1,0 +1,225 @@
+"""Opening Redis clients from store URLs:
+
+    redis://[:password@]host:port/db       one server (rediss:// for TLS)
+    redis+sentinel://host:port,host:port/service[/db]
+    redis+cluster://host:port,host:port
+
+Every client gets a socket timeout (``timeout`` seconds, default 0.25) and no blind retries, so
+that no call waits much longer than its timeout; a cluster client still follows MOVED/ASK
+redirections and refreshes its view of the cluster after a failover, retrying once after a
+lost connection but never after a timeout (a script that timed out may have run). Every form
+takes the timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can
+set); a ``timeout`` option given in code wins over it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from ratekeeper.core.errors import MissingExtraError, StoreConfigError
+from ratekeeper.core.inputs import decimal
+from ratekeeper.core.redaction import redacted
+
+DEFAULT_TIMEOUT = 0.25
+
+
+@lru_cache(maxsize=2)
+def _cluster_class(asyncio: bool) -> Any:
+    """redis-py's cluster client, retrying once after a lost connection (to find a promoted
+    replica) but never after a timeout: a script that timed out may have run, and running it
+    again would count its hits twice."""
+    import redis.asyncio.cluster
+    import redis.cluster
+
+    base: Any = redis.asyncio.cluster.RedisCluster if asyncio else redis.cluster.RedisCluster
+    allowed = tuple(
+        error for error in base.ERRORS_ALLOW_RETRY if not issubclass(error, redis.TimeoutError)
+    )
+    return type("RedisCluster", (base,), {"ERRORS_ALLOW_RETRY": allowed, "__module__": __name__})
+
+
+def _hosts(netloc: str) -> list[tuple[str, int]]:
+    hosts = []
+    for part in netloc.rsplit("@", 1)[-1].split(","):
+        host, _, port = part.rpartition(":")
+        if not host or not decimal(port) or not 0 < int(port) < 65536:
+            raise StoreConfigError(f"expected host:port in a store URL, not {part!r}")
+        hosts.append((host.strip("[]"), int(port)))
+    return hosts
+
+
+def split_timeout(url: str) -> tuple[str, float | None]:
+    """``url`` without its ``timeout`` query parameter, and that timeout in seconds (None when
+    it has none). Raises ``StoreConfigError`` for a timeout that is not positive seconds."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    given = [value for name, value in pairs if name == "timeout"]
+    if not given:
+        return url, None
+    try:
+        timeout = float(given[-1])
+    except ValueError:
+        timeout = 0.0
+    if not 0 < timeout < 3600:
+        raise StoreConfigError(f"timeout must be positive seconds, not {given[-1]!r}")
+    rest = urlencode([(name, value) for name, value in pairs if name != "timeout"])
+    return urlunsplit(parts._replace(query=rest)), timeout
+
+
+def check_url(url: str) -> None:
+    """Raise ``StoreConfigError`` unless ``url`` is a well-formed Redis store URL; no I/O."""
+    url, _ = split_timeout(url)
+    parts = urlsplit(url)
+    path = [piece for piece in parts.path.split("/") if piece]
+    if parts.scheme in ("redis", "rediss"):
+        try:
+            parts.port  # noqa: B018 - urlsplit checks the port when it is read
+        except ValueError as error:
+            raise StoreConfigError(f"bad store URL {redacted(url)!r}: {error}") from None
+        if not parts.hostname and "unix" not in url:
+            raise StoreConfigError(f"a store URL names its host: {redacted(url)!r}")
+        if path and (len(path) > 1 or not decimal(path[0])):
+            raise StoreConfigError(f"a Redis URL's path is a database number, not {parts.path!r}")
+    elif parts.scheme == "redis+cluster":
+        _hosts(parts.netloc)
+        if path:
+            raise StoreConfigError(f"a Redis Cluster has no databases: {redacted(url)!r}")
+    elif parts.scheme == "redis+sentinel":
+        _hosts(parts.netloc)
+        if not path or len(path) > 2 or (len(path) == 2 and not decimal(path[1])):
+            raise StoreConfigError(
+                f"expected redis+sentinel://host:port,.../service[/db], not {redacted(url)!r}"
+            )
+    else:
+        raise StoreConfigError(f"not a Redis URL: {redacted(url)!r}")
+
+
+def _password(netloc: str) -> str | None:
+    if "@" not in netloc:
+        return None
+    credentials = netloc.rsplit("@", 1)[0]
+    return unquote(credentials.split(":", 1)[-1]) or None
+
+
+def open_client(url: str, asyncio: bool, timeout: float | None = None, **options: Any) -> Any:
+    """Return a redis-py client (sync or asyncio) for ``url``; ``timeout`` wins over the URL's.
+
+    Raises ``StoreConfigError`` for a malformed URL, a bad ``timeout`` or an unknown option.
+    """
+    check_url(url)
+    url, in_url = split_timeout(url)
+    if timeout is None:
+        timeout = DEFAULT_TIMEOUT if in_url is None else in_url
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < 3600:
+        raise StoreConfigError(f"timeout must be positive seconds, not {timeout!r}")
+    try:
+        import redis
+        import redis.asyncio
+        import redis.asyncio.retry
+        import redis.retry
+        from redis.backoff import NoBackoff
+    except ImportError as error:
+        raise MissingExtraError("redis", "redis") from error
+    Retry: Any = redis.asyncio.retry.Retry if asyncio else redis.retry.Retry
+    parts = urlsplit(url)
+    common: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        **options,
+    }
+    if parts.scheme in ("redis", "rediss"):
+        module = redis.asyncio if asyncio else redis
+        packer = _hiredis_packer()
+        if packer is not None and parts.scheme == "redis":
+            if asyncio and "connection_class" not in common:
+                common["connection_class"] = _hiredis_packed_connection()
+            elif not asyncio and "command_packer" not in common:
+                common["command_packer"] = packer
+        return _checked(module.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **common))
+    if parts.scheme == "redis+cluster":
+        cluster = redis.asyncio.cluster if asyncio else redis.cluster
+        nodes = [cluster.ClusterNode(host, port) for host, port in _hosts(parts.netloc)]
+        return _cluster_class(asyncio)(
+            startup_nodes=nodes,
+            password=_password(parts.netloc),
+            retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+            **common,
+        )
+    sentinel_module = redis.asyncio.sentinel if asyncio else redis.sentinel
+    path = [piece for piece in parts.path.split("/") if piece]
+    # The sentinels themselves get the same timeout and no retries: redis-py's default retry
+    # with backoff would make a call wait seconds while the sentinels are unreachable.
+    sentinel = sentinel_module.Sentinel(
+        _hosts(parts.netloc),
+        sentinel_kwargs={
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(NoBackoff(), 0),
+        },
+        **common,
+    )
+    db = int(path[1]) if len(path) > 1 else 0
+    return _checked(
+        sentinel.master_for(
+            path[0], db=db, password=_password(parts.netloc), retry=Retry(NoBackoff(), 0)
+        )
+    )
+
+
+def _checked(client: Any) -> Any:
+    """``client``, once one of its connections was built (no I/O): redis-py takes any option
+    when a client is made and refuses an unknown one only when it connects, so that an option
+    it does not take raises ``TypeError`` now rather than on first use."""
+    pool = client.connection_pool
+    pool.connection_class(**pool.connection_kwargs)
+    return client
+
+
+@lru_cache(maxsize=1)
+def _hiredis_packer() -> Any:
+    """A command packer that hands the arguments to hiredis in one call; None without hiredis.
+
+    redis-py's own hiredis packer first walks the arguments in Python (about 0.15 µs each, a
+    third of a decision's client time on a 64-hit batch); hiredis packs ``str``, ``bytes``,
+    ``int`` and ``float`` arguments itself, to the same bytes. Anything else, and a command
+    name of several words (``"SCRIPT LOAD"``), goes through redis-py's packer.
+    """
+    try:
+        from hiredis import pack_command
+        from redis.connection import HiredisRespSerializer
+    except ImportError:  # pragma: no cover - hiredis comes with ratekeeper[redis]
+        return None
+
+    class HiredisPacker(HiredisRespSerializer):
+        def pack(self, *args: Any) -> list[bytes]:
+            command = args[0]
+            if command.__class__ is str and " " not in command:
+                try:
+                    return [pack_command(args)]
+                except TypeError:  # a bytearray or memoryview argument
+                    pass
+            packed: list[bytes] = super().pack(*args)
+            return packed
+
+    return HiredisPacker()
+
+
+@lru_cache(maxsize=1)
+def _hiredis_packed_connection() -> Any:
+    """An asyncio connection that packs commands with ``_hiredis_packer``.
+
+    redis-py's asyncio connection packs every argument in Python, which is most of the client's
+    time on a batch of hits; hiredis packs the same bytes in C.
+    """
+    from redis.asyncio.connection import Connection
+
+    packer = _hiredis_packer()
+
+    class HiredisPackedConnection(Connection):
+        def pack_command(self, *args: Any) -> list[bytes]:
+            packed: list[bytes] = packer.pack(*args)
+            return packed
+
+    return HiredisPackedConnection

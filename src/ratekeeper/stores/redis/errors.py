@@ -1,0 +1,71 @@
+"""Errors at the Redis boundary: what redis-py raises, sorted into ratekeeper's (``failure``),
+and what a call's error says the server is missing (``missing_from``)."""
+
+from __future__ import annotations
+
+from ratekeeper.core.errors import (
+    InvalidInputError,
+    MissingExtraError,
+    StoreConfigError,
+    StoreError,
+)
+
+try:
+    import redis
+    from redis.exceptions import (
+        AuthenticationError,
+        AuthenticationWrongNumberOfArgsError,
+        NoPermissionError,
+        NoScriptError,
+        RedisClusterException,
+        ResponseError,
+    )
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("redis", "redis") from error
+
+
+#: What redis-py raises when a call fails; sorted by ``failure`` at this boundary.
+ERRORS = (redis.RedisError, RedisClusterException, OSError)
+
+#: What it raises when a call timed out.
+TIMEOUTS = (redis.TimeoutError, TimeoutError)
+
+
+_MISCONFIGURED = (AuthenticationError, AuthenticationWrongNumberOfArgsError, NoPermissionError)
+#: Errors that say the store's own configuration is wrong: an unknown database, a cluster URL
+#: for a server that is not in cluster mode.
+_MISCONFIGURED_REPLIES = (
+    "DB index is out of range",
+    "invalid DB index",
+    "Cluster mode is not enabled",
+)
+
+
+def failure(error: BaseException) -> Exception:
+    """The ratekeeper exception for an error redis-py raised (see the module docstring)."""
+    message = str(error)
+    if isinstance(error, _MISCONFIGURED) or (
+        isinstance(error, ResponseError | RedisClusterException)
+        and any(reply in message for reply in _MISCONFIGURED_REPLIES)
+    ):
+        return StoreConfigError(f"redis is misconfigured: {message}")
+    if isinstance(error, ResponseError) and message.startswith("ratekeeper: invalid"):
+        return InvalidInputError(message.removeprefix("ratekeeper: "))
+    return StoreError(f"redis: {message}")
+
+
+def missing_from(error: ResponseError) -> str | None:
+    """What a call's error says the server is missing: ``"script"`` (NOSCRIPT: a restarted or
+    failed-over server, or ``SCRIPT FLUSH``), ``"library"`` (no such function: the same, or
+    ``FUNCTION FLUSH``), ``"functions"`` (a server older than Redis 7, or a user not allowed to
+    call functions: the scripts serve instead); None for any other error."""
+    if isinstance(error, NoScriptError):
+        return "script"
+    message = str(error).lower()
+    if message.startswith("function not found"):
+        return "library"
+    if "fcall" in message and (
+        "unknown command" in message or isinstance(error, NoPermissionError)
+    ):
+        return "functions"
+    return None
