@@ -1,5 +1,5 @@
 """The batches of a Redis store: one script run per cluster slot, and how an ``all_or_nothing``
-batch over several slots is settled (no I/O: ``stores/redis.py`` sends what this builds).
+batch over several slots is settled (no I/O: the store twins send what this builds).
 
 A batch is split into parts, one per slot (``Batch``). Each part runs atomically on its
 server. With ``all_or_nothing`` over several slots, each part's reply also carries the ``now``

@@ -1,5 +1,5 @@
 -- ratekeeper: what every algorithm's Lua step shares. The store builds its scripts from it
--- (stores/lua.py): the batch script, this file, every algorithm's .lua
+-- (scripts.py): the batch script, this file, every algorithm's .lua
 -- (src/ratekeeper/algorithms/) and dispatch.lua; for each algorithm, its single-hit script,
 -- this file, that algorithm's .lua and single.lua; the refund script, as the batch script
 -- with refund.lua; and the release script, this file, concurrency.lua and release.lua. A
@@ -58,7 +58,7 @@ end
 -- `Decision`, in its order, little-endian: allowed (one byte), limit and remaining (8-byte
 -- integers), reset_after, retry_after and delay (doubles, every bit kept, nothing formatted),
 -- granted (an 8-byte integer), and degraded (one byte, always 0). The store unpacks it with
--- `struct.Struct('<?qqdddq?')` (stores/lua.py).
+-- `struct.Struct('<?qqdddq?')` (scripts.py).
 local DECISION = '<Bi8i8dddi8B'
 local concat = table.concat
 
