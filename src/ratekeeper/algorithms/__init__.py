@@ -29,6 +29,10 @@ applies one batch in several atomic parts (a Redis Cluster, one script run per s
 the parts it applied when another part refused, within the same call. ``refund`` follows
 ``step`` in place or not (the sliding log's updates its log in place), and returns ``None``
 where the state is left holding nothing and that means the same as no state.
+
+Every module declares ``LETTER``, the letter naming its limits in store keys, and
+``TAKES_BURST``. Importing this package binds each module into the registry of algorithms
+(``ratekeeper.core.registry``), where limits, keys and the Lua scripts find them.
 """
 
 from __future__ import annotations
