@@ -19,8 +19,10 @@ three together decided each of the 2,000 once, none by the store's failure polic
 The gateways fail closed here, so that a decision that fails shows as a 500 instead of one
 more request let through, and their limits are raised for 2,000 connections at once (listen
 queues, nginx's worker connections, Envoy's circuit breakers). Their timeouts for ratekeeper's
-answer are raised too: 2,000 decisions at once on a shared test machine take longer than a
-production deployment's timeouts allow.
+answer are raised too, nginx's timeout to connect to an instance among them: 2,000 decisions
+at once on a shared test machine take longer than a production deployment's timeouts allow
+(nginx, itself behind, would count a connection it answers late as a failed instance, and with
+every instance marked failed it answers 500 without asking ratekeeper).
 
 So is each instance's timeout for the store (``?timeout=`` in the store URL). An instance
 deciding some 700 requests at once keeps its event loop busy for longer than the default
@@ -110,6 +112,7 @@ def nginx_over(instances: list[Served], upstream: UpstreamServer, domain: str) -
             f"server 127.0.0.1:{instances[0].http};": servers,
             "listen 127.0.0.1:{{port}};": "listen 127.0.0.1:{{port}} backlog=4096;",
             "X-RateLimit-Domain edge;": f"X-RateLimit-Domain {domain};",
+            "proxy_connect_timeout 250ms;": f"proxy_connect_timeout {DECISION_TIMEOUT}s;",
             "proxy_send_timeout 1s;": f"proxy_send_timeout {DECISION_TIMEOUT}s;",
             "proxy_read_timeout 1s;": f"proxy_read_timeout {DECISION_TIMEOUT}s;",
         },
