@@ -28,7 +28,7 @@ from ratekeeper.service.reading import (
 )
 from ratekeeper.service.responses import RawHeaders, encode, json_response
 from ratekeeper.service.translate import Answer, Call, decide_async
-from ratekeeper.wire.headers import rate_limit_headers
+from ratekeeper.wire.headers import DEGRADED, rate_limit_headers
 from ratekeeper.wire.problems import Problem
 from ratekeeper.wire.statuses import OVER_LIMIT, WireStatus
 
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
 
 log = logging.getLogger("ratekeeper.service")
-
-#: Set on an answer some decision of which the store's failure policy made.
-DEGRADED = "X-RateLimit-Degraded"
 
 
 class Checks:

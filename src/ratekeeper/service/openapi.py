@@ -13,6 +13,7 @@ from typing import Any
 from ratekeeper.core.version import VERSION
 from ratekeeper.service.bodies import MAX_BATCH
 from ratekeeper.service.schemas import ref, schemas
+from ratekeeper.wire.headers import DEGRADED
 from ratekeeper.wire.problems import KINDS, MEDIA_TYPE
 
 
@@ -61,7 +62,7 @@ _RATE_HEADERS = {
             {"type": "integer", "minimum": 0, "maximum": 86400},
         ),
         (
-            "X-RateLimit-Degraded",
+            DEGRADED,
             "'true' when the store's failure policy made a decision",
             {"enum": ["true"]},
         ),

@@ -12,6 +12,7 @@ from ratekeeper.web.gate import BaseGate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
 from ratekeeper.web.replies import Replies, Reply, problem_reply
 from ratekeeper.web.request import MAX_BODY, Request, declared_length
+from ratekeeper.wire.headers import DEGRADED
 from ratekeeper.wire.problems import Problem
 
 #: The application a middleware wraps.
@@ -34,7 +35,7 @@ class Adapter:
         max_body: int = MAX_BODY,
         headers: bool = True,
         ietf: bool = False,
-        degraded_header: str | None = "X-RateLimit-Degraded",
+        degraded_header: str | None = DEGRADED,
         on_refused: Callable[[Request, Any], Reply] | None = None,
     ) -> None:
         if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
@@ -76,7 +77,7 @@ class Middleware(Adapter, Generic[App, AnyDecider, AnyGate]):
         max_body: int = MAX_BODY,
         headers: bool = True,
         ietf: bool = False,
-        degraded_header: str | None = "X-RateLimit-Degraded",
+        degraded_header: str | None = DEGRADED,
         on_refused: Callable[[Request, Any], Reply] | None = None,
         **options: Any,
     ) -> None:

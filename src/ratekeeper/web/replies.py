@@ -21,13 +21,11 @@ from typing import NamedTuple
 
 from ratekeeper.web.gate import Outcome
 from ratekeeper.web.request import Request
-from ratekeeper.wire.headers import RETRY_AFTER, rate_limit_headers, seconds
+from ratekeeper.wire.headers import DEGRADED, RETRY_AFTER, rate_limit_headers, seconds
 from ratekeeper.wire.problems import MEDIA_TYPE, Problem
 
 #: A header's name: an RFC 9110 token.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-#: The header that says a store failure was answered by the failure policy, as the service's.
-DEGRADED = "X-RateLimit-Degraded"
 
 
 class Reply(NamedTuple):

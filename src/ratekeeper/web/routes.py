@@ -10,6 +10,7 @@ from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.options import Adapter, AnyDecider, AnyGate
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import MAX_BODY, Request
+from ratekeeper.wire.headers import DEGRADED
 
 
 class RouteLimiter(Adapter, Generic[AnyDecider, AnyGate]):
@@ -27,7 +28,7 @@ class RouteLimiter(Adapter, Generic[AnyDecider, AnyGate]):
         max_body: int = MAX_BODY,
         headers: bool = True,
         ietf: bool = False,
-        degraded_header: str | None = "X-RateLimit-Degraded",
+        degraded_header: str | None = DEGRADED,
         on_refused: Callable[[Request, Any], Reply] | None = None,
         **options: Any,
     ) -> None:

@@ -36,6 +36,8 @@ RESET = "X-RateLimit-Reset"
 RETRY_AFTER = "Retry-After"
 RATELIMIT = "RateLimit"
 RATELIMIT_POLICY = "RateLimit-Policy"
+#: Set to ``true`` on an answer that the store's failure policy made (a degraded decision).
+DEGRADED = "X-RateLimit-Degraded"
 
 
 class _Seen(NamedTuple):
