@@ -47,18 +47,13 @@ class AsyncDecider(Protocol):
 
 
 @runtime_checkable
-class BatchDecider(Protocol):
-    """What a decider says of its ``hit_many``: ``atomic_hit_many`` is true when it decides
-    several hits in one atomic store call (``Limiter``, ``AsyncLimiter``), false when it
-    decides them one by one (``RemoteLimiter``: the service takes one hit per call)."""
-
-    atomic_hit_many: bool
-
-
-@runtime_checkable
 class ManyDecider(Protocol):
     """Decides several hits in one call: ``hit_many([(key, limit, cost), ...],
-    all_or_nothing=True)``, a decision per limit, in order (see ``Limiter.hit_many``)."""
+    all_or_nothing=True)``, a decision per limit, in order (see ``Limiter.hit_many``).
+    ``atomic_hit_many`` says whether that is one atomic store call (``Limiter``) or the hits
+    one by one (``RemoteLimiter``: the service takes one hit per call)."""
+
+    atomic_hit_many: bool
 
     def hit_many(
         self, hits: Iterable[tuple[str, Limit | str, int]], *, all_or_nothing: bool = True
@@ -68,6 +63,8 @@ class ManyDecider(Protocol):
 @runtime_checkable
 class AsyncManyDecider(Protocol):
     """The asyncio twin of ``ManyDecider``."""
+
+    atomic_hit_many: bool
 
     async def hit_many(
         self, hits: Iterable[tuple[str, Limit | str, int]], *, all_or_nothing: bool = True
@@ -103,36 +100,16 @@ class AsyncDescriptorDecider(Protocol):
     ) -> Verdict: ...
 
 
-if TYPE_CHECKING:  # mypy holds each of them to its protocol
+if TYPE_CHECKING:  # mypy holds each of them to its protocols
     from ratekeeper.engine import AsyncEngine, Engine
     from ratekeeper.limiter import AsyncLimiter, Limiter
 
-    def _limiter(decider: Limiter) -> Decider:
-        return decider
+    def _held(
+        limiter: Limiter, engine: Engine
+    ) -> tuple[Decider, ManyDecider, Decider, DescriptorDecider]:
+        return limiter, limiter, engine, engine
 
-    def _engine(decider: Engine) -> Decider:
-        return decider
-
-    def _async_limiter(decider: AsyncLimiter) -> AsyncDecider:
-        return decider
-
-    def _async_engine(decider: AsyncEngine) -> AsyncDecider:
-        return decider
-
-    def _batch(decider: Limiter) -> BatchDecider:
-        return decider
-
-    def _async_batch(decider: AsyncLimiter) -> BatchDecider:
-        return decider
-
-    def _many(decider: Limiter) -> ManyDecider:
-        return decider
-
-    def _async_many(decider: AsyncLimiter) -> AsyncManyDecider:
-        return decider
-
-    def _descriptors(decider: Engine) -> DescriptorDecider:
-        return decider
-
-    def _async_descriptors(decider: AsyncEngine) -> AsyncDescriptorDecider:
-        return decider
+    def _async_held(
+        limiter: AsyncLimiter, engine: AsyncEngine
+    ) -> tuple[AsyncDecider, AsyncManyDecider, AsyncDecider, AsyncDescriptorDecider]:
+        return limiter, limiter, engine, engine

@@ -57,7 +57,7 @@ class Limiter(Closing):
             ...
     """
 
-    #: ``hit_many`` decides its hits in one atomic store call (``BatchDecider``).
+    #: ``hit_many`` decides its hits in one atomic store call (``ManyDecider``).
     atomic_hit_many = True
 
     def __init__(
@@ -216,7 +216,7 @@ class AsyncLimiter(AsyncClosing):
         decision = await limiter.hit(f"user:{user_id}", "10/minute")
     """
 
-    #: ``hit_many`` decides its hits in one atomic store call (``BatchDecider``).
+    #: ``hit_many`` decides its hits in one atomic store call (``ManyDecider``).
     atomic_hit_many = True
 
     def __init__(

@@ -22,15 +22,10 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ratekeeper.core.errors import (
-    ConfigStoreError,
-    InvalidInputError,
-    InvalidLimitError,
-    StoreConfigError,
-    StoreError,
-)
+from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.translate import Answer, Call, WireDescriptor, decide_async
+from ratekeeper.wire.problems import UNAVAILABLE_ERRORS
 from ratekeeper.wire.statuses import OK
 
 if TYPE_CHECKING:
@@ -105,7 +100,7 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
         except (InvalidInputError, InvalidLimitError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             raise  # abort raises; this line is never reached
-        except (StoreError, StoreConfigError, ConfigStoreError) as error:
+        except UNAVAILABLE_ERRORS as error:
             log.warning("ShouldRateLimit: %s", error)
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
             raise

@@ -45,7 +45,6 @@ from ratekeeper.decider import (
     AsyncDecider,
     AsyncDescriptorDecider,
     AsyncManyDecider,
-    BatchDecider,
     Decider,
     DescriptorDecider,
     ManyDecider,
@@ -109,7 +108,7 @@ def _sleeper(sleep: S) -> S:
 
 def _batches(decider: object) -> bool:
     """Whether ``decider.hit_many`` decides several limits in one atomic store call."""
-    return isinstance(decider, BatchDecider) and decider.atomic_hit_many
+    return isinstance(decider, ManyDecider | AsyncManyDecider) and decider.atomic_hit_many
 
 
 class BaseGate:
