@@ -29,7 +29,8 @@ def test_the_defaults() -> None:
     assert settings.http == Address("127.0.0.1", 8080)
     assert settings.grpc == Address("127.0.0.1", 8081)
     assert settings.admin_token is None
-    assert (settings.on_store_error, settings.log_format, settings.workers) == ("allow", "text", 1)
+    assert (settings.on_store_error, settings.log_format, settings.workers) == ("local", "text", 1)
+    assert settings.instances == 1
 
 
 def test_flags_win_over_the_environment(tmp_path: Path) -> None:

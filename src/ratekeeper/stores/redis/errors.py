@@ -54,6 +54,15 @@ def failure(error: BaseException) -> Exception:
     return StoreError(f"redis: {message}")
 
 
+class ShardError(StoreError):
+    """A failure of one shard of a cluster: ``shard`` names it (its master's ``host:port``), so
+    that a failure policy counts it against that shard alone."""
+
+    def __init__(self, message: str, shard: str) -> None:
+        super().__init__(message)
+        self.shard = shard
+
+
 def missing_from(error: ResponseError) -> str | None:
     """What a call's error says the server is missing: ``"script"`` (NOSCRIPT: a restarted or
     failed-over server, or ``SCRIPT FLUSH``), ``"library"`` (no such function: the same, or
