@@ -14,6 +14,11 @@ log = logging.getLogger("ratekeeper.store")
 #: The states of a breaker, best first.
 _STATES = ("closed", "half-open", "open")
 
+#: A shard's breaker that stayed open this many cooldowns without a call asking for it holds a
+#: shard no key maps to any more (a failed master, its replica promoted under another name): it
+#: is retired, its counts kept in the totals.
+STALE_COOLDOWNS = 30
+
 
 class CircuitBreaker:
     """Counts consecutive failures; open means "do not call the store now".
@@ -39,6 +44,7 @@ class CircuitBreaker:
         self.opened = 0
         self.last_error: str | None = None
         self.opened_at: float | None = None
+        self.asked_at = 0.0  # when a call last asked for the store while the circuit was open
         self._probing = False
         self._lock = threading.Lock()
         self._what = f"request store shard {name}" if name else "request store"
@@ -56,8 +62,9 @@ class CircuitBreaker:
         """Whether the store may be called now; in the half-open state, one probe at a time."""
         if self.opened_at is None:
             return True
+        self.asked_at = now = self.clock()
         with self._lock:
-            if self._probing or self.clock() - self.opened_at < self.cooldown:
+            if self._probing or now - self.opened_at < self.cooldown:
                 return False
             self._probing = True
         log.info("%s: circuit half-open, probing the store", self._what)
@@ -93,7 +100,7 @@ class CircuitBreaker:
             if self.failures < self.threshold:
                 return
             opening = self.opened_at is None
-            self.opened_at = self.clock()
+            self.opened_at = self.asked_at = self.clock()
             if opening or probing:
                 self.opened += 1
         if opening:
@@ -116,12 +123,14 @@ class CircuitBreaker:
 
 class Breakers:
     """A circuit breaker per shard, made on a shard's first use; ``""`` is a store's without
-    shards. ``clock`` is every breaker's (tests set a fake one)."""
+    shards. ``clock`` is every breaker's (tests set a fake one). A shard's breaker left open
+    for ``STALE_COOLDOWNS`` cooldowns without a call for it is retired when health is asked."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.by_shard: dict[str, CircuitBreaker] = {"": CircuitBreaker(clock=clock)}
         self._lock = threading.Lock()
+        self._retired = (0, 0)  # the failures and openings of retired breakers
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -146,6 +155,7 @@ class Breakers:
     def health(self, answered: Health, degraded: int) -> Health:
         """``answered`` (the store's own ping) with the breakers' worst state, their totals and
         the shards whose breaker is not closed."""
+        self._retire()
         breakers = list(self.by_shard.values())
         states = [(breaker.name, breaker.state) for breaker in breakers]
         worst = max((state for _, state in states), key=_STATES.index)
@@ -153,8 +163,22 @@ class Breakers:
         return answered._replace(
             breaker=worst,
             error=answered.error or (errors[-1] if errors else None),
-            failures=sum(breaker.failures_total for breaker in breakers),
-            opened=sum(breaker.opened for breaker in breakers),
+            failures=self._retired[0] + sum(breaker.failures_total for breaker in breakers),
+            opened=self._retired[1] + sum(breaker.opened for breaker in breakers),
             degraded=degraded,
             open_shards=tuple(sorted(name for name, state in states if state != "closed")),
         )
+
+    def _retire(self) -> None:
+        """Retire the breakers of shards no call has asked for in ``STALE_COOLDOWNS``."""
+        now = self._clock()
+        with self._lock:
+            for name, breaker in list(self.by_shard.items()):
+                if (
+                    name
+                    and breaker.opened_at is not None
+                    and now - breaker.asked_at > STALE_COOLDOWNS * breaker.cooldown
+                ):
+                    del self.by_shard[name]
+                    failures, opened = self._retired
+                    self._retired = (failures + breaker.failures_total, opened + breaker.opened)
