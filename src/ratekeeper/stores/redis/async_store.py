@@ -28,7 +28,14 @@ from ratekeeper.stores.redis.batches import (
     settle,
     unrefunded,
 )
-from ratekeeper.stores.redis.errors import ERRORS, TIMEOUTS, ShardError, failure, missing_from
+from ratekeeper.stores.redis.errors import (
+    ERRORS,
+    TIMEOUTS,
+    ShardError,
+    client_fault,
+    failure,
+    missing_from,
+)
 from ratekeeper.stores.redis.scripts import (
     LIBRARY,
     decision,
@@ -340,6 +347,14 @@ class AsyncRedisStore(Base):
                     futures[index].set_exception(mapped)
             if isinstance(mapped, StoreError) and isinstance(error, TIMEOUTS):
                 self._time_out_waiting(keys[0], mapped, error)
+            return
+        except AttributeError as error:
+            fault = client_fault(error)
+            if fault is None:
+                raise
+            for index in indexes:
+                if not futures[index].done():
+                    futures[index].set_exception(fault)
             return
         for index, one in zip(indexes, decisions(reply), strict=True):
             if not futures[index].done():
