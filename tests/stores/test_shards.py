@@ -333,3 +333,12 @@ def test_bad_instances_are_refused_everywhere(bad: Any) -> None:
         open_store("redis://127.0.0.1:1/0", instances=bad)
     with pytest.raises(StoreConfigError, match="instances must be an integer"):
         open_async_store("redis://127.0.0.1:1/0", instances=bad)
+
+
+def test_a_cluster_store_is_sharded_through_its_wrappers_without_touching_the_network() -> None:
+    store = open_store("redis+cluster://127.0.0.1:1", over_limit_cache=True)
+    assert isinstance(store, Resilient)
+    assert store._shard_of is not None  # the cache and the deferred opening say so
+    assert store._shard_of("k", LIMIT) == ""  # not opened yet: the whole store's breaker
+    standalone = open_store("redis://127.0.0.1:1/0", over_limit_cache=True)
+    assert isinstance(standalone, Resilient) and standalone._shard_of is None
