@@ -56,7 +56,12 @@ def build_engine(settings: Settings) -> AsyncEngine:
     remote = not settings.store.startswith("memory:")
     options: dict[str, Any] = {"on_store_error": settings.on_store_error} if remote else {}
     store = open_async_store(settings.store, **options)
-    return AsyncEngine(store, rules=list(settings.rules), config=settings.config)
+    return AsyncEngine(
+        store,
+        rules=list(settings.rules),
+        config=settings.config,
+        cache_size=settings.plan_cache_size,
+    )
 
 
 def build_app(settings: Settings) -> Starlette:
@@ -143,6 +148,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "LOG_FORMAT": settings.log_format,
         "WORKERS": str(settings.workers),
         "IETF_HEADERS": "true" if settings.ietf_headers else "false",
+        "PLAN_CACHE_SIZE": str(settings.plan_cache_size),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
