@@ -71,3 +71,34 @@ def test_discard_forgets_a_key_and_its_stale_value() -> None:
     cache.discard("user:1")
     assert cache.get("user:1") is None and cache.stale("user:1") is None
     assert cache.stale("user:2") == "two per second"
+
+
+def test_stale_values_count_against_the_size_and_go_first() -> None:
+    cache: TTLCache[int] = TTLCache(4, 60.0)
+    for number, key in enumerate("abcd"):
+        cache.put(key, number)
+    cache.expire()  # a, b, c, d kept aside: the cache holds 4
+    assert (len(cache), cache.stale_count) == (0, 4)
+    cache.put("b", 10)  # b's own stale value goes: still 4
+    assert (len(cache), cache.stale_count) == (1, 3)
+    assert cache.stale("b") == 10
+    cache.put("e", 4)  # one stale value goes to make room
+    assert (len(cache), cache.stale_count) == (2, 2)
+    for key in "fg":
+        cache.put(key, 5)
+    assert (len(cache), cache.stale_count) == (4, 0)
+    cache.put("h", 6)  # no stale value left: the oldest fresh entry goes
+    assert [cache.get(key) for key in "behfg"] == [None, 4, 6, 5, 5]
+    assert len(cache) + cache.stale_count == 4
+
+
+def test_the_cache_holds_at_most_its_size_across_expiries() -> None:
+    cache: TTLCache[int] = TTLCache(100, 60.0)
+    held = []
+    for number in range(1000):
+        cache.put(f"user:{number}", number)
+        if number % 150 == 149:
+            cache.expire()
+        held.append(len(cache) + cache.stale_count)
+    assert max(held) == 100
+    assert held[-1] == 100

@@ -1,4 +1,5 @@
-"""The configuration cache: at most ``maxsize`` entries, none older than a time to live.
+"""The configuration cache: at most ``maxsize`` entries, stale ones included, none fresh for
+longer than a time to live.
 
 A lookup is on the path of every decision, so a hit reads no clock and writes nothing:
 ``expire()`` empties the cache every ``ttl`` seconds (the engine's planner calls it from a
@@ -8,7 +9,10 @@ to make room. A hit keeps no order of use: that would be a write on every decisi
 is still wanted after being dropped costs one load, which the emptying every ``ttl`` seconds
 costs every entry anyway. What was emptied is kept aside as the ``stale``
 entries: the last known values, which a process falls back on while the configuration store
-is down.
+is down. They count against ``maxsize`` with the fresh ones, so that memory stays flat across
+expiries: a new entry first drops the key's own stale value, then stale values in any order,
+then the oldest fresh entry. At a million distinct keys, with stale values held apart, the
+cache held twice ``maxsize`` plans (about 520 bytes each) from the first expiry on.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ V = TypeVar("V")
 
 
 class TTLCache(Generic[V]):
-    """At most ``maxsize`` entries, the oldest dropped first.
+    """At most ``maxsize`` entries, fresh and stale together; stale ones dropped first, then
+    the oldest.
 
     ``get`` returns a value or ``None``; the hot path may call ``lookup(key)``, the same plain
     dict get, directly. Safe to share between threads: each operation is one step on a dict
@@ -48,12 +53,16 @@ class TTLCache(Generic[V]):
         return self._stale.get(key) if value is None else value
 
     def put(self, key: Hashable, value: V) -> None:
-        entries = self._entries
+        entries, stale = self._entries, self._stale
         entries[key] = value
         entries.move_to_end(key)  # a value put again counts as new
-        while len(entries) > self.maxsize:
+        stale.pop(key, None)  # the fresh value supersedes it
+        while len(entries) + len(stale) > self.maxsize:
             try:
-                entries.popitem(last=False)
+                if stale:
+                    stale.popitem()
+                else:
+                    entries.popitem(last=False)
             except KeyError:  # emptied by another thread meanwhile
                 break
 
@@ -68,9 +77,16 @@ class TTLCache(Generic[V]):
         self._stale = {}
 
     def expire(self) -> None:
-        """Empty the cache, keeping its entries aside as stale."""
+        """Empty the cache, keeping its entries aside as stale (the stale ones before them
+        are dropped)."""
         self._stale = dict(self._entries)
         self._entries.clear()
 
     def __len__(self) -> int:
+        """The fresh entries (``stale_count`` the others)."""
         return len(self._entries)
+
+    @property
+    def stale_count(self) -> int:
+        """The entries kept aside at the last expiry and not dropped since."""
+        return len(self._stale)

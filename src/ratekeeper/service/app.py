@@ -64,7 +64,12 @@ def build_engine(settings: Settings) -> AsyncEngine:
         else {}
     )
     store = open_async_store(settings.store, **options)
-    return AsyncEngine(store, rules=list(settings.rules), config=settings.config)
+    return AsyncEngine(
+        store,
+        rules=list(settings.rules),
+        config=settings.config,
+        cache_size=settings.plan_cache_size,
+    )
 
 
 def build_app(settings: Settings) -> Starlette:
@@ -152,6 +157,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "LOG_FORMAT": settings.log_format,
         "WORKERS": str(settings.workers),
         "IETF_HEADERS": "true" if settings.ietf_headers else "false",
+        "PLAN_CACHE_SIZE": str(settings.plan_cache_size),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 

@@ -24,6 +24,10 @@ flag                      variable                      default
                           (``true``/``false``, ...)     ``RateLimit-Policy`` fields
 ========================  ============================  =====================================
 
+``--plan-cache-size N`` (``RATEKEEPER_PLAN_CACHE_SIZE``, default ``100000``) bounds the limits
+each worker process caches (its plans, about 0.5 KB each, the stale ones kept for a configuration
+store outage included), and so its memory.
+
 ``Settings.read(args, environ)`` checks every value and raises ``ConfigError`` listing each bad
 one, named by its flag (and its variable when it came from there).
 """
@@ -46,6 +50,8 @@ LOG_FORMATS = ("text", "json")
 STORE_SCHEMES = ("memory", "redis", "rediss", "redis+sentinel", "redis+cluster")
 CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
 MAX_WORKERS = 512
+#: The most plans a worker may cache: about 0.5 KB each, so some 50 GB.
+MAX_PLAN_CACHE_SIZE = 100_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,7 @@ class Settings:
     log_format: str = "text"
     workers: int = 1
     ietf_headers: bool = False
+    plan_cache_size: int = 100_000
 
     @classmethod
     def read(
@@ -177,6 +184,15 @@ def _instances(value: str | int) -> int:
     return int(text)
 
 
+def _plan_cache_size(value: str | int) -> int:
+    text = str(value).strip()
+    if not decimal(text) or not 1 <= int(text) <= MAX_PLAN_CACHE_SIZE:
+        raise ValueError(
+            f"expected a whole number of plans from 1 to {MAX_PLAN_CACHE_SIZE}, not {value!r}"
+        )
+    return int(text)
+
+
 def _switch(value: str | bool) -> bool:
     if isinstance(value, bool):
         return value
@@ -200,6 +216,7 @@ _PARSERS: dict[str, Any] = {
     "log_format": _one_of(LOG_FORMATS),
     "workers": _workers,
     "ietf_headers": _switch,
+    "plan_cache_size": _plan_cache_size,
 }
 
 
@@ -233,4 +250,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         help="add the IETF RateLimit and RateLimit-Policy fields to answers",
+    )
+    parser.add_argument(
+        "--plan-cache-size",
+        metavar="N",
+        help="limits (plans) each worker caches, about 0.5 KB each, stale ones included "
+        "(default 100000)",
     )
