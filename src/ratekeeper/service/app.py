@@ -78,6 +78,7 @@ def build_app(settings: Settings) -> Starlette:
     log.info("configuration store: %s", redacted(settings.config))
     if settings.admin_token is None:
         log.info("admin endpoints: off (no admin token)")
+    from ratekeeper.service.admission import Admission
     from ratekeeper.service.metrics import Metrics
 
     metrics = Metrics()
@@ -89,6 +90,7 @@ def build_app(settings: Settings) -> Starlette:
         close_engine=True,
         metrics=metrics,
         grpc_address=str(settings.grpc),
+        admission=Admission(settings.max_in_flight),
     )
 
 
@@ -143,6 +145,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "LOG_FORMAT": settings.log_format,
         "WORKERS": str(settings.workers),
         "IETF_HEADERS": "true" if settings.ietf_headers else "false",
+        "MAX_IN_FLIGHT": str(settings.max_in_flight),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
