@@ -4,9 +4,10 @@ timeout (0.25 s) and the ``allow`` failure policy: overload is not a store failu
 Thousands of requests arrive at the same moment, each on its own connection: most for keys of
 their own, each well under its limit, so that every one of them goes to Redis; one in ten for
 one key limited to ``LIMIT`` a minute. Meanwhile Redis hiccups: it sleeps ``HICCUP`` seconds
-every so often (as a slow command or a fork would hold it), within the store's timeout. Neither the burst alone nor the hiccups alone fail a call; together they
-did: the instance's event loop, busy with the burst, read Redis's answers late, the calls
-timed out, the breaker opened and the failure policy admitted everything.
+every so often (as a slow command or a fork would hold it), within the store's timeout. Neither
+the burst alone nor the hiccups alone fail a call; together they did: the instance's event
+loop, busy with the burst, read Redis's answers late, the calls timed out, the breaker opened
+and the failure policy admitted several times the limit.
 
 Overload is the loop's, not the store's: no call to the store may fail, the breaker never
 opens, no decision is made by the failure policy, the limited key is admitted exactly
