@@ -142,7 +142,7 @@ def redis_url(redis_server: RedisServer) -> str:
 @given(ops=operations)
 def test_no_input_buys_capacity_on_redis(redis_url: str, ops: Ops) -> None:
     prefix = f"fuzz{next(_prefixes)}"
-    store: Store = open_store(redis_url, prefix=prefix)  # the default policy: allow
+    store: Store = open_store(redis_url, prefix=prefix)  # the default policy
     try:
         engine = Engine(store, rules=parse_rules(RULES, "fuzz.yaml"), default=limit_default)
         run(Limiter(store), engine, ops)

@@ -29,7 +29,8 @@ def test_the_defaults() -> None:
     assert settings.http == Address("127.0.0.1", 8080)
     assert settings.grpc == Address("127.0.0.1", 8081)
     assert settings.admin_token is None
-    assert (settings.on_store_error, settings.log_format, settings.workers) == ("allow", "text", 1)
+    assert (settings.on_store_error, settings.log_format, settings.workers) == ("local", "text", 1)
+    assert settings.instances == 1
 
 
 def test_flags_win_over_the_environment(tmp_path: Path) -> None:
@@ -126,3 +127,21 @@ def test_ietf_headers_from_the_flag_or_the_variable() -> None:
     assert read(["--ietf-headers"], {"RATEKEEPER_IETF_HEADERS": "false"}).ietf_headers is True
     with pytest.raises(ConfigError, match=r"--ietf-headers \(from \$RATEKEEPER_IETF_HEADERS\)"):
         read([], {"RATEKEEPER_IETF_HEADERS": "sometimes"})
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "1.5", "nan", "inf", "two", ""])
+def test_instances_must_be_a_whole_number_of_at_least_one(bad: str) -> None:
+    with pytest.raises(ConfigError, match=r"--instances: expected a whole number of at least 1"):
+        read(["--instances", bad])
+    with pytest.raises(ConfigError, match=r"--instances \(from \$RATEKEEPER_INSTANCES\)"):
+        read([], {"RATEKEEPER_INSTANCES": bad})
+
+
+def test_each_worker_of_each_instance_holds_its_share_of_the_local_fallback() -> None:
+    from ratekeeper.service.app import build_engine
+
+    settings = read(["--store", "redis://127.0.0.1:1/0", "--instances", "3", "--workers", "2"])
+    assert (settings.on_store_error, settings.instances) == ("local", 3)
+    engine = build_engine(settings)
+    policy = engine.store.policy  # type: ignore[attr-defined]
+    assert (policy.on_store_error, policy.instances) == ("local", 6)

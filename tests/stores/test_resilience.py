@@ -208,7 +208,7 @@ def test_every_transition_is_logged_counted_and_seen_by_ping(
     clock.advance(1.0)
     store.apply("k", LIMIT)  # the probe succeeds
     health = store.ping()
-    assert (health.ok, health.breaker, health.failures, health.opened) == (True, "closed", 4, 1)
+    assert (health.ok, health.breaker, health.failures, health.opened) == (True, "closed", 4, 2)
     messages = [record.getMessage() for record in caplog.records]
     assert [message.split(";")[0].split(" (")[0] for message in messages] == [
         "request store failed 3 times in a row",

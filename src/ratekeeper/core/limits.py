@@ -238,3 +238,19 @@ def _count(name: str, value: Any) -> int:
 
 def _rebuild(amount: int, period: float, algorithm: str, params: dict[str, Any]) -> Limit:
     return Limit(amount, period, algorithm, **params)
+
+
+def share_of(limit: Limit, instances: int) -> Limit:
+    """``limit`` as each of ``instances`` processes enforces its share alone: the amount (and
+    burst) divided by ``instances``, rounded down but at least 1, with the same period,
+    algorithm and parameters. ``instances`` of these admit at most what ``limit`` admits,
+    unless the amount is below ``instances`` (then each still admits 1). Example::
+
+        share_of(Limit(100, 60, burst=20, algorithm="gcra"), 3) == Limit(33, 60, "gcra", burst=6)
+    """
+    if instances == 1:
+        return limit
+    params = limit._params()
+    if limit.burst is not None:
+        params["burst"] = max(limit.burst // instances, 1)
+    return Limit(max(limit.amount // instances, 1), limit.period, limit.algorithm, **params)

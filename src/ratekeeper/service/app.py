@@ -54,7 +54,15 @@ def build_engine(settings: Settings) -> AsyncEngine:
     from ratekeeper.stores import open_async_store
 
     remote = not settings.store.startswith("memory:")
-    options: dict[str, Any] = {"on_store_error": settings.on_store_error} if remote else {}
+    options: dict[str, Any] = (
+        {
+            "on_store_error": settings.on_store_error,
+            # each worker is a process holding its own share under the "local" policy
+            "instances": settings.instances * settings.workers,
+        }
+        if remote
+        else {}
+    )
     store = open_async_store(settings.store, **options)
     return AsyncEngine(store, rules=list(settings.rules), config=settings.config)
 
@@ -142,6 +150,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "GRPC": str(settings.grpc),
         "ADMIN_TOKEN": settings.admin_token or "",
         "ON_STORE_ERROR": settings.on_store_error,
+        "INSTANCES": str(settings.instances),
         "LOG_FORMAT": settings.log_format,
         "WORKERS": str(settings.workers),
         "IETF_HEADERS": "true" if settings.ietf_headers else "false",

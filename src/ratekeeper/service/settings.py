@@ -13,7 +13,11 @@ flag                      variable                      default
 ``--http HOST:PORT``      ``RATEKEEPER_HTTP``           ``127.0.0.1:8080``
 ``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``
 ``--admin-token TOKEN``   ``RATEKEEPER_ADMIN_TOKEN``    none: the admin endpoints are off
-``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``allow`` (or ``deny``, ``local``)
+``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``local`` (or ``allow``, ``deny``)
+``--instances N``         ``RATEKEEPER_INSTANCES``      ``1``; the ``serve`` instances sharing
+                                                        the store: under ``local`` each worker
+                                                        enforces 1/(N x workers) of every
+                                                        limit while the store fails
 ``--log-format F``        ``RATEKEEPER_LOG_FORMAT``     ``text`` (or ``json``)
 ``--workers N``           ``RATEKEEPER_WORKERS``        ``1``
 ``--max-in-flight N``     ``RATEKEEPER_MAX_IN_FLIGHT``  ``1000`` decisions under way at once in
@@ -68,7 +72,8 @@ class Settings:
     http: Address = Address("127.0.0.1", 8080)
     grpc: Address = Address("127.0.0.1", 8081)
     admin_token: str | None = field(default=None, repr=False)
-    on_store_error: str = "allow"
+    on_store_error: str = "local"
+    instances: int = 1
     log_format: str = "text"
     workers: int = 1
     ietf_headers: bool = False
@@ -169,6 +174,13 @@ def _workers(value: str | int) -> int:
     return int(text)
 
 
+def _instances(value: str | int) -> int:
+    text = str(value).strip()
+    if not decimal(text) or int(text) < 1:
+        raise ValueError(f"expected a whole number of at least 1, not {value!r}")
+    return int(text)
+
+
 def _switch(value: str | bool) -> bool:
     if isinstance(value, bool):
         return value
@@ -188,6 +200,7 @@ _PARSERS: dict[str, Any] = {
     "grpc": _address,
     "admin_token": _token,
     "on_store_error": _one_of(POLICIES),
+    "instances": _instances,
     "log_format": _one_of(LOG_FORMATS),
     "workers": _workers,
     "ietf_headers": _switch,
@@ -214,7 +227,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TOKEN",
         help="bearer token of the override endpoints (default: they are off)",
     )
-    parser.add_argument("--on-store-error", metavar="POLICY", help="allow (default), deny or local")
+    parser.add_argument("--on-store-error", metavar="POLICY", help="local (default), allow or deny")
+    parser.add_argument(
+        "--instances", metavar="N", help="instances sharing the request store (default 1)"
+    )
     parser.add_argument("--log-format", metavar="FORMAT", help="text (default) or json")
     parser.add_argument("--workers", metavar="N", help="worker processes (default 1)")
     parser.add_argument(

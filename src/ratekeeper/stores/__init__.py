@@ -104,7 +104,9 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         from ratekeeper.stores.deferred import Deferred
         from ratekeeper.stores.redis.clients import check_url, open_client, timeout_of
 
-        policy = options.pop("on_store_error", "allow")
+        policy = options.pop("on_store_error", "local")
+        instances = options.pop("instances", 1)
+        resilience.check_instances(instances)
         cache = options.pop("over_limit_cache", False)
         names = ("prefix", "tag", "batch") if asyncio else ("prefix", "tag")
         store_options = {name: options.pop(name) for name in names if name in options}
@@ -127,13 +129,13 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
 
         # A cluster client connects in its constructor: open it on first use instead.
         clustered = url.startswith("redis+cluster:") and not asyncio
-        store: Any = Deferred(connect) if clustered else connect()
+        store: Any = Deferred(connect, sharded=True) if clustered else connect()
         if cache:
             store = (overlimit.AsyncOverLimitCache if asyncio else overlimit.OverLimitCache)(store)
         if not policy:
             return store
         wrap = resilience.AsyncResilient if asyncio else resilience.Resilient
-        return wrap(store, on_store_error=policy)
+        return wrap(store, on_store_error=policy, instances=instances)
 
     return open_redis
 
@@ -168,10 +170,12 @@ def open_store(url: str = "memory://", **options: Any) -> Store:
     host:port/service``; ``redis+cluster://host:port,host:port``. ``options`` go to the store
     (``clock``, ``max_keys`` for memory). For Redis: ``prefix`` and ``tag`` (see
     ``ratekeeper.core.store_keys``), ``timeout`` per call in seconds (default: the URL's
-    ``?timeout=``, else 0.25), ``on_store_error`` (``"allow"``, the default, ``"deny"``,
-    ``"local"``, or ``None`` to raise ``StoreError``), ``over_limit_cache`` (answer known denials
-    locally), and for asyncio ``batch`` (send the calls of one event-loop tick together; default
-    on).
+    ``?timeout=``, else 0.25), ``on_store_error`` (``"local"``, the default: limits kept in
+    process while the store fails; ``"allow"``, ``"deny"``, or ``None`` to raise
+    ``StoreError``; see ``ratekeeper.stores.resilience``), ``instances`` (the number of processes
+    sharing the store, default 1: under ``"local"`` each enforces 1/``instances`` of every
+    limit), ``over_limit_cache`` (answer known denials locally), and for asyncio ``batch`` (send
+    the calls of one event-loop tick together; default on).
 
     Opening never touches the network, for every kind of URL: a store that cannot be reached
     fails on first use, where ``on_store_error`` answers. A malformed URL or an unknown option

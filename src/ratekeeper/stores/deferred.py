@@ -20,10 +20,12 @@ from ratekeeper.stores.memory import Hit
 
 
 class Deferred:
-    """A store that ``opener()`` makes on first use; ``opener`` raises ratekeeper's errors."""
+    """A store that ``opener()`` makes on first use; ``opener`` raises ratekeeper's errors.
+    ``sharded`` says whether the store it makes is made of shards (see ``shard_of``)."""
 
-    def __init__(self, opener: Callable[[], Any]) -> None:
+    def __init__(self, opener: Callable[[], Any], *, sharded: bool = False) -> None:
         self._opener = opener
+        self.sharded = sharded
         self._store: Any = None
         self._lock = threading.Lock()
 
@@ -49,6 +51,15 @@ class Deferred:
             hits, all_or_nothing=all_or_nothing, now=now
         )
         return decisions
+
+    def shard_of(self, key: str, limit: Limit) -> str:
+        """The opened store's ``shard_of``; ``""`` before it is opened (opening is left to the
+        call, under the failure policy)."""
+        store = self._store
+        if store is None or not self.sharded:
+            return ""
+        shard: str = store.shard_of(key, limit)
+        return shard
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         decision: Decision = self.store.release(key, limit, slots, now)

@@ -13,15 +13,20 @@ class Health(NamedTuple):
     ``breaker``
         ``"closed"`` (calls go to the store), ``"open"`` (the failure policy answers every
         call until the cooldown ends) or ``"half-open"`` (one probe call is let through);
-        ``"closed"`` for a store without a failure policy.
+        ``"closed"`` for a store without a failure policy. For a store of several shards (a
+        Redis Cluster), the worst shard's: ``"open"``, else ``"half-open"``, else ``"closed"``.
     ``error``
         Why the store did not answer, else the last failure seen, else None.
     ``failures``
-        Store failures seen since the store was opened.
+        Store failures seen since the store was opened, over every shard.
     ``opened``
-        How many times the circuit breaker opened.
+        How many times a circuit breaker opened (a re-opening after a failed probe too), over
+        every shard.
     ``degraded``
         Decisions the failure policy made instead of the store.
+    ``open_shards``
+        The names of the shards whose breaker is not closed (``""`` names a store without
+        shards), sorted; a Redis Cluster names a shard by its master's ``host:port``.
     """
 
     ok: bool
@@ -30,3 +35,4 @@ class Health(NamedTuple):
     failures: int = 0
     opened: int = 0
     degraded: int = 0
+    open_shards: tuple[str, ...] = ()

@@ -66,6 +66,7 @@ class OverLimitCache:
     ) -> None:
         self.store = store
         self.denials = _Denials(max_keys, clock)
+        self.sharded: bool = getattr(store, "sharded", False) is True
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         key, cost = check_hit(key, cost)
@@ -95,6 +96,10 @@ class OverLimitCache:
         self.denials.entries.pop((limit.id, key), None)
         self.store.reset(key, limit)
 
+    def shard_of(self, key: str, limit: Limit) -> str:
+        shard: str = self.store.shard_of(key, limit)
+        return shard
+
     def ping(self) -> Any:
         return self.store.ping()
 
@@ -110,6 +115,7 @@ class AsyncOverLimitCache:
     ) -> None:
         self.store = store
         self.denials = _Denials(max_keys, clock)
+        self.sharded: bool = getattr(store, "sharded", False) is True
 
     async def apply(
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
@@ -142,6 +148,10 @@ class AsyncOverLimitCache:
     async def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)
         await self.store.reset(key, limit)
+
+    def shard_of(self, key: str, limit: Limit) -> str:
+        shard: str = self.store.shard_of(key, limit)
+        return shard
 
     async def ping(self) -> Any:
         return await self.store.ping()

@@ -89,7 +89,7 @@ def test_a_refused_port_is_answered_by_the_policy_and_loud(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     (port,) = free_ports(1)
-    limiter = Limiter(open_store(f"redis://127.0.0.1:{port}/0"))  # the default: allow
+    limiter = Limiter(open_store(f"redis://127.0.0.1:{port}/0", on_store_error="allow"))
     with caplog.at_level(logging.ERROR, logger="ratekeeper.store"):
         decisions = [limiter.hit("k", LIMIT) for _ in range(20)]
     assert all(d.allowed and d.degraded for d in decisions)

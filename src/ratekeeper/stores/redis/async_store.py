@@ -30,16 +30,25 @@ from ratekeeper.stores.redis.batches import (
     unrefunded,
 )
 from ratekeeper.stores.redis.deadlines import Deadline
-from ratekeeper.stores.redis.errors import ERRORS, TIMEOUTS, failure, missing_from
+from ratekeeper.stores.redis.errors import (
+    ERRORS,
+    TIMEOUTS,
+    ShardError,
+    client_fault,
+    failure,
+    missing_from,
+)
 from ratekeeper.stores.redis.scripts import (
     LIBRARY,
     decision,
+    decisions,
     decisions_at,
     released,
 )
 
 try:
     import redis.asyncio
+    from redis.crc import key_slot
     from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
@@ -60,9 +69,11 @@ class AsyncRedisStore(Base):
     and then go as the next batch (under a server that hands over one call per tick, as
     ``grpc.aio`` does, they would otherwise each be a round trip of their own). So one batch at
     a time is in flight, at most ``MAX_BATCH`` hits, and each call gets exactly the decision
-    it would have had alone, in the order the calls were made. When a batch times out (a
-    server that hangs), the calls that waited for it fail with it (``StoreError``), so that no
-    call waits longer than one timeout.
+    it would have had alone, in the order the calls were made. On a cluster, each slot's run
+    settles its own calls as soon as it returns, and a run that fails fails only its own calls.
+    When a run times out (a server that hangs), the calls waiting to go to the same shard fail
+    with it (``StoreError``), so that no call waits longer than one timeout; the calls for
+    other shards go with the next batch.
 
     A client's connections belong to the event loop that opened them, so the store serves one
     loop at a time, and closes the client's connections when that loop shuts down (as
@@ -213,11 +224,16 @@ class AsyncRedisStore(Base):
             for batch, outcome in zip(batches, outcomes, strict=True)
             if not isinstance(outcome, BaseException)
         ]
-        raised = next((one for one in outcomes if isinstance(one, BaseException)), None)
-        if raised is not None:
+        failed = [
+            (batch, one)
+            for batch, one in zip(batches, outcomes, strict=True)
+            if isinstance(one, BaseException)
+        ]
+        if failed:
             await self._refund(refunds_of(hits, ran))
+            (_, keys, _), raised = failed[0]
             if isinstance(raised, ERRORS):
-                raise failure(raised) from raised
+                raise self._failure_of(keys, raised) from raised
             raise raised
         results, refunds = settle(hits, ran)
         await self._refund(refunds)
@@ -324,24 +340,64 @@ class AsyncRedisStore(Base):
             self._flush()
 
     async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
+        """Send one batch: a script run per slot, concurrently. Each run settles the futures of
+        its own hits as soon as it returns, and one that fails fails only those (``_part``)."""
         try:
-            decided = await self._apply_checked(hits, False, None)
+            batches = self._batches(hits, None, False)
+            if len(batches) == 1:
+                await self._part(batches[0], futures)
+            else:
+                await asyncio.gather(*(self._part(batch, futures) for batch in batches))
         except BaseException as error:  # every waiter must hear of it
             for future in futures:
                 if not future.done():
                     future.set_exception(error)
-            if isinstance(error, StoreError) and isinstance(error.__cause__, TIMEOUTS):
-                # A server that hangs: the calls that waited for this batch fail with it, so
-                # that no call waits longer than one timeout.
-                waiting, self._hits, self._futures = self._futures, [], []
-                for future in waiting:
-                    if not future.done():
-                        failed = StoreError(str(error))
-                        failed.__cause__ = error.__cause__
-                        future.set_exception(failed)
             if not isinstance(error, Exception):
                 raise
-        else:
-            for future, decision in zip(futures, decided, strict=True):
-                if not future.done():
-                    future.set_result(decision)
+
+    async def _part(self, batch: Batch, futures: list[asyncio.Future[Decision]]) -> None:
+        """One slot's run of a batch, which settles the futures of its hits."""
+        indexes, keys, argv = batch
+        try:
+            reply = await self._run(keys, argv)
+        except ERRORS as error:
+            mapped = self._failure_of(keys, error)
+            for index in indexes:
+                if not futures[index].done():
+                    futures[index].set_exception(mapped)
+            if isinstance(mapped, StoreError) and isinstance(error, TIMEOUTS):
+                self._time_out_waiting(keys[0], mapped, error)
+            return
+        except AttributeError as error:
+            fault = client_fault(error)
+            if fault is None:
+                raise
+            for index in indexes:
+                if not futures[index].done():
+                    futures[index].set_exception(fault)
+            return
+        for index, one in zip(indexes, decisions(reply), strict=True):
+            if not futures[index].done():
+                futures[index].set_result(one)
+
+    def _time_out_waiting(self, key: str, error: StoreError, cause: BaseException) -> None:
+        """A server that hangs: the calls waiting to go to the same shard as ``key`` (every
+        waiting call, on one server) fail with the run that timed out, so that no call waits
+        longer than one timeout; the others stay queued."""
+        shard = self._owner(key_slot(key.encode())) if self.clustered else ""
+        hits, futures = self._hits, self._futures
+        kept: list[Hit] = []
+        kept_futures: list[asyncio.Future[Decision]] = []
+        for hit, future in zip(hits, futures, strict=True):
+            if shard and self.shard_of(hit[0], hit[1]) != shard:
+                kept.append(hit)
+                kept_futures.append(future)
+            elif not future.done():
+                failed = (
+                    ShardError(str(error), error.shard)
+                    if isinstance(error, ShardError)
+                    else StoreError(str(error))
+                )
+                failed.__cause__ = cause
+                future.set_exception(failed)
+        self._hits, self._futures = kept, kept_futures

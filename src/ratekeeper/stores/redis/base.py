@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ratekeeper.core.errors import MissingExtraError
+from ratekeeper.core.errors import MissingExtraError, StoreError
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import check_prefix, check_tag, state_key
@@ -13,6 +13,7 @@ from ratekeeper.stores.memory import Hit, check_release
 from ratekeeper.stores.redis.batches import (
     Batch,
 )
+from ratekeeper.stores.redis.errors import ShardError, failure
 from ratekeeper.stores.redis.scripts import (
     FUNCTIONS,
     REFUND,
@@ -27,6 +28,7 @@ from ratekeeper.stores.redis.scripts import (
 try:
     from redis.client import NEVER_DECODE
     from redis.crc import key_slot
+    from redis.exceptions import SlotNotCoveredError
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
 
@@ -47,6 +49,8 @@ class Base:
         self.prefix = prefix
         self.tag = tag
         self.clustered = isinstance(client, self._cluster)
+        #: Whether the store is made of shards, each with its own failures (``shard_of``).
+        self.sharded = self.clustered
         self._script = client.register_script(SOURCE)
         self._scripts = {
             algorithm: client.register_script(source) for algorithm, source in SINGLE.items()
@@ -57,6 +61,35 @@ class Base:
         # Script replies are packed decisions: read as bytes even by a client that decodes.
         self._raw = _RAW if client.get_encoder().decode_responses else {}
         self._use_functions(not self.clustered)
+
+    def shard_of(self, key: str, limit: Limit) -> str:
+        """The shard that holds ``key``'s state under ``limit``: on a cluster, the node that
+        owns its slot in the client's slot map as it is now (its ``host:port``, which a
+        failover changes as soon as the client refreshes its map); ``""`` on one server, for a
+        bad key, or when no node covers the slot."""
+        if not self.clustered:
+            return ""
+        try:
+            name = state_key(limit, key, self.prefix, self.tag)
+            return self._owner(key_slot(name.encode()))
+        except (AttributeError, TypeError, UnicodeError):  # a bad key: the call will say so
+            return ""
+
+    def _owner(self, slot: int) -> str:
+        """The name of the node that serves ``slot`` now; ``""`` when none does."""
+        try:
+            return str(self.client.nodes_manager.get_node_from_slot(slot).name)
+        except (SlotNotCoveredError, LookupError, TypeError, AttributeError):
+            return ""
+
+    def _failure_of(self, keys: list[str], error: BaseException) -> Exception:
+        """``failure(error)`` of the script run on ``keys`` (one slot's), naming its shard."""
+        mapped = failure(error)
+        if type(mapped) is StoreError and self.clustered:
+            shard = ShardError(str(mapped), self._owner(key_slot(keys[0].encode())))
+            shard.__cause__ = error
+            return shard
+        return mapped
 
     def _use_functions(self, on: bool) -> None:
         """From now on, send ``apply`` and batches to the function library (``FCALL``), or to

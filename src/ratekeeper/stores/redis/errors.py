@@ -54,6 +54,31 @@ def failure(error: BaseException) -> Exception:
     return StoreError(f"redis: {message}")
 
 
+def client_fault(error: BaseException) -> StoreError | None:
+    """A ``StoreError`` for an ``AttributeError`` raised inside redis-py itself (its asyncio
+    cluster client can drop a connection's writer while another call is connecting on it, as
+    it reconnects after a node's failure); None for any other error, which stays a bug."""
+    if not isinstance(error, AttributeError):
+        return None
+    trace = error.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    if trace is None or not str(trace.tb_frame.f_globals.get("__name__", "")).startswith("redis."):
+        return None
+    mapped = StoreError(f"redis: the client lost a connection during the call ({error})")
+    mapped.__cause__ = error
+    return mapped
+
+
+class ShardError(StoreError):
+    """A failure of one shard of a cluster: ``shard`` names it (its master's ``host:port``), so
+    that a failure policy counts it against that shard alone."""
+
+    def __init__(self, message: str, shard: str) -> None:
+        super().__init__(message)
+        self.shard = shard
+
+
 def missing_from(error: ResponseError) -> str | None:
     """What a call's error says the server is missing: ``"script"`` (NOSCRIPT: a restarted or
     failed-over server, or ``SCRIPT FLUSH``), ``"library"`` (no such function: the same, or

@@ -132,12 +132,12 @@ class RedisStore(Base):
         """all_or_nothing over several slots: each slot's part, one after another, then the
         refunds if one refused (or raised)."""
         ran: list[Ran] = []
-        try:
-            for batch in batches:
+        for batch in batches:
+            try:
                 ran.append((batch, *decisions_at(self._run(batch[1], batch[2]))))
-        except ERRORS as error:
-            self._refund(refunds_of(hits, ran))
-            raise failure(error) from error
+            except ERRORS as error:
+                self._refund(refunds_of(hits, ran))
+                raise self._failure_of(batch[1], error) from error
         results, refunds = settle(hits, ran)
         self._refund(refunds)
         return results

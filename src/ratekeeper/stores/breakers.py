@@ -1,0 +1,184 @@
+"""Circuit breakers: one per shard of a request store (see ``resilience``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from ratekeeper.stores.health import Health
+
+log = logging.getLogger("ratekeeper.store")
+
+#: The states of a breaker, best first.
+_STATES = ("closed", "half-open", "open")
+
+#: A shard's breaker that stayed open this many cooldowns without a call asking for it holds a
+#: shard no key maps to any more (a failed master, its replica promoted under another name): it
+#: is retired, its counts kept in the totals.
+STALE_COOLDOWNS = 30
+
+
+class CircuitBreaker:
+    """Counts consecutive failures; open means "do not call the store now".
+
+    ``failures_total`` counts every failure, ``opened`` every transition to open (a re-opening
+    after a failed probe too); ``last_error`` is the latest failure's message. ``name`` is the
+    shard the breaker guards, ``""`` for a whole store.
+    """
+
+    def __init__(
+        self,
+        failures: int = 3,
+        cooldown: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        name: str = "",
+    ) -> None:
+        self.threshold = failures
+        self.cooldown = cooldown
+        self.clock = clock
+        self.name = name
+        self.failures = 0
+        self.failures_total = 0
+        self.opened = 0
+        self.last_error: str | None = None
+        self.opened_at: float | None = None
+        self.asked_at = 0.0  # when a call last asked for the store while the circuit was open
+        self._probing = False
+        self._lock = threading.Lock()
+        self._what = f"request store shard {name}" if name else "request store"
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"open"`` or ``"half-open"`` (a probe may go through, or is)."""
+        if self.opened_at is None:
+            return "closed"
+        if self._probing or self.clock() - self.opened_at >= self.cooldown:
+            return "half-open"
+        return "open"
+
+    def allows_call(self) -> bool:
+        """Whether the store may be called now; in the half-open state, one probe at a time."""
+        if self.opened_at is None:
+            return True
+        self.asked_at = now = self.clock()
+        with self._lock:
+            if self._probing or now - self.opened_at < self.cooldown:
+                return False
+            self._probing = True
+        log.info("%s: circuit half-open, probing the store", self._what)
+        return True
+
+    def abandon(self) -> None:
+        """A call let through raised a caller's or a configuration error: it says nothing of
+        the store's health, so a probe it held may go again."""
+        self._probing = False
+
+    def retry_after(self) -> float:
+        if self.opened_at is None:
+            return self.cooldown
+        return max(self.cooldown - (self.clock() - self.opened_at), 0.0) or self.cooldown
+
+    def succeeded(self) -> None:
+        if self.failures == 0:  # closed, and not probing: nothing to change (the common case)
+            return
+        with self._lock:
+            was_open = self.opened_at is not None
+            self.failures = 0
+            self.opened_at = None
+            self._probing = False
+        if was_open:
+            log.warning("%s is back; circuit closed", self._what)
+
+    def failed(self, error: BaseException) -> None:
+        with self._lock:
+            self.failures += 1
+            self.failures_total += 1
+            self.last_error = str(error)
+            probing, self._probing = self._probing, False
+            if self.failures < self.threshold:
+                return
+            opening = self.opened_at is None
+            self.opened_at = self.asked_at = self.clock()
+            if opening or probing:
+                self.opened += 1
+        if opening:
+            log.error(
+                "%s failed %d times in a row (%s); circuit open, the failure policy "
+                "answers for %.1fs",
+                self._what,
+                self.failures,
+                error,
+                self.cooldown,
+            )
+        elif probing:
+            log.warning(
+                "%s still failing (%s); circuit open again for %.1fs",
+                self._what,
+                error,
+                self.cooldown,
+            )
+
+
+class Breakers:
+    """A circuit breaker per shard, made on a shard's first use; ``""`` is a store's without
+    shards. ``clock`` is every breaker's (tests set a fake one). A shard's breaker left open
+    for ``STALE_COOLDOWNS`` cooldowns without a call for it is retired when health is asked."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.by_shard: dict[str, CircuitBreaker] = {"": CircuitBreaker(clock=clock)}
+        self._lock = threading.Lock()
+        self._retired = (0, 0)  # the failures and openings of retired breakers
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        for breaker in list(self.by_shard.values()):
+            breaker.clock = clock
+
+    def get(self, shard: str) -> CircuitBreaker:
+        """The breaker of ``shard``, closed if it is new."""
+        breaker = self.by_shard.get(shard)
+        if breaker is None:
+            with self._lock:
+                breaker = self.by_shard.setdefault(
+                    shard, CircuitBreaker(clock=self._clock, name=shard)
+                )
+        return breaker
+
+    def health(self, answered: Health, degraded: int) -> Health:
+        """``answered`` (the store's own ping) with the breakers' worst state, their totals and
+        the shards whose breaker is not closed."""
+        self._retire()
+        breakers = list(self.by_shard.values())
+        states = [(breaker.name, breaker.state) for breaker in breakers]
+        worst = max((state for _, state in states), key=_STATES.index)
+        errors = [breaker.last_error for breaker in breakers if breaker.last_error]
+        return answered._replace(
+            breaker=worst,
+            error=answered.error or (errors[-1] if errors else None),
+            failures=self._retired[0] + sum(breaker.failures_total for breaker in breakers),
+            opened=self._retired[1] + sum(breaker.opened for breaker in breakers),
+            degraded=degraded,
+            open_shards=tuple(sorted(name for name, state in states if state != "closed")),
+        )
+
+    def _retire(self) -> None:
+        """Retire the breakers of shards no call has asked for in ``STALE_COOLDOWNS``."""
+        now = self._clock()
+        with self._lock:
+            for name, breaker in list(self.by_shard.items()):
+                if (
+                    name
+                    and breaker.opened_at is not None
+                    and now - breaker.asked_at > STALE_COOLDOWNS * breaker.cooldown
+                ):
+                    del self.by_shard[name]
+                    failures, opened = self._retired
+                    self._retired = (failures + breaker.failures_total, opened + breaker.opened)
