@@ -5,7 +5,10 @@ reads the answer with h11 until the answer has ended, so that a complete answer 
 from one cut short. It never raises for the network: the ``Exchange`` it returns says what
 happened (``status`` when an answer came whole, else ``error``) and when (``time.monotonic``):
 when the connection was made, when the request had been written, when it ended.
-``hammer(port, requests)`` runs one ``exchange`` per request, all at once.
+``hammer(port, requests)`` runs one ``exchange`` per request, all at once; ``burst(port,
+requests)`` too, but has every request arrive at the same moment: each connection is made and
+its request written but for its last byte, and once every one has been, the last bytes go
+together.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import h11
@@ -80,11 +83,13 @@ async def exchange(
     timeout: float = 60.0,
     pause: asyncio.Event | None = None,
     split: int | None = None,
+    held: Callable[[], None] | None = None,
 ) -> Exchange:
     """Send ``request`` to 127.0.0.1:``port`` on a new connection and read the answer.
 
     With ``split``, only the first ``split`` bytes of the request are written at first; the
-    rest once ``pause`` is set (the request is then in the server's hands, unfinished)."""
+    rest once ``pause`` is set (the request is then in the server's hands, unfinished), and
+    ``held`` is called in between."""
     started = time.monotonic()
     connected = sent = None
     local_port = 0
@@ -113,6 +118,8 @@ async def exchange(
             if split is not None and pause is not None:
                 writer.write(data[:split])
                 await writer.drain()
+                if held is not None:
+                    held()
                 await pause.wait()
                 data = data[split:]
             writer.write(data)
@@ -154,6 +161,52 @@ async def hammer(
 ) -> list[Exchange]:
     """Every request at once, each on its own connection; the exchanges in the same order."""
     return list(await asyncio.gather(*(exchange(port, one, timeout=timeout) for one in requests)))
+
+
+async def burst(
+    port: int,
+    requests: Sequence[Request],
+    *,
+    timeout: float = 60.0,
+    before: Callable[[], Awaitable[object]] | None = None,
+) -> list[Exchange]:
+    """Every request on its own connection, all but its last byte written first; then, once
+    every connection holds its request so (and ``before()`` has been awaited), the last bytes
+    at once: the server reads them all in the same moment. The exchanges in the same order;
+    ``timeout`` counts from the start."""
+    release = asyncio.Event()
+    waiting = len(requests)
+    tasks: set[asyncio.Task[object]] = set()
+
+    async def released() -> None:
+        if before is not None:
+            await before()
+        release.set()
+
+    def held() -> None:
+        nonlocal waiting
+        waiting -= 1
+        if waiting == 0:
+            tasks.add(asyncio.ensure_future(released()))
+
+    async def one(request: Request) -> Exchange:
+        counted = False
+
+        def counted_once() -> None:
+            nonlocal counted
+            if not counted:
+                counted = True
+                held()
+
+        split = len(request.encode()) - 1
+        try:
+            return await exchange(
+                port, request, timeout=timeout, pause=release, split=split, held=counted_once
+            )
+        finally:
+            counted_once()  # one that failed before it held its request releases the others
+
+    return list(await asyncio.gather(*(one(request) for request in requests)))
 
 
 def tally(exchanges: Sequence[Exchange]) -> Counter[int | str]:

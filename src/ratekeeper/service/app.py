@@ -91,6 +91,7 @@ def build_app(settings: Settings) -> Starlette:
     log.info("configuration store: %s", redacted(settings.config))
     if settings.admin_token is None:
         log.info("admin endpoints: off (no admin token)")
+    from ratekeeper.service.admission import Admission
     from ratekeeper.service.metrics import Metrics
 
     metrics = Metrics()
@@ -102,6 +103,7 @@ def build_app(settings: Settings) -> Starlette:
         close_engine=True,
         metrics=metrics,
         grpc_address=str(settings.grpc),
+        admission=Admission(settings.max_in_flight),
     )
 
 
@@ -158,6 +160,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "WORKERS": str(settings.workers),
         "IETF_HEADERS": "true" if settings.ietf_headers else "false",
         "PLAN_CACHE_SIZE": str(settings.plan_cache_size),
+        "MAX_IN_FLIGHT": str(settings.max_in_flight),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 

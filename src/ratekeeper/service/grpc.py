@@ -6,8 +6,9 @@ becomes a ``RateLimitResponse`` whose statuses are in the request's order. A req
 refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit, or bytes
 that are no ``RateLimitRequest``) is answered ``INVALID_ARGUMENT`` with the reason; a store
 that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE`` (Envoy's
-``failure_mode_deny`` then decides). The asyncio server lets concurrent requests share the
-request store's batching. ``serve_grpc`` starts it, with the health service reporting SERVING
+``failure_mode_deny`` then decides), and so is a call past the bound of an ``Admission``
+(``ratekeeper.service.admission``), at once. The asyncio server lets concurrent requests share
+the request store's batching. ``serve_grpc`` starts it, with the health service reporting SERVING
 for the overall server and for the rate-limit service.
 """
 
@@ -23,6 +24,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.translate import Answer, Call, WireDescriptor, decide_async
 from ratekeeper.wire.problems import UNAVAILABLE_ERRORS
@@ -80,11 +82,18 @@ def response_of(answer: Answer) -> rls_pb2.RateLimitResponse:
 
 
 class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
-    """``ShouldRateLimit`` over ``engine``; each call's time goes to ``metrics``, if given."""
+    """``ShouldRateLimit`` over ``engine``; each call's time goes to ``metrics``, if given,
+    and ``admission``, if given, bounds the calls in flight."""
 
-    def __init__(self, engine: AsyncEngine, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        metrics: Metrics | None = None,
+        admission: Admission | None = None,
+    ) -> None:
         self.engine = engine
         self.metrics = metrics
+        self.admission = admission
 
     async def ShouldRateLimit(
         self, request: rls_pb2.RateLimitRequest | DecodeError, context: Any
@@ -94,6 +103,25 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, f"not a RateLimitRequest: {request}"
             )
             raise request  # abort raises; this line is never reached
+        admission = self.admission
+        if admission is None:
+            return await self._decide(request, context)
+        if admission.enter("grpc"):
+            try:
+                return await self._decide(request, context)
+            finally:
+                admission.leave()
+        context.set_trailing_metadata((("retry-after", str(RETRY_AFTER)),))
+        await context.abort(
+            grpc.StatusCode.UNAVAILABLE,
+            f"overloaded: deciding {admission.limit} requests, the most this service takes "
+            f"at once; try again in {RETRY_AFTER} s",
+        )
+        raise AssertionError("abort raises; this line is never reached")
+
+    async def _decide(
+        self, request: rls_pb2.RateLimitRequest, context: Any
+    ) -> rls_pb2.RateLimitResponse:
         started = time.perf_counter()
         try:
             answer = await decide_async(self.engine, call_of(request))
@@ -134,13 +162,16 @@ def _add_servicer(servicer: RateLimitServicer, server: grpc.aio.Server) -> None:
 
 
 async def serve_grpc(
-    engine: AsyncEngine, address: str, metrics: Metrics | None = None
+    engine: AsyncEngine,
+    address: str,
+    metrics: Metrics | None = None,
+    admission: Admission | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
     free one); return the started server and the port it listens on. ``metrics`` records each
-    call's time as the ``grpc`` surface's."""
+    call's time as the ``grpc`` surface's; ``admission`` bounds the calls in flight."""
     server = grpc.aio.server()
-    servicer = RateLimitServicer(engine, metrics)
+    servicer = RateLimitServicer(engine, metrics, admission)
     _add_servicer(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

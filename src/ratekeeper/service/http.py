@@ -16,6 +16,10 @@
   503), Envoy's ``POST /json`` and ``GET /healthcheck`` as Envoy's rate-limit service answers
   them, and ``GET /openapi.json``.
 
+With an ``Admission``, the decision routes (the checks, ``/json`` and ``/v1/nginx``) take
+part in its bound: past it, a request is answered at once with a 503 ``overloaded`` problem
+and ``Retry-After`` (see ``ratekeeper.service.admission``).
+
 Bad input is a 4xx problem naming what and where (400 malformed JSON, 413 a body over
 ``MAX_BODY``, 415 a body said to be other than JSON, 422 a value that is not valid), never a
 500. A decision made by the store's
@@ -44,6 +48,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from ratekeeper.service.admin import Admin
+from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.checks import Checks
 from ratekeeper.service.health import Health
 from ratekeeper.service.reading import MAX_BODY
@@ -79,12 +84,16 @@ def create_app(
     close_engine: bool = False,
     metrics: Metrics | None = None,
     grpc_address: str | None = None,
+    admission: Admission | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
     ``close_engine`` closes the engine when the app shuts down. ``metrics`` (tracking
     ``engine``) is served at ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit
-    service runs beside it on the same event loop, from startup to shutdown."""
+    service runs beside it on the same event loop, from startup to shutdown. ``admission``
+    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed)."""
+    if metrics is not None and admission is not None:
+        metrics.admission = admission
     checks = Checks(engine, ietf_headers=ietf_headers)
     admin = Admin(engine, admin_token=admin_token)
     health = Health(engine)
@@ -96,7 +105,7 @@ def create_app(
         if grpc_address is not None:
             from ratekeeper.service.grpc import serve_grpc
 
-            server, _ = await serve_grpc(engine, grpc_address, metrics)
+            server, _ = await serve_grpc(engine, grpc_address, metrics, admission)
         try:
             yield
         finally:
@@ -108,6 +117,8 @@ def create_app(
     def route(path: str, handler: Handler, methods: list[str], surface: str = "") -> Route:
         if surface and metrics is not None:
             handler = timed(handler, partial(metrics.observe_latency, surface))
+        if surface and admission is not None:
+            handler = admitted(handler, admission, surface)
         return Route(path, answering(handler), methods=methods)
 
     routes: list[BaseRoute] = [
@@ -129,10 +140,35 @@ def create_app(
     return _CheckFirst(
         checks,
         None if metrics is None else partial(metrics.observe_latency, "http"),
+        admission,
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
     )
+
+
+def overloaded(admission: Admission) -> Problem:
+    """The answer to a request ``admission`` turned away."""
+    return Problem.of(
+        "overloaded",
+        f"the service is deciding {admission.limit} requests, the most it takes at once; "
+        f"try again in {RETRY_AFTER} s",
+    )
+
+
+def admitted(handler: Handler, admission: Admission, surface: str) -> Handler:
+    """``handler``, when ``admission`` admits its request; else a 503 ``overloaded`` at once."""
+    retry = {"Retry-After": str(RETRY_AFTER)}
+
+    async def admit(request: Request) -> Response:
+        if not admission.enter(surface):
+            return problem_response(overloaded(admission), retry)
+        try:
+            return await handler(request)
+        finally:
+            admission.leave()
+
+    return admit
 
 
 async def _http_error(request: Request, error: Exception) -> Response:
@@ -154,11 +190,16 @@ class _CheckFirst(Starlette):
     unless middleware was added: the same answers, errors included, in about half the time."""
 
     def __init__(
-        self, checks: Checks, observe: Callable[[float], None] | None, **options: Any
+        self,
+        checks: Checks,
+        observe: Callable[[float], None] | None,
+        admission: Admission | None,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
         self._checks = checks
         self._observe = observe
+        self._admission = admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -170,6 +211,19 @@ class _CheckFirst(Starlette):
         ):
             await super().__call__(scope, receive, send)
             return
+        admission = self._admission
+        if admission is not None and not admission.enter("http"):
+            headers, payload = problem_raw(overloaded(admission))
+            headers.append((b"retry-after", str(RETRY_AFTER).encode()))
+            await send_raw(send, 503, headers, payload)
+            return
+        try:
+            await self._check(scope, receive, send)
+        finally:
+            if admission is not None:
+                admission.leave()
+
+    async def _check(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         try:
             status, headers, payload = await self._checks.check_raw(scope, receive)

@@ -32,6 +32,9 @@ from ratekeeper.core.errors import MissingExtraError, RatekeeperError
 from ratekeeper.engine import AsyncEngine, Engine
 from ratekeeper.stores.health import Health
 
+if TYPE_CHECKING:
+    from ratekeeper.service.admission import Admission
+
 try:
     from prometheus_client import CollectorRegistry, Histogram, generate_latest, make_asgi_app
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -109,6 +112,8 @@ class Metrics:
         self._lock = threading.Lock()
         self._health: Health | None = None  # an async store's, as the last refresh() found it
         self._hits = 0  # the plan cache's hits, as last reported: a counter never goes down
+        #: The service's bound on decisions in flight, whose shed requests are reported.
+        self.admission: Admission | None = None
         latency = Histogram(
             "ratekeeper_decision_seconds",
             "Time to decide one request, by the surface that received it.",
@@ -263,6 +268,8 @@ class _Collector:
         for labels, count in sorted(metrics.decisions().items()):
             decisions.add_metric(labels, count)
         yield decisions
+        if metrics.admission is not None:
+            yield from _admission(metrics.admission)
         engine = metrics.engine
         if engine is None:
             return
@@ -314,6 +321,27 @@ def _store(health: Health | None) -> Iterator[Metric]:
         "Decisions the failure policy made instead of the request store.",
         health.degraded,
     )
+
+
+def _admission(admission: Admission) -> Iterator[Metric]:
+    shed = CounterMetricFamily(
+        "ratekeeper_requests_shed",
+        "Requests turned away at once, the most decisions in flight being under way "
+        "(503 overloaded, gRPC UNAVAILABLE); no store error.",
+        labels=["surface"],
+    )
+    for surface, count in admission.shed.items():
+        shed.add_metric([surface], count)
+    yield shed
+    in_flight = GaugeMetricFamily("ratekeeper_decisions_in_flight", "Decisions under way now.")
+    in_flight.add_metric([], admission.in_flight)
+    yield in_flight
+    most = GaugeMetricFamily(
+        "ratekeeper_decisions_in_flight_max",
+        "The most decisions under way at once (--max-in-flight).",
+    )
+    most.add_metric([], admission.limit)
+    yield most
 
 
 def _counter(name: str, documentation: str, value: int) -> CounterMetricFamily:

@@ -84,7 +84,12 @@ _BAD = _problems(
     ("too-large", "the body is over 64 KiB"),
     ("media-type", "the body is said to be other than application/json"),
     ("invalid", "a value is not valid; pointer says where"),
-    ("unavailable", "a store failed and no failure policy answers"),
+    (
+        "unavailable",
+        "a store failed and no failure policy answers; or, of type "
+        "urn:ratekeeper:problem:overloaded with Retry-After, --max-in-flight decisions are "
+        "under way",
+    ),
 )
 #: The problems of an admin endpoint.
 _ADMIN = _problems(

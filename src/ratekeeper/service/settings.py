@@ -20,6 +20,8 @@ flag                      variable                      default
                                                         limit while the store fails
 ``--log-format F``        ``RATEKEEPER_LOG_FORMAT``     ``text`` (or ``json``)
 ``--workers N``           ``RATEKEEPER_WORKERS``        ``1``
+``--max-in-flight N``     ``RATEKEEPER_MAX_IN_FLIGHT``  ``1000`` decisions under way at once in
+                                                        each process; past it, 503 / UNAVAILABLE
 ``--ietf-headers``        ``RATEKEEPER_IETF_HEADERS``   off; adds the IETF ``RateLimit`` and
                           (``true``/``false``, ...)     ``RateLimit-Policy`` fields
 ========================  ============================  =====================================
@@ -43,6 +45,7 @@ from typing import Any
 
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.inputs import decimal
+from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT, check_limit
 
 EXAMPLE_RULES = str(Path(__file__).with_name("example_rules.yaml"))
 POLICIES = ("allow", "deny", "local")
@@ -81,6 +84,7 @@ class Settings:
     workers: int = 1
     ietf_headers: bool = False
     plan_cache_size: int = 100_000
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
 
     @classmethod
     def read(
@@ -217,6 +221,7 @@ _PARSERS: dict[str, Any] = {
     "workers": _workers,
     "ietf_headers": _switch,
     "plan_cache_size": _plan_cache_size,
+    "max_in_flight": check_limit,
 }
 
 
@@ -245,6 +250,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-format", metavar="FORMAT", help="text (default) or json")
     parser.add_argument("--workers", metavar="N", help="worker processes (default 1)")
+    parser.add_argument(
+        "--max-in-flight",
+        metavar="N",
+        help=f"decisions under way at once in each process; past it, requests are answered "
+        f"503 overloaded (gRPC UNAVAILABLE) at once (default {DEFAULT_MAX_IN_FLIGHT})",
+    )
     parser.add_argument(
         "--ietf-headers",
         action="store_const",

@@ -102,7 +102,7 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         from ratekeeper.stores import overlimit, resilience
         from ratekeeper.stores import redis as stores
         from ratekeeper.stores.deferred import Deferred
-        from ratekeeper.stores.redis.clients import check_url, open_client
+        from ratekeeper.stores.redis.clients import check_url, open_client, timeout_of
 
         policy = options.pop("on_store_error", "local")
         instances = options.pop("instances", 1)
@@ -114,6 +114,10 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         kind = stores.AsyncRedisStore if asyncio else stores.RedisStore
         if asyncio:  # a new client for each event loop the store serves
             store_options["connect"] = lambda: open_client(url, asyncio, **options)
+            # The store times its round trips, so that the event loop's lag is not the store's;
+            # the client's socket timeout becomes the hard cap (redis.deadlines).
+            store_options["timeout"] = timeout_of(url, options.get("timeout"))
+            options["capped"] = True
 
         def connect() -> Any:
             try:

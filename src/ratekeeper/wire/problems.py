@@ -44,6 +44,7 @@ KINDS = {
     "unauthorized": Kind(401, "urn:ratekeeper:problem:unauthorized"),
     "not-found": Kind(404, "urn:ratekeeper:problem:not-found"),
     "unavailable": Kind(503, "urn:ratekeeper:problem:unavailable"),
+    "overloaded": Kind(503, "urn:ratekeeper:problem:overloaded"),
     "method": Kind(405, "urn:ratekeeper:problem:method-not-allowed"),
     "media-type": Kind(415, "urn:ratekeeper:problem:unsupported-media-type"),
     "limited": Kind(429, "urn:ratekeeper:problem:rate-limited"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Sequence
+from functools import partial
 from typing import Any
 
 from ratekeeper.core.decisions import Decision
@@ -28,6 +29,7 @@ from ratekeeper.stores.redis.batches import (
     settle,
     unrefunded,
 )
+from ratekeeper.stores.redis.deadlines import Deadline
 from ratekeeper.stores.redis.errors import (
     ERRORS,
     TIMEOUTS,
@@ -78,6 +80,12 @@ class AsyncRedisStore(Base):
     ``asyncio.run`` returns) if ``close()`` has not. Used from a new loop (a second
     ``asyncio.run``), it starts afresh on a new client made by ``connect()``, as the stores
     ``open_async_store`` opens do; without ``connect`` it raises ``StoreError``.
+
+    With ``timeout`` (seconds; ``open_async_store`` gives the store's), each round trip and
+    ``ping`` is timed by a ``deadlines.Deadline``: a call fails about ``timeout`` after it
+    began when the event loop keeps up, but an answer the loop reads late because it was
+    behind is taken, up to the deadline's cap (the client's socket timeout, when opened
+    ``capped``). Without it, the client's own socket timeout times each call.
     """
 
     _cluster = redis.asyncio.RedisCluster
@@ -90,10 +98,13 @@ class AsyncRedisStore(Base):
         tag: str = "limit",
         batch: bool = True,
         connect: Callable[[], Any] | None = None,
+        timeout: float | None = None,
     ) -> None:
         super().__init__(client, prefix=prefix, tag=tag)
         self.batch = batch
         self._connect = connect
+        self._deadline = None if timeout is None else Deadline(timeout)
+        self._timed()
         self._served: asyncio.AbstractEventLoop | None = None  # the loop the client belongs to
         self._loop: asyncio.AbstractEventLoop | None = None  # the same, until close()
         self._guard: AsyncGenerator[None, None] | None = None  # closes the client with it
@@ -259,7 +270,10 @@ class AsyncRedisStore(Base):
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         try:
-            await self.client.ping()
+            if self._deadline is None:
+                await self.client.ping()
+            else:
+                await self._deadline.run(self.client.ping)
         except ERRORS as error:
             mapped = failure(error)
             if isinstance(mapped, StoreConfigError):
@@ -282,10 +296,16 @@ class AsyncRedisStore(Base):
                     "open the store with open_async_store(url) to have it reconnect"
                 )
             Base.__init__(self, self._connect(), prefix=self.prefix, tag=self.tag)
+            self._timed()
             self._hits, self._futures, self._sending = [], [], set()
         self._served = self._loop = loop
         self._guard = self._closing(self.client)
         await self._guard.asend(None)
+
+    def _timed(self) -> None:
+        """The client's round trips (``_execute``) under the store's deadline, if it has one."""
+        if self._deadline is not None:
+            self._execute = partial(self._deadline.run, self.client.execute_command)
 
     @staticmethod
     async def _closing(client: Any) -> AsyncGenerator[None, None]:

@@ -10,6 +10,10 @@ redirections and refreshes its view of the cluster after a failover, retrying on
 lost connection but never after a timeout (a script that timed out may have run). Every form
 takes the timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can
 set); a ``timeout`` option given in code wins over it.
+
+An asyncio store times its round trips itself, so that the event loop's own lag does not count
+against the store (``deadlines``): its client, opened ``capped``, gets ``CAP`` times the
+timeout as its socket timeout, the hard cap of a call.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 from ratekeeper.core.errors import MissingExtraError, StoreConfigError
 from ratekeeper.core.inputs import decimal
 from ratekeeper.core.redaction import redacted
+from ratekeeper.stores.redis.deadlines import CAP
 
 DEFAULT_TIMEOUT = 0.25
 
@@ -103,17 +108,32 @@ def _password(netloc: str) -> str | None:
     return unquote(credentials.split(":", 1)[-1]) or None
 
 
-def open_client(url: str, asyncio: bool, timeout: float | None = None, **options: Any) -> Any:
-    """Return a redis-py client (sync or asyncio) for ``url``; ``timeout`` wins over the URL's.
-
-    Raises ``StoreConfigError`` for a malformed URL, a bad ``timeout`` or an unknown option.
-    """
-    check_url(url)
-    url, in_url = split_timeout(url)
+def timeout_of(url: str, timeout: float | None = None) -> float:
+    """The timeout of calls to the store ``url`` names: ``timeout`` when given, else the URL's,
+    else ``DEFAULT_TIMEOUT``. Raises ``StoreConfigError`` for one that is not positive seconds
+    (below an hour)."""
+    _, in_url = split_timeout(url)
     if timeout is None:
         timeout = DEFAULT_TIMEOUT if in_url is None else in_url
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < 3600:
         raise StoreConfigError(f"timeout must be positive seconds, not {timeout!r}")
+    return timeout
+
+
+def open_client(
+    url: str, asyncio: bool, timeout: float | None = None, *, capped: bool = False, **options: Any
+) -> Any:
+    """Return a redis-py client (sync or asyncio) for ``url``; ``timeout`` wins over the URL's.
+    ``capped``: its socket timeouts are ``CAP`` times the timeout, for a store that times its
+    round trips itself (``AsyncRedisStore(client, timeout=...)``).
+
+    Raises ``StoreConfigError`` for a malformed URL, a bad ``timeout`` or an unknown option.
+    """
+    check_url(url)
+    timeout = timeout_of(url, timeout)
+    url, _ = split_timeout(url)
+    if capped:
+        timeout *= CAP
     try:
         import redis
         import redis.asyncio
