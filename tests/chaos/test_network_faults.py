@@ -84,7 +84,9 @@ def test_latency_loss_and_a_stall_between_the_instances_and_redis(
         sum(one.allowed and one.degraded for one in hot_answers if one.instance == index)
         for index in range(INSTANCES)
     ]
-    figures = {phase: summary(between(answers, *span)) for phase, span in spans.items()}
+    figures: dict[str, object] = {
+        phase: summary(between(answers, *span)) for phase, span in spans.items()
+    }
     recovery = spans["recovery"]
     figures.update(
         {
