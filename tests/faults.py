@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import socket
 import struct
@@ -99,11 +100,15 @@ class FaultProxy:
     # -- commands ---------------------------------------------------------------------------
 
     def latency(self, seconds: float) -> None:
+        if not 0.0 <= seconds < math.inf:
+            raise ValueError(f"a latency is seconds from 0, not {seconds!r}")
         self._call(lambda: setattr(self, "_latency", float(seconds)))
 
     def loss(self, fraction: float, retransmit: float = 0.2, seed: int = 0) -> None:
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"a loss is a fraction from 0 to 1, not {fraction!r}")
+        if not 0.0 <= retransmit < math.inf:
+            raise ValueError(f"a retransmission takes seconds from 0, not {retransmit!r}")
 
         def set_loss() -> None:
             self._loss, self._retransmit = float(fraction), float(retransmit)
@@ -178,8 +183,7 @@ class FaultProxy:
 
     async def _set_mode(self, mode: str) -> None:
         if mode == "refuse" and self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+            self._server.close()  # closes the listening socket now; open connections stay
             self._server = None
         elif mode != "refuse" and self._server is None:
             await self._listen(self.port)

@@ -68,8 +68,8 @@ def test_a_master_killed_under_load(tmp_path: Path) -> None:
             where = owners(cluster, [hot, *background])
             assert set(where) == {hot, *background}, "a key was not counted before the kill"
             victim = next(node for node in cluster.nodes if node.port == where[hot])
-            cluster.kill(victim)
             killed = load.now()
+            cluster.kill(victim)
             promoted = cluster.wait_for_failover(victim)
             failed_over = load.now()
             time.sleep(SETTLE + 2.0)
