@@ -109,8 +109,8 @@ def test_refuse_then_accept(proxy: FaultProxy) -> None:
 
 def test_drop_resets_new_connections(proxy: FaultProxy) -> None:
     proxy.drop()
-    with connect(proxy) as sock, pytest.raises(ConnectionResetError):
-        sock.sendall(PING)
+    with pytest.raises(ConnectionResetError), connect(proxy) as sock:  # the reset may come
+        sock.sendall(PING)  # before connect() has even returned
         sock.recv(64)
     proxy.accept()
     with connect(proxy) as sock:
