@@ -1,0 +1,132 @@
+"""Three ``ratekeeper serve`` instances for the chaos cases, and what each says of itself.
+
+``Fleet(directory, store, *flags)`` starts ``INSTANCES`` services on one request store, each
+in a directory of its own with its log in ``serve.log``, told how many they are
+(``RATEKEEPER_INSTANCES``) so that a policy that keeps limits in process holds each instance
+to its share. ``metric(name)`` reads one counter from each instance's ``/metrics``;
+``openings_logged()`` counts the breaker's "circuit open" lines in each log.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.service.served import Served
+
+INSTANCES = 3
+#: A line of the breaker's log each time it opens, the first time or again after a probe.
+OPENED = re.compile(r"circuit open")
+
+
+class Fleet:
+    """``INSTANCES`` services on ``store``; ``flags`` go to each, ``environ`` to each's
+    environment."""
+
+    def __init__(
+        self,
+        directory: Path,
+        store: str,
+        *flags: str,
+        environ: dict[str, str] | None = None,
+    ) -> None:
+        self.logs = [directory / f"ratekeeper-{index}" / "serve.log" for index in range(INSTANCES)]
+        environment = {"RATEKEEPER_INSTANCES": str(INSTANCES), **(environ or {})}
+
+        def start(index: int) -> Served:
+            home = self.logs[index].parent
+            home.mkdir(parents=True)
+            with self.logs[index].open("wb") as log:  # the process keeps its own copy
+                return Served(home, "--store", store, *flags, environ=environment, stderr=log)
+
+        with ThreadPoolExecutor(INSTANCES) as pool:
+            started = [pool.submit(start, index) for index in range(INSTANCES)]
+        self.instances = [one.result() for one in started if one.exception() is None]
+        failed = [one.exception() for one in started if one.exception() is not None]
+        if failed:
+            self.kill()
+            raise failed[0] or RuntimeError("unreachable")
+
+    @property
+    def urls(self) -> list[str]:
+        return [one.url for one in self.instances]
+
+    def metric(self, name: str, labels: dict[str, str] | None = None) -> list[float]:
+        """The sum of ``name``'s samples (those with ``labels``) on each live instance."""
+        return [_metric(one, name, labels or {}) for one in self.instances if _alive(one)]
+
+    def openings_logged(self) -> list[int]:
+        return [len(OPENED.findall(log.read_text(errors="replace"))) for log in self.logs]
+
+    def log_tail(self, index: int, lines: int = 20) -> str:
+        return "\n".join(self.logs[index].read_text(errors="replace").splitlines()[-lines:])
+
+    def kill_one(self, index: int) -> None:
+        """SIGKILL one instance, as a crash would."""
+        process = self.instances[index].process
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+
+    def stop(self) -> list[int]:
+        """SIGTERM each live instance, together; their exit statuses."""
+        for one in self.instances:
+            if _alive(one):
+                one.process.send_signal(signal.SIGTERM)
+        statuses = []
+        for one in self.instances:
+            try:
+                statuses.append(one.process.wait(30))
+            finally:
+                one.kill()
+        return statuses
+
+    def kill(self) -> None:
+        for one in self.instances:
+            one.kill()
+
+
+@contextmanager
+def fleet(directory: Path, store: str, *flags: str, **options: dict[str, str]) -> Iterator[Fleet]:
+    started = Fleet(directory, store, *flags, **options)
+    try:
+        yield started
+    finally:
+        started.kill()
+
+
+def _alive(one: Served) -> bool:
+    return one.process.poll() is None
+
+
+def _metric(one: Served, name: str, labels: dict[str, str]) -> float:
+    text = httpx.get(f"{one.url}/metrics", timeout=10).text
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+class Timer:
+    """Seconds since it was made; ``mark(name)`` notes when a phase began."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.start = clock()
+        self.marks: dict[str, float] = {}
+
+    def __call__(self) -> float:
+        return self.clock() - self.start
+
+    def mark(self, name: str) -> float:
+        self.marks[name] = self()
+        return self.marks[name]
