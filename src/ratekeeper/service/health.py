@@ -45,7 +45,8 @@ class Health:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """``GET /readyz``: 200 when the request store answers, else 503. The configuration
+        """``GET /readyz``: 200 when the request store answers, else 503; ``open_shards`` names
+        the shards (a Redis Cluster's masters) whose breaker is not closed. The configuration
         store is reported beside it but does not decide: without it the engine goes on
         deciding by the limits it knew and by the rules (``status`` is then ``degraded``),
         and every instance shares it, so failing the probe would take them all away."""
@@ -56,7 +57,12 @@ class Health:
             return problem_response(
                 Problem.of("unavailable", f"the store did not answer: {detail}")
             )
-        store = {"ok": health.ok, "breaker": health.breaker, "error": health.error}
+        store = {
+            "ok": health.ok,
+            "breaker": health.breaker,
+            "error": health.error,
+            "open_shards": list(health.open_shards),
+        }
         if not health.ok:
             return json_response({"status": "unavailable", "store": store}, 503)
         config = self.engine.config

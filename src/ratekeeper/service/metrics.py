@@ -312,9 +312,17 @@ def _store(health: Health | None) -> Iterator[Metric]:
     for state in ("closed", "open", "half-open"):
         breaker.add_metric([state], 1 if health.breaker == state else 0)
     yield breaker
+    shards = GaugeMetricFamily(
+        "ratekeeper_store_shards_open",
+        "Shards of the request store (a Redis Cluster's masters) whose breaker is not closed.",
+    )
+    shards.add_metric([], len(health.open_shards))
+    yield shards
     yield _counter("ratekeeper_store_errors", "Request store failures.", health.failures)
     yield _counter(
-        "ratekeeper_store_breaker_openings", "Times the circuit breaker opened.", health.opened
+        "ratekeeper_store_breaker_openings",
+        "Times a circuit breaker opened, a re-opening after a failed probe included.",
+        health.opened,
     )
     yield _counter(
         "ratekeeper_store_degraded_decisions",

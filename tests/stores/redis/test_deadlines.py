@@ -152,7 +152,7 @@ def test_a_sleeping_redis_fails_a_call_at_about_the_timeout_on_an_idle_loop(
     failed, took = asyncio.run(decide_while(sleepy, 1.0, 0))
     assert isinstance(failed, StoreError), failed
     assert "no answer in" in str(failed)
-    assert DEFAULT_TIMEOUT <= took < DEFAULT_TIMEOUT + 0.2, took
+    assert DEFAULT_TIMEOUT <= took < DEFAULT_TIMEOUT + 0.45, took  # the cap is 4 times it
 
 
 def test_the_store_url_s_timeout_is_the_deadline_s(sleepy: RedisServer) -> None:

@@ -368,7 +368,7 @@ class AsyncRedisStore(Base):
             if isinstance(mapped, StoreError) and isinstance(error, TIMEOUTS):
                 self._time_out_waiting(keys[0], mapped, error)
             return
-        except AttributeError as error:
+        except (AttributeError, RuntimeError) as error:
             fault = client_fault(error)
             if fault is None:
                 raise

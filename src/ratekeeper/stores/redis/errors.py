@@ -54,16 +54,27 @@ def failure(error: BaseException) -> Exception:
     return StoreError(f"redis: {message}")
 
 
+#: What asyncio raises when redis-py writes on a connection that was closed meanwhile.
+_CLOSED_TRANSPORT = "the handler is closed"
+
+
 def client_fault(error: BaseException) -> StoreError | None:
-    """A ``StoreError`` for an ``AttributeError`` raised inside redis-py itself (its asyncio
-    cluster client can drop a connection's writer while another call is connecting on it, as
-    it reconnects after a node's failure); None for any other error, which stays a bug."""
-    if not isinstance(error, AttributeError):
-        return None
-    trace = error.__traceback__
-    while trace is not None and trace.tb_next is not None:
-        trace = trace.tb_next
-    if trace is None or not str(trace.tb_frame.f_globals.get("__name__", "")).startswith("redis."):
+    """A ``StoreError`` for what redis-py's asyncio cluster client lets out when it loses a
+    connection while it reconnects after a node's failure: an ``AttributeError`` raised inside
+    redis-py itself (a connection's writer dropped while another call is connecting on it), or
+    asyncio's ``RuntimeError`` for a write on a transport closed meanwhile. None for any other
+    error, which stays a bug."""
+    if isinstance(error, RuntimeError):
+        if _CLOSED_TRANSPORT not in str(error):
+            return None
+    elif isinstance(error, AttributeError):
+        trace = error.__traceback__
+        while trace is not None and trace.tb_next is not None:
+            trace = trace.tb_next
+        module = "" if trace is None else str(trace.tb_frame.f_globals.get("__name__", ""))
+        if not module.startswith("redis."):
+            return None
+    else:
         return None
     mapped = StoreError(f"redis: the client lost a connection during the call ({error})")
     mapped.__cause__ = error
