@@ -1,7 +1,7 @@
 """The soak's report: a table per minute, a summary with its verdict, and a plot.
 
 ``verdict`` is what the exit status says: every Redis key has a TTL, and no process's RSS grew
-more than ``MAX_GROWTH`` from the end of the warm-up to the end of the run.
+more than ``MAX_GROWTH`` from the end of the warm-up to the end of the run (``Soak.growth``).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import median
 
 from benchmarks.soak.load import Interval
 from benchmarks.soak.redis_stats import TtlScan
@@ -39,11 +40,25 @@ class Soak:
     samples: list[Sample] = field(default_factory=list)
     scan: TtlScan | None = None
 
+    def rss_ends(self) -> tuple[dict[str, float], dict[str, float]] | None:
+        """Each process's RSS (MB) as the warm-up ends and as the run ends: the median of the
+        ``span`` samples from the warm-up's last on, and of the last ``span``, ``span`` a fifth
+        of the samples after the warm-up (at least 1). RSS goes up and down by several per cent
+        as caches turn over, so one sample at each end would measure that swing. None when
+        the run ended within the warm-up."""
+        after = len(self.samples) - self.warmup
+        if after <= 0:
+            return None
+        span = max(1, after // 5)
+        begin = self.warmup - 1 if self.warmup else 0
+        return _medians(self.samples[begin : begin + span]), _medians(self.samples[-span:])
+
     def growth(self) -> dict[str, float]:
-        """Each process's RSS growth from the end of the warm-up to the last sample."""
-        if len(self.samples) <= self.warmup:
+        """Each process's RSS growth after the warm-up (``rss_ends``), as a fraction."""
+        ends = self.rss_ends()
+        if ends is None:
             return {}
-        start, end = self.samples[self.warmup - 1 if self.warmup else 0].rss, self.samples[-1].rss
+        start, end = ends
         return {name: end[name] / start[name] - 1 for name in start if start[name] and name in end}
 
     def problems(self) -> list[str]:
@@ -55,6 +70,12 @@ class Soak:
             if grown > MAX_GROWTH + 1e-9:  # 110 / 100 - 1 is a hair above 0.10 in floats
                 found.append(f"{name}'s RSS grew {grown:.1%} after the warm-up")
         return found
+
+
+def _medians(samples: list[Sample]) -> dict[str, float]:
+    """Each process's median RSS over ``samples``."""
+    names = [name for name in samples[0].rss if all(name in one.rss for one in samples)]
+    return {name: median(one.rss[name] for one in samples) for name in names}
 
 
 def progress(sample: Sample, interval: int) -> str:
@@ -117,14 +138,14 @@ def summary(soak: Soak) -> list[str]:
         f"{degraded:,} degraded",
         f"- p99 first vs last {len(first)} interval(s): {_ms(first)} ms vs {_ms(last)} ms",
     ]
-    growth = soak.growth()
-    if growth:
-        at = samples[soak.warmup - 1 if soak.warmup else 0]
+    growth, ends = soak.growth(), soak.rss_ends()
+    if growth and ends is not None:
+        start, end = ends
         lines.append(
-            f"- RSS growth after the warm-up ({soak.warmup} interval(s)), allowed "
-            f"{MAX_GROWTH:.0%}: "
+            f"- RSS growth after the warm-up ({soak.warmup} interval(s); medians at each end), "
+            f"allowed {MAX_GROWTH:.0%}: "
             + ", ".join(
-                f"{name} {at.rss[name]:.0f} → {samples[-1].rss[name]:.0f} MB ({grown:+.1%})"
+                f"{name} {start[name]:.0f} → {end[name]:.0f} MB ({grown:+.1%})"
                 for name, grown in growth.items()
             )
         )

@@ -75,6 +75,14 @@ def test_growth_past_ten_percent_fails_the_run() -> None:
     ]
 
 
+def test_growth_compares_medians_so_that_one_high_sample_is_not_a_trend() -> None:
+    swinging = [100.0] * 5 + [111.0] + [100.0] * 4 + [111.0]  # the last sample is a peak
+    assert _soak(swinging, warmup=1).growth() == {"worker 1": pytest.approx(0.055)}
+    assert _soak(swinging, warmup=1).problems() == []
+    climbing = [100.0] * 6 + [105.0, 108.0, 110.0, 112.0, 114.0]  # the last fifth: 112, 114
+    assert _soak(climbing, warmup=1).problems() == ["worker 1's RSS grew 13.0% after the warm-up"]
+
+
 def test_a_key_without_a_ttl_fails_the_run() -> None:
     assert _soak([100, 100], without_ttl=2).problems() == ["2 of 1000 Redis keys have no TTL"]
 

@@ -6,11 +6,14 @@ limited to ``HOT`` an hour, the rest on keys that never reach their limit) runs 
 faults in turn, each followed by a clean spell: 200 ms more on every answer, then 30% of the
 chunks held 200 ms as by a retransmission, then nothing forwarded for 2 s.
 
-What the instances promise:
+The case runs under each failure policy, to measure what each costs. What the instances
+promise:
 
 - every request is answered with a decision (200 or 429), whatever the network does;
-- the hot key's admissions stay within the policy's bound: the store's ``HOT`` plus, while
-  degraded, at most ``HOT / 3`` per instance;
+- the hot key's admissions stay within the policy's bound. Under ``local`` (the default) that
+  is the store's ``HOT`` plus, while degraded, at most ``HOT / 3`` per instance; under
+  ``deny``, the store's ``HOT`` and nothing while degraded; ``allow`` has no bound: every
+  degraded decision admits;
 - each instance's ``ratekeeper_store_breaker_openings_total`` equals the openings its log
   shows;
 - once the network is clean again, decisions are exact by themselves.
@@ -45,8 +48,9 @@ pytestmark = pytest.mark.chaos
 SECONDS = sum(seconds for _, seconds in PHASES)
 
 
+@pytest.mark.parametrize("policy", ["local", "deny", "allow"])
 def test_latency_loss_and_a_stall_between_the_instances_and_redis(
-    tmp_path: Path, redis_server: RedisServer
+    tmp_path: Path, redis_server: RedisServer, policy: str
 ) -> None:
     run = uuid.uuid4().hex[:8]
     hot = f"hot-{run}"
@@ -57,7 +61,7 @@ def test_latency_loss_and_a_stall_between_the_instances_and_redis(
     timer = Timer()
     with FaultProxy(redis_server.port) as proxy:
         store = f"redis://127.0.0.1:{proxy.port}/0"
-        with fleet(tmp_path, store) as instances:
+        with fleet(tmp_path, store, "--on-store-error", policy) as instances:
             timer.mark("started")
             load = Load(instances.urls, checks, seconds=SECONDS + 1)
             faults = {
@@ -98,12 +102,20 @@ def test_latency_loss_and_a_stall_between_the_instances_and_redis(
             "seconds": f"{timer():.1f} (instances up {timer.marks['started']:.1f})",
         }
     )
-    report("latency, loss and a stall between the instances and Redis", figures)
+    report(f"latency, loss and a stall between the instances and Redis ({policy})", figures)
 
     assert statuses == [0] * INSTANCES
     assert {one.status for one in answers} <= {200, 429}, summary(answers)
-    assert all(count <= SHARE for count in degraded_allowed), degraded_allowed
-    assert allowed(answers, hot) <= HOT + INSTANCES * SHARE
+    degraded = [one for one in answers if one.degraded]
+    assert degraded, "the faults degraded some decisions"
+    if policy == "local":
+        assert all(count <= SHARE for count in degraded_allowed), degraded_allowed
+        assert allowed(answers, hot) <= HOT + INSTANCES * SHARE
+    elif policy == "deny":
+        assert not any(one.allowed for one in degraded), summary(degraded)
+        assert allowed(answers, hot) <= HOT
+    else:
+        assert all(one.allowed for one in degraded), summary(degraded)
     assert opened_metric == opened_logged
     settled = between(answers, recovery[0] + 2.0, recovery[1])
     assert settled and not any(one.degraded for one in settled), summary(settled)
