@@ -172,6 +172,17 @@ def _blamed(error: StoreError, shards: dict[str, CircuitBreaker]) -> list[Circui
     return list(shards.values())
 
 
+def _count_failure(error: StoreError, shards: dict[str, CircuitBreaker]) -> None:
+    """A failed call over ``shards``: it counts against the breakers it blames (``_blamed``);
+    the others give back the probe they may hold."""
+    blamed = _blamed(error, shards)
+    for breaker in shards.values():
+        if breaker in blamed:
+            breaker.failed(error)
+        else:
+            breaker.abandon()
+
+
 def _sharding(store: Any) -> Callable[[str, Limit], str] | None:
     """``store.shard_of`` when the store is made of shards, else None (one breaker)."""
     if getattr(store, "sharded", False) is True:
@@ -270,12 +281,7 @@ class Resilient:
                     hits, all_or_nothing=True, now=now
                 )
             except StoreError as error:
-                blamed = _blamed(error, shards)
-                for breaker in breakers:
-                    if breaker in blamed:
-                        breaker.failed(error)
-                    else:
-                        breaker.abandon()
+                _count_failure(error, shards)
             except BaseException:
                 for breaker in breakers:
                     breaker.abandon()
@@ -400,12 +406,7 @@ class AsyncResilient:
                     hits, all_or_nothing=True, now=now
                 )
             except StoreError as error:
-                blamed = _blamed(error, shards)
-                for breaker in breakers:
-                    if breaker in blamed:
-                        breaker.failed(error)
-                    else:
-                        breaker.abandon()
+                _count_failure(error, shards)
             except BaseException:
                 for breaker in breakers:
                     breaker.abandon()

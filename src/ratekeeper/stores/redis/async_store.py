@@ -360,21 +360,17 @@ class AsyncRedisStore(Base):
         indexes, keys, argv = batch
         try:
             reply = await self._run(keys, argv)
-        except ERRORS as error:
-            mapped = self._failure_of(keys, error)
+        except (*ERRORS, AttributeError, RuntimeError) as error:
+            mapped = (
+                self._failure_of(keys, error) if isinstance(error, ERRORS) else client_fault(error)
+            )
+            if mapped is None:  # not redis-py losing a connection: a bug, raised
+                raise
             for index in indexes:
                 if not futures[index].done():
                     futures[index].set_exception(mapped)
             if isinstance(mapped, StoreError) and isinstance(error, TIMEOUTS):
                 self._time_out_waiting(keys[0], mapped, error)
-            return
-        except (AttributeError, RuntimeError) as error:
-            fault = client_fault(error)
-            if fault is None:
-                raise
-            for index in indexes:
-                if not futures[index].done():
-                    futures[index].set_exception(fault)
             return
         for index, one in zip(indexes, decisions(reply), strict=True):
             if not futures[index].done():
