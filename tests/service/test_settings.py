@@ -145,3 +145,103 @@ def test_each_worker_of_each_instance_holds_its_share_of_the_local_fallback() ->
     engine = build_engine(settings)
     policy = engine.store.policy  # type: ignore[attr-defined]
     assert (policy.on_store_error, policy.instances) == ("local", 6)
+
+
+def test_the_production_switches_from_flags_or_variables() -> None:
+    defaults = read([])
+    assert (defaults.log_level, defaults.access_log, defaults.shadow_mode) == ("info", False, False)
+    assert (defaults.debt, defaults.envoy_headers) == (False, False)
+    assert defaults.envoy_header_names == (
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+    )
+    flags = read(["--access-log", "--shadow-mode", "--debt", "--envoy-headers"])
+    assert (flags.access_log, flags.shadow_mode, flags.debt, flags.envoy_headers) == (
+        True,
+        True,
+        True,
+        True,
+    )
+    variables = read(
+        [],
+        {
+            "RATEKEEPER_ACCESS_LOG": "yes",
+            "RATEKEEPER_SHADOW_MODE": "1",
+            "RATEKEEPER_DEBT": "true",
+            "RATEKEEPER_ENVOY_HEADERS": "on",
+        },
+    )
+    assert (variables.access_log, variables.shadow_mode, variables.debt) == (True, True, True)
+    assert variables.envoy_headers is True
+
+
+@pytest.mark.parametrize(
+    ("given", "level"),
+    [
+        ("debug", "debug"),
+        ("INFO", "info"),
+        ("WARN", "warning"),
+        ("Warning", "warning"),
+        ("error", "error"),
+        ("trace", "debug"),
+        ("fatal", "error"),
+    ],
+)
+def test_log_levels_take_the_usual_spellings(given: str, level: str) -> None:
+    assert read(["--log-level", given]).log_level == level
+    assert read([], {"RATEKEEPER_LOG_LEVEL": given}).log_level == level
+
+
+@pytest.mark.parametrize("bad", ["", "loud", "10", "info,debug"])
+def test_a_bad_log_level_is_refused_by_name(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--log-level"):
+        read(["--log-level", bad])
+
+
+def test_envoy_header_names() -> None:
+    names = read(["--envoy-header-names", "RateLimit-Limit, RateLimit-Remaining,RateLimit-Reset"])
+    assert names.envoy_header_names == ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+
+
+@pytest.mark.parametrize(
+    "bad", ["A,B", "A,B,C,D", "A,,C", "A B,C,D", "A,a,C", "X:Y,B,C", "A,B,C\r\nX: y"]
+)
+def test_bad_envoy_header_names_are_refused(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--envoy-header-names"):
+        read(["--envoy-header-names", bad])
+
+
+@pytest.mark.parametrize("bad", ["maybe", "2", "nan"])
+def test_a_switch_that_is_neither_true_nor_false_is_refused(bad: str) -> None:
+    for name in ("ACCESS_LOG", "SHADOW_MODE", "DEBT", "ENVOY_HEADERS"):
+        with pytest.raises(ConfigError, match=f"RATEKEEPER_{name}"):
+            read([], {f"RATEKEEPER_{name}": bad})
+
+
+def test_the_workers_read_back_every_setting_serve_was_given(tmp_path: Path) -> None:
+    from ratekeeper.service.app import _environment
+
+    given = read(
+        [
+            "--store",
+            "redis://127.0.0.1:6379/0",
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+            "--access-log",
+            "--shadow-mode",
+            "--debt",
+            "--envoy-headers",
+            "--envoy-header-names",
+            "A-Limit,A-Remaining,A-Reset",
+            "--max-in-flight",
+            "7",
+            "--admin-token",
+            TOKEN,
+            "--log-format",
+            "json",
+        ]
+    )
+    assert Settings.read(None, _environment(given)) == given

@@ -158,11 +158,21 @@ def _environment(settings: Settings) -> dict[str, str]:
         "INSTANCES": str(settings.instances),
         "LOG_FORMAT": settings.log_format,
         "WORKERS": str(settings.workers),
-        "IETF_HEADERS": "true" if settings.ietf_headers else "false",
+        "IETF_HEADERS": _flag(settings.ietf_headers),
         "PLAN_CACHE_SIZE": str(settings.plan_cache_size),
         "MAX_IN_FLIGHT": str(settings.max_in_flight),
+        "LOG_LEVEL": settings.log_level,
+        "ACCESS_LOG": _flag(settings.access_log),
+        "SHADOW_MODE": _flag(settings.shadow_mode),
+        "DEBT": _flag(settings.debt),
+        "ENVOY_HEADERS": _flag(settings.envoy_headers),
+        "ENVOY_HEADER_NAMES": ",".join(settings.envoy_header_names),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:

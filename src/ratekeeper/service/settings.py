@@ -26,6 +26,19 @@ flag                      variable                      default
                           (``true``/``false``, ...)     ``RateLimit-Policy`` fields
 ========================  ============================  =====================================
 
+========================  ============================  =====================================
+``--log-level LEVEL``     ``RATEKEEPER_LOG_LEVEL``      ``info`` (or ``debug``, ``warning``,
+                                                        ``error``)
+``--access-log``          ``RATEKEEPER_ACCESS_LOG``     off; one line per request
+``--shadow-mode``         ``RATEKEEPER_SHADOW_MODE``    off; every refusal is logged and
+                                                        counted, and let through
+``--debt``                ``RATEKEEPER_DEBT``           off; every hit counts, refused or not
+``--envoy-headers``       ``RATEKEEPER_ENVOY_HEADERS``  off; the gRPC answer carries the
+                                                        rate-limit headers for Envoy to add
+``--envoy-header-names``  ``RATEKEEPER_ENVOY_HEADER_``  ``X-RateLimit-Limit,X-RateLimit-``
+``LIMIT,REMAINING,RESET`` ``NAMES``                     ``Remaining,X-RateLimit-Reset``
+========================  ============================  =====================================
+
 ``--plan-cache-size N`` (``RATEKEEPER_PLAN_CACHE_SIZE``, default ``100000``) bounds the limits
 each worker process caches (its plans, about 0.5 KB each, the stale ones kept for a configuration
 store outage included), and so its memory.
@@ -50,6 +63,9 @@ from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT, check_limit
 EXAMPLE_RULES = str(Path(__file__).with_name("example_rules.yaml"))
 POLICIES = ("allow", "deny", "local")
 LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The names of the limit, remaining and reset headers of the gRPC answer, by default.
+ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 STORE_SCHEMES = ("memory", "redis", "rediss", "redis+sentinel", "redis+cluster")
 CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
 MAX_WORKERS = 512
@@ -85,6 +101,12 @@ class Settings:
     ietf_headers: bool = False
     plan_cache_size: int = 100_000
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    log_level: str = "info"
+    access_log: bool = False
+    shadow_mode: bool = False
+    debt: bool = False
+    envoy_headers: bool = False
+    envoy_header_names: tuple[str, str, str] = ENVOY_HEADER_NAMES
 
     @classmethod
     def read(
@@ -197,6 +219,32 @@ def _plan_cache_size(value: str | int) -> int:
     return int(text)
 
 
+def _log_level(value: str) -> str:
+    text = value.strip().lower()
+    text = {"warn": "warning", "fatal": "error", "panic": "error", "trace": "debug"}.get(text, text)
+    if text not in LOG_LEVELS:
+        raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, not {value!r}")
+    return text
+
+
+#: What a header name may hold: an HTTP token (RFC 9110, 5.6.2).
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _header_names(value: str | tuple[str, ...] | list[str]) -> tuple[str, str, str]:
+    names = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    if len(names) != 3 or not all(
+        isinstance(name, str) and name and set(name) <= _TOKEN for name in names
+    ):
+        raise ValueError(
+            f"expected three header names LIMIT,REMAINING,RESET, such as "
+            f"{','.join(ENVOY_HEADER_NAMES)}, not {value!r}"
+        )
+    if len({name.lower() for name in names}) != 3:
+        raise ValueError(f"expected three different header names, not {value!r}")
+    return names[0], names[1], names[2]
+
+
 def _switch(value: str | bool) -> bool:
     if isinstance(value, bool):
         return value
@@ -222,6 +270,12 @@ _PARSERS: dict[str, Any] = {
     "ietf_headers": _switch,
     "plan_cache_size": _plan_cache_size,
     "max_in_flight": check_limit,
+    "log_level": _log_level,
+    "access_log": _switch,
+    "shadow_mode": _switch,
+    "debt": _switch,
+    "envoy_headers": _switch,
+    "envoy_header_names": _header_names,
 }
 
 
@@ -267,4 +321,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="limits (plans) each worker caches, about 0.5 KB each, stale ones included "
         "(default 100000)",
+    )
+    parser.add_argument(
+        "--log-level", metavar="LEVEL", help="debug, info (default), warning or error"
+    )
+    parser.add_argument(
+        "--access-log",
+        action="store_const",
+        const=True,
+        help="log one line per request: surface, status, time, and the decision's domain and rule",
+    )
+    parser.add_argument(
+        "--shadow-mode",
+        action="store_const",
+        const=True,
+        help="let every request through: refusals are only logged and counted as shadowed",
+    )
+    parser.add_argument(
+        "--debt",
+        action="store_const",
+        const=True,
+        help="every hit counts, refused or not, as envoyproxy/ratelimit counts: a count past "
+        "its limit is a debt that refuses later hits until time pays it back",
+    )
+    parser.add_argument(
+        "--envoy-headers",
+        action="store_const",
+        const=True,
+        help="the gRPC answer carries the rate-limit headers and Retry-After for Envoy to add",
+    )
+    parser.add_argument(
+        "--envoy-header-names",
+        metavar="LIMIT,REMAINING,RESET",
+        help="the names of --envoy-headers (default " + ",".join(ENVOY_HEADER_NAMES) + ")",
     )
