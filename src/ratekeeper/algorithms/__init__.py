@@ -6,12 +6,14 @@ Every module exposes::
 
 ``state`` is ``None`` for a key never seen (or expired); ``now`` is the time in seconds since
 the epoch, passed in (``step`` never reads a clock); ``cost`` is the weight of the hit, 0 to look
-without consuming. ``step`` does no I/O. A denied hit returns the state unchanged. A hit whose
-cost exceeds the limit's capacity can never be allowed: it is denied with an infinite
-``retry_after``. ``step`` never mutates the state it is given, so a store can drop the new state
-to roll back, with one exception: the sliding log updates its log in place (copying it would
-cost O(amount) per hit), so its module also has ``copy_state(state)``, which a store that must
-roll back steps on (``Limit.copy_state``; ``None`` for every other algorithm).
+without consuming. ``step`` does no I/O. A denied hit returns the state unchanged, unless the
+limit has ``debt`` and the hit a cost: then it is counted all the same (``Decision.granted`` is
+its cost) and the state carries the debt, each module saying how. A hit whose cost exceeds the
+limit's capacity can never be allowed: it is denied with an infinite ``retry_after``. ``step``
+never mutates the state it is given, so a store can drop the new state to roll back, with one
+exception: the sliding log updates its log in place (copying it would cost O(amount) per hit),
+so its module also has ``copy_state(state)``, which a store that must roll back steps on
+(``Limit.copy_state``; ``None`` for every other algorithm).
 
 Every module also exposes the compensation of an admitted hit::
 

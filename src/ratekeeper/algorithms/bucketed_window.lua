@@ -55,11 +55,30 @@ if NEEDS.bucketed_window then
       if newest then reset_after = newest + span - now end
       return 1, amount, amount - total, reset_after, 0, 0, 0
     end
+    local granted = 0
+    if cost ~= 0 and ARGV[a + DEBT] == '1' then
+      -- Counted all the same, in the current bucket, as if admitted.
+      local value
+      if newest and newest > current - half then
+        counts[n] = counts[n] + cost
+        value = string.sub(raw, first, last - 1) .. starts[n] .. format(' %d', counts[n])
+      else
+        newest = current
+        value = format('%.17g %d', current, cost)
+        if n > 0 then value = string.sub(raw, first) .. ' ' .. value end
+        n = n + 1
+        starts[n] = current
+        counts[n] = cost
+      end
+      total = total + cost
+      redis.call('SET', key, value, 'PX', ttl_ms(newest + span - now))
+      granted = cost
+    end
     local remaining = 0
     if total < amount then remaining = amount - total end
     local reset_after = 0.0
     if newest then reset_after = newest + span - now end
-    if cost > amount then return 0, amount, remaining, reset_after, inf, 0, 0 end -- never fits
+    if cost > amount then return 0, amount, remaining, reset_after, inf, 0, granted end
     -- The hit fits once enough of the oldest buckets have left the window.
     local need = total + cost - amount
     local i = 1
@@ -67,7 +86,7 @@ if NEEDS.bucketed_window then
       need = need - counts[i]
       i = i + 1
     end
-    return 0, amount, remaining, reset_after, tonumber(starts[i]) + span - now, 0, 0
+    return 0, amount, remaining, reset_after, tonumber(starts[i]) + span - now, 0, granted
   end
 
   if REFUNDS then

@@ -10,6 +10,10 @@ of ``period`` seconds can exceed the amount only by hits in its first, partial b
 first, and their sum. At most ``ceil(period / granularity)`` pairs per key, one per non-empty
 bucket; O(1) counting, plus a copy of the pairs per admitted hit. A cost above ``amount`` never
 fits (``retry_after`` is infinite).
+
+Debt (``Limit(debt=True)``): a refused hit is counted in the current bucket all the same, so
+the total passes ``amount``; every hit, a look included, is refused until enough of the buckets
+holding it have slid out of the window.
 """
 
 from __future__ import annotations
@@ -68,17 +72,27 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
             total += cost
         reset_after = buckets[-1][0] + span - now if buckets else 0.0
         return (buckets, total), allow(amount, amount - total, reset_after, cost)
+    granted = 0
+    if cost and limit.debt:  # counted all the same, in the current bucket, as if admitted
+        last = buckets[-1] if buckets else None
+        if last is not None and last[0] > current - half:
+            buckets = buckets[:-1] + ((last[0], last[1] + cost),)  # noqa: RUF005
+        else:
+            buckets += ((current, cost),)
+        total += cost
+        state = (buckets, total)
+        granted = cost
     remaining = amount - total if total < amount else 0
     reset_after = buckets[-1][0] + span - now if buckets else 0.0
     if cost > amount:
-        return state, deny(amount, remaining, reset_after, inf)  # it can never fit
+        return state, deny(amount, remaining, reset_after, inf, granted)  # it can never fit
     # The hit fits once enough of the oldest buckets have left the window.
     need = total + cost - amount
     i = 0
     while need > buckets[i][1]:
         need -= buckets[i][1]
         i += 1
-    return state, deny(amount, remaining, reset_after, buckets[i][0] + span - now)
+    return state, deny(amount, remaining, reset_after, buckets[i][0] + span - now, granted)
 
 
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:

@@ -11,6 +11,9 @@ State: a sorted tuple of lease expiry times, one per slot held. O(log n + n) tim
 
 Denied: ``retry_after`` is the time until enough leases expire; a cost above ``amount`` can never
 be admitted (``retry_after`` is infinite).
+
+No debt: slots are leased and given back, not paid back over time, so ``Limit`` refuses
+``debt=True`` for this algorithm.
 """
 
 from __future__ import annotations

@@ -79,12 +79,19 @@ if NEEDS.fixed_window then
       if cost ~= 0 then save2(key, reset_after, start, count) end
       return 1, amount, amount - count, reset_after, 0, 0, cost
     end
+    local left = stop - now
+    local retry = inf
+    if cost <= amount then retry = left end
+    if cost ~= 0 and ARGV[a + DEBT] == '1' then -- counted all the same: the count passes the amount
+      save2(key, left, start, count)
+      return 0, amount, 0, left, retry, 0, cost
+    end
     count = count - cost
     local reset_after = 0.0
-    if count ~= 0 then reset_after = stop - now end
-    local retry = inf
-    if cost <= amount then retry = stop - now end
-    return 0, amount, amount - count, reset_after, retry, 0, 0
+    if count ~= 0 then reset_after = left end
+    local remaining = 0
+    if count < amount then remaining = amount - count end
+    return 0, amount, remaining, reset_after, retry, 0, 0
   end
 
   if REFUNDS then

@@ -5,6 +5,10 @@ to the UTC calendar day, ISO week, month or year) and each window admits ``amoun
 window; a client can pass up to twice the amount across one window edge. A cost above
 ``amount`` never fits (``retry_after`` is infinite). State:
 ``(window_start, count)``. O(1) time and memory.
+
+Debt (``Limit(debt=True)``): a refused hit is counted all the same, so the count passes
+``amount``; the window then refuses every hit, a look included, until it ends, and the next
+window starts from 0.
 """
 
 from __future__ import annotations
@@ -71,12 +75,16 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         )
     # Inlined deny(): a key over its limit is refused on every hit until its window ends.
     left = end - now
+    if cost and limit.debt:  # counted all the same: the count passes the amount
+        return (start, count + cost), _new(
+            Decision, (False, amount, 0, left, left if cost <= amount else inf, 0.0, cost, False)
+        )
     return state, _new(
         Decision,
         (
             False,
             amount,
-            amount - count,
+            amount - count if count < amount else 0,
             left if count else 0.0,
             left if cost <= amount else inf,
             0.0,

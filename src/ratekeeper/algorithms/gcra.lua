@@ -17,6 +17,13 @@ if NEEDS.gcra then
       if cost ~= 0 then save2(key, after, after, now) end
       return 1, capacity, floor(room), after, 0, 0, cost
     end
+    if cost ~= 0 and ARGV[a + DEBT] == '1' then
+      -- Counted all the same: the TAT passes now + tau.
+      local retry = inf
+      if cost <= capacity then retry = after + cost * interval - capacity * interval end
+      save2(key, after, after, now)
+      return 0, capacity, 0, after, retry, 0, cost
+    end
     local free = room + cost
     local remaining = 0
     if free > 0.0 then remaining = floor(free) end

@@ -6,6 +6,10 @@ Every hit of cost ``c`` pushes the theoretical arrival time (TAT) ``c * T`` furt
 ``(backlog, t)``, the TAT kept as its distance ``backlog = TAT - t``
 from the time ``t`` it was last written, so that it keeps full float precision however large the
 epoch timestamps are. O(1) time and memory.
+
+Debt (``Limit(debt=True)``): a refused hit pushes the TAT all the same, past ``now + burst * T``;
+every hit, a look included, is refused until time has brought the TAT back within
+``burst * T`` of now (less the hit's own ``c * T``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,14 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         # Inlined allow(): this is the hottest line in ratekeeper.
         return (after, now), _new(
             Decision, (True, capacity, floor(room), after, 0.0, 0.0, cost, False)
+        )
+    if cost and limit.debt:  # counted all the same: the TAT passes now + tau
+        return (after, now), deny(
+            capacity,
+            0,
+            after,
+            after + cost * interval - capacity * interval if cost <= capacity else inf,
+            cost,
         )
     free = room + cost
     return state, deny(

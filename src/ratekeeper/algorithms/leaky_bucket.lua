@@ -17,6 +17,14 @@ if NEEDS.leaky_bucket then
       if cost ~= 0 then save2(key, reset_after, after, now) end
       return 1, capacity, floor(room - after), reset_after, 0, 0, cost
     end
+    if cost ~= 0 and ARGV[a + DEBT] == '1' then
+      -- Counted all the same: the level rises above the capacity.
+      local reset_after = after * interval
+      local retry = inf
+      if cost <= capacity then retry = (after + cost - capacity) * interval end
+      save2(key, reset_after, after, now)
+      return 0, capacity, 0, reset_after, retry, 0, cost
+    end
     -- Python's int() truncates where floor rounds down: they differ only below 0, clamped to 0.
     local remaining = floor(room - level)
     if remaining < 0 then remaining = 0 end

@@ -9,6 +9,10 @@ admits exactly what ``gcra`` admits, counted in units instead of seconds. State:
 difference, so a clock that steps back is never credited twice. O(1) time, two floats per key.
 
 Integer costs add exactly to the level, so a burst at one instant admits exactly ``capacity``.
+
+Debt (``Limit(debt=True)``): a refused hit is poured all the same, so the level rises above the
+capacity; every hit, a look included, is refused until the leak has brought it back to
+``capacity - c``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,14 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     after = level + cost
     if after <= room:
         return (after, now), allow(capacity, int(room - after), after * limit.interval, cost)
+    if cost and limit.debt:  # counted all the same: the level rises above the capacity
+        return (after, now), deny(
+            capacity,
+            0,
+            after * limit.interval,
+            (after + cost - capacity) * limit.interval if cost <= capacity else inf,
+            cost,
+        )
     remaining = int(room - level)
     return state, deny(
         capacity,

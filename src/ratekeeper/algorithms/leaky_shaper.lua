@@ -18,6 +18,13 @@ if NEEDS.leaky_shaper then
       if cost ~= 0 then save2(key, after, after, now) end
       return 1, capacity, floor((room - after) / interval), after, 0, backlog, cost
     end
+    if cost ~= 0 and ARGV[a + DEBT] == '1' then
+      -- Counted all the same: the schedule is pushed later.
+      local retry = inf
+      if cost <= capacity then retry = after + cost * interval - tolerance end
+      save2(key, after, after, now)
+      return 0, capacity, 0, after, retry, 0, cost
+    end
     -- Python's int() truncates where floor rounds down: they differ only below 0, clamped to 0.
     local remaining = floor((room - backlog) / interval)
     if remaining < 0 then remaining = 0 end

@@ -11,6 +11,11 @@ the delay a hit would face now. O(1) time, two floats per key.
 
 The backlog is kept relative to ``t``, so epoch-sized timestamps keep full precision, and the
 comparison allows a slack of ``EPSILON * burst * T`` for the rounding of repeated ``+ c * T``.
+
+Debt (``Limit(debt=True)``): a refused hit is queued all the same (it is not delayed: it is
+refused), so the backlog passes ``burst * T`` and the schedule of every later hit is pushed
+later; every hit, a look included, is refused until the queue has drained back to
+``burst * T - c * T``, and the hits admitted then wait behind the debt.
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     after = backlog + cost * interval
     if after <= room:
         return (after, now), allow(capacity, int((room - after) / interval), after, cost, backlog)
+    if cost and limit.debt:  # counted all the same: the schedule is pushed later
+        return (after, now), deny(
+            capacity,
+            0,
+            after,
+            after + cost * interval - tolerance if cost <= capacity else inf,
+            cost,
+        )
     remaining = int((room - backlog) / interval)
     return state, deny(
         capacity,

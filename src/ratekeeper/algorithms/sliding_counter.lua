@@ -47,9 +47,18 @@ if NEEDS.sliding_counter then
       if estimate < amount then remaining = floor(amount - estimate + EPSILON) end
       return 1, amount, remaining, reset_after, 0, 0, cost
     end
+    local granted = 0
+    if cost ~= 0 and ARGV[a + DEBT] == '1' then
+      -- Counted all the same: the current count passes the amount.
+      current = current + cost
+      estimate = estimate + cost
+      reset_after = left + period
+      redis.call('SET', key, pack('<ddd', start, previous, current), 'PX', ttl_ms(reset_after))
+      granted = cost
+    end
     local remaining = 0
     if estimate < amount then remaining = floor(amount - estimate + EPSILON) end
-    if cost > amount then return 0, amount, remaining, reset_after, inf, 0, 0 end
+    if cost > amount then return 0, amount, remaining, reset_after, inf, 0, granted end
     local room = amount - cost - current
     local retry
     if room >= 0 then
@@ -60,7 +69,7 @@ if NEEDS.sliding_counter then
       retry = left + period - (amount - cost) * period / current
     end
     if retry < 0.0 then retry = 0.0 end
-    return 0, amount, remaining, reset_after, retry, 0, 0
+    return 0, amount, remaining, reset_after, retry, 0, granted
   end
 
   if REFUNDS then

@@ -11,6 +11,11 @@ ever admits more than ``amount``, but a rolling window ending at ``now`` can, wh
 window's hits were not spread evenly: by at most ``previous * elapsed / period``, so always
 under twice the amount. A cost above ``amount`` never fits (``retry_after`` is infinite).
 State: ``(window_start, previous, current)``. O(1) time and memory.
+
+Debt (``Limit(debt=True)``): a refused hit is counted in the current window all the same, so
+the estimate passes ``amount``; every hit, a look included, is refused until the count has
+slid out far enough. The count weighs on the next window as its previous one, so a debt is
+paid back within two periods at most.
 """
 
 from __future__ import annotations
@@ -66,9 +71,16 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
             reset_after = left + period
         remaining = int(amount - estimate + EPSILON) if estimate < amount else 0
         return (start, previous, current), allow(amount, remaining, reset_after, cost)
+    granted = 0
+    if cost and limit.debt:  # counted all the same: the current count passes the amount
+        current += cost
+        estimate += cost
+        reset_after = left + period
+        state = (start, previous, current)
+        granted = cost
     remaining = int(amount - estimate + EPSILON) if estimate < amount else 0
     if cost > amount:
-        return state, deny(amount, remaining, reset_after, inf)  # it can never fit
+        return state, deny(amount, remaining, reset_after, inf, granted)  # it can never fit
     room = amount - cost - current
     if room >= 0:
         # The weighted previous count decays enough before this window ends.
@@ -78,7 +90,7 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
         retry_after = left + period - (amount - cost) * period / current
     if retry_after < 0.0:
         retry_after = 0.0
-    return state, deny(amount, remaining, reset_after, retry_after)
+    return state, deny(amount, remaining, reset_after, retry_after, granted)
 
 
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:

@@ -12,6 +12,9 @@ The log is the one state ratekeeper updates in place: copying it on every hit wo
 O(amount). Only an admitted hit changes it (it drops the entries that left the window and
 appends its own); a look or a refusal leaves it as it was. A store that must be able to roll
 back (``apply_many(all_or_nothing=True)``) steps on ``copy_state(state)``.
+
+No debt: a log of one entry per unit, at most ``amount`` of them, cannot hold one without
+growing without bound, so ``Limit`` refuses ``debt=True`` for this algorithm.
 """
 
 from __future__ import annotations

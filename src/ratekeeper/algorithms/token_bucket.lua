@@ -31,6 +31,17 @@ if NEEDS.token_bucket then
           left = tokens - whole
           granted = whole
         end
+      elseif cost ~= 0 and ARGV[a + DEBT] == '1' then
+        -- Counted all the same: the bucket goes below empty.
+        local reset_after = (capacity - left) / rate
+        local retry = inf
+        if cost <= capacity then retry = (cost - left) / rate end
+        if at ~= now then
+          reset_after = reset_after + skew
+          retry = retry + skew
+        end
+        save2(key, reset_after, left, at)
+        return 0, capacity, 0, reset_after, retry, 0, cost
       elseif cost <= capacity then
         wait = -left / rate
       else
@@ -42,6 +53,7 @@ if NEEDS.token_bucket then
           reset_after = reset_after + skew
           wait = wait + skew
         end
+        if whole < 0 then whole = 0 end
         return 0, capacity, whole, reset_after, wait, 0, 0
       end
     end

@@ -5,6 +5,10 @@ The bucket holds up to ``burst`` tokens (default ``amount``) and refills continu
 ``partial=True`` a hit costing more than the tokens left takes the whole tokens there are
 (``Decision.granted``) instead of being denied; without it, a cost above ``burst`` never fits
 (``retry_after`` is infinite). State: ``(tokens, t)``. O(1) time and memory.
+
+Debt (``Limit(debt=True)``, not with ``partial``): a refused hit takes its tokens all the same,
+so the bucket goes below empty (``tokens`` negative); it refills at the same rate, and every
+hit, a look included, is refused until it holds the hit's cost again (0 for a look).
 """
 
 from __future__ import annotations
@@ -68,9 +72,17 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
                 capacity, int(left + EPSILON), (capacity - left) / rate, whole
             )
         wait = (1.0 - tokens) / rate
+    elif cost and limit.debt:  # counted all the same: the bucket goes below empty
+        return (left, now), deny(
+            capacity,
+            0,
+            (capacity - left) / rate,
+            (cost - left) / rate if cost <= capacity else inf,
+            cost,
+        )
     else:
         wait = -left / rate if cost <= capacity else inf
-    return state, deny(capacity, whole, (capacity - tokens) / rate, wait)
+    return state, deny(capacity, whole if whole > 0 else 0, (capacity - tokens) / rate, wait)
 
 
 def _behind(state: State, now: float, cost: int, limit: Limit) -> tuple[State, Decision]:

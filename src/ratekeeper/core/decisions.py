@@ -21,12 +21,15 @@ class Decision(NamedTuple):
     ``delay``
         Seconds an admitted hit must wait before it proceeds (the leaky-bucket shaper); else 0.
     ``granted``
-        The cost actually consumed: the full cost, a partial grant, or 0 when denied.
+        The cost actually counted: the full cost, a partial grant, or 0 when denied; a denied
+        hit under a limit with ``debt`` is counted all the same, and its ``granted`` is its
+        cost.
     ``degraded``
         True when the request store failed and a fallback policy produced this decision.
 
-    A denied hit consumes nothing. A hit of cost 0 only looks: it reports the current state
-    and consumes nothing.
+    A denied hit consumes nothing, unless its limit has ``debt``. A hit of cost 0 only looks:
+    it reports the current state and consumes nothing (under a limit in debt, a look is
+    refused until the debt is paid back).
     """
 
     allowed: bool
@@ -49,6 +52,9 @@ def allow(
     return _new(Decision, (True, limit, remaining, reset_after, 0.0, delay, granted, False))
 
 
-def deny(limit: int, remaining: int, reset_after: float, retry_after: float) -> Decision:
-    """Build a denying decision; a denied hit consumes nothing."""
-    return _new(Decision, (False, limit, remaining, reset_after, retry_after, 0.0, 0, False))
+def deny(
+    limit: int, remaining: int, reset_after: float, retry_after: float, granted: int = 0
+) -> Decision:
+    """Build a denying decision; a denied hit consumes nothing (``granted`` 0), unless its limit
+    has debt: then ``granted`` is the cost it counted."""
+    return _new(Decision, (False, limit, remaining, reset_after, retry_after, 0.0, granted, False))

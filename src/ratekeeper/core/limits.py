@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,15 @@ MAX_AMOUNT = 2**53 - 1
 #: can then express a key's time to live, and every rate is a finite number.
 MIN_PERIOD = 0.001
 MAX_PERIOD = 100 * 31_536_000.0
+
+#: The algorithms that cannot hold a debt (``Limit(debt=True)``), and why.
+NO_DEBT = {
+    Algorithm.SLIDING_LOG: (
+        "its log keeps one entry per unit counted, at most the amount, and a debt would grow "
+        "it without bound; bucketed_window or sliding_counter hold one in a count"
+    ),
+    Algorithm.CONCURRENCY: "it leases slots, which are given back, not paid back over time",
+}
 
 
 def algorithm_of(name: Algorithm | str) -> Algorithm:
@@ -55,12 +65,25 @@ class Limit:
     ``partial``
         ``token_bucket`` only: a hit costing more than the tokens left takes the whole tokens
         there are (``Decision.granted``) instead of being denied.
+    ``debt``
+        Every hit counts, refused or not: a hit that does not fit is refused and counted all
+        the same (its ``Decision.granted`` is its cost), so the count can pass the limit. What
+        it passes by is a debt that refuses later hits, a look (cost 0) included, until time
+        pays it back; ``remaining`` is then 0 and ``retry_after`` says when enough of the debt
+        is paid back for a hit of that cost. This is how a charge for work already done is
+        kept (``Limiter.charge``); a cost above the limit's capacity is counted too, and its
+        ``retry_after`` is infinite. Each algorithm holds its debt in its own state (see
+        ``ratekeeper.algorithms``); ``sliding_log`` and ``concurrency`` cannot hold one, nor
+        can a ``partial`` token bucket, which grants what it has. ``debt`` is not part of the
+        counters' identity: a limit with it and the same limit without it count on the same
+        state.
 
     For ``concurrency``, ``amount`` is the number of slots in flight and ``period`` the lease TTL.
 
     A limit is immutable and hashable; two limits with the same parameters are equal and share
-    their counters in a store. Raises ``InvalidLimitError`` for a parameter the algorithm does
-    not take or a value out of range. Example::
+    their counters in a store (so do two that differ only in ``debt``). Raises
+    ``InvalidLimitError`` for a parameter the algorithm does not take or a value out of range.
+    Example::
 
         Limit(100, 60, "token_bucket", burst=20)
     """
@@ -73,6 +96,7 @@ class Limit:
         "calendar",
         "capacity",
         "copy_state",
+        "debt",
         "granularity",
         "id",
         "interval",
@@ -90,6 +114,7 @@ class Limit:
     granularity: float | None
     calendar: bool
     partial: bool
+    debt: bool
     # Derived once here, so that no decision recomputes them.
     capacity: int
     rate: float
@@ -110,6 +135,7 @@ class Limit:
         granularity: float | None = None,
         calendar: bool = False,
         partial: bool = False,
+        debt: bool = False,
     ) -> None:
         algorithm = algorithm_of(algorithm)
         behaviour = spec(algorithm)
@@ -165,6 +191,17 @@ class Limit:
                 )
         if partial and algorithm is not Algorithm.TOKEN_BUCKET:
             raise InvalidLimitError(f"partial does not apply to {algorithm.value}")
+        if not isinstance(debt, bool):
+            raise InvalidLimitError(f"debt is True or False, not {debt!r}")
+        if debt:
+            why = NO_DEBT.get(algorithm, "")
+            if why:
+                raise InvalidLimitError(f"debt does not apply to {algorithm.value}: {why}")
+            if partial:
+                raise InvalidLimitError(
+                    "debt does not combine with partial: a partial hit takes only the tokens "
+                    "there are, a hit with debt is counted whole"
+                )
 
         params = "".join(
             (
@@ -182,6 +219,7 @@ class Limit:
             "granularity": bucket if algorithm is Algorithm.BUCKETED_WINDOW else None,
             "calendar": bool(calendar),
             "partial": bool(partial),
+            "debt": debt,
             "capacity": capacity,
             "rate": amount / period,
             "interval": period / amount,
@@ -203,12 +241,12 @@ class Limit:
     def _params(self) -> dict[str, Any]:
         return {
             name: getattr(self, name)
-            for name in ("burst", "granularity", "calendar", "partial")
+            for name in ("burst", "granularity", "calendar", "partial", "debt")
             if getattr(self, name) not in (None, False)
         }
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Limit) and other.id == self.id
+        return isinstance(other, Limit) and other.id == self.id and other.debt == self.debt
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -238,6 +276,19 @@ def _count(name: str, value: Any) -> int:
 
 def _rebuild(amount: int, period: float, algorithm: str, params: dict[str, Any]) -> Limit:
     return Limit(amount, period, algorithm, **params)
+
+
+@lru_cache(maxsize=4096)
+def with_debt(limit: Limit) -> Limit:
+    """``limit`` counting every hit (``debt=True``), on the same counters; ``limit`` itself when
+    it has debt already or cannot hold one (``sliding_log``, ``concurrency``, a ``partial``
+    token bucket), which then decide as they do without. Built once per limit. Example::
+
+        with_debt(Limit(100, 60)) == Limit(100, 60, debt=True)
+    """
+    if limit.debt or limit.partial or limit.algorithm in NO_DEBT:
+        return limit
+    return Limit(limit.amount, limit.period, limit.algorithm, **limit._params(), debt=True)
 
 
 def share_of(limit: Limit, instances: int) -> Limit:

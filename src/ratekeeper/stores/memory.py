@@ -88,14 +88,14 @@ class MemoryStore:
                 state = table.get(key)
                 if state is not None:  # a key kept is one that was checked
                     state, decision = limit.step(state, now, cost, limit)
-                    if decision[0] and cost:  # a look (cost 0) or a refusal changes nothing
+                    if decision[6]:  # granted: a look and a refusal (but under debt) count nothing
                         table[key] = state
                     table.move_to_end(key)  # a refused key too: it must not be evicted as idle
                     return decision
             if not key.isascii() or not key:  # checked before anything counts it
                 key = check_key(key)
             state, decision = limit.step(None, now, cost, limit)
-            if state is not None and cost:
+            if decision[6]:
                 self._insert(limit, table, key, state, now)
             return decision
         finally:
@@ -108,7 +108,9 @@ class MemoryStore:
 
         With ``all_or_nothing``, nothing is consumed unless every hit is allowed: the decisions
         still tell which limits refused, and the allowed ones report the state they would have
-        left (their ``granted`` is 0).
+        left (their ``granted`` is 0). Hits under a limit with debt count whatever the others
+        do: when another refused, they are run again alone, in order, and report what they
+        counted.
         """
         now = self.clock() if now is None else check_now(now)
         hits = check_hits(hits)
@@ -128,20 +130,56 @@ class MemoryStore:
                 result = limit.step(state, now, cost, limit)
                 pending[slot] = result[0] if cost else state
                 results.append(result)
-            if all_or_nothing and not all(decision[0] for _, decision in results):
-                return [
+            if (
+                all_or_nothing
+                and not all(decision[0] for _, decision in results)
+                and not all(limit.debt for _, limit, _ in hits)
+            ):
+                refused = [
                     decision._replace(granted=0) if decision[0] else decision
                     for _, decision in results
                 ]
-            for (key, limit, cost), (state, decision) in zip(hits, results, strict=True):
-                keys = table(limit.id)
-                if keys is not None and key in keys:
-                    if decision[0] and cost:
-                        keys[key] = state
-                    keys.move_to_end(key)
-                elif state is not None and cost:
-                    self._insert(limit, keys, key, state, now)
+                if not any(limit.debt for _, limit, _ in hits):
+                    return refused
+                return self._owed(hits, refused, now)
+            self._keep(hits, results, now)
         return [decision for _, decision in results]
+
+    def _keep(self, hits: Sequence[Hit], results: list[tuple[Any, Decision]], now: float) -> None:
+        """Store the states ``apply_many``'s hits left, where they counted (under the lock)."""
+        table = self._table
+        for (key, limit, _), (state, decision) in zip(hits, results, strict=True):
+            keys = table(limit.id)
+            if keys is not None and key in keys:
+                if decision[6]:
+                    keys[key] = state
+                keys.move_to_end(key)
+            elif decision[6]:
+                self._insert(limit, keys, key, state, now)
+
+    def _owed(self, hits: Sequence[Hit], decisions: list[Decision], now: float) -> list[Decision]:
+        """A refused all_or_nothing batch: its hits under a limit with debt counted alone, in
+        order, their decisions put in place of the first run's (under the lock)."""
+        table = self._table
+        pending: dict[tuple[str, str], Any] = {}
+        owed: list[Hit] = []
+        results = []
+        for index, (key, limit, cost) in enumerate(hits):
+            if not limit.debt:
+                continue
+            slot = (limit.id, key)
+            if slot in pending:
+                state = pending[slot]
+            else:
+                keys = table(limit.id)
+                state = None if keys is None else keys.get(key)
+            result = limit.step(state, now, cost, limit)
+            pending[slot] = result[0] if cost else state
+            owed.append((key, limit, cost))
+            results.append(result)
+            decisions[index] = result[1]
+        self._keep(owed, results, now)
+        return decisions
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         """Give back up to ``slots`` leases ``key`` holds under the concurrency ``limit``.

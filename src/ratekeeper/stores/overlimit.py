@@ -4,7 +4,8 @@ When the store denies a hit with ``retry_after`` T, nothing of that cost or more
 that key before T, so the cache answers such hits itself until then, without a round trip. It
 trades exactness in one respect only: capacity that other processes free early (a ``reset``)
 is seen when the cached denial expires. Concurrency limits free slots early by design, so
-their denials are never cached. Hits given an explicit ``now`` (replays, tests) bypass it.
+their denials are never cached; a hit of a non-zero cost under a limit with debt must be
+counted even when refused, so it always goes to the store. Hits given an explicit ``now`` (replays, tests) bypass it.
 
 ``OverLimitCache`` and ``AsyncOverLimitCache`` are twins: only I/O differs.
 """
@@ -41,7 +42,7 @@ class _Denials:
         if left <= 0:
             del self.entries[(limit.id, key)]
             return None
-        if cost < denied_cost:
+        if cost < denied_cost or (cost and limit.debt):
             return None
         self.answered += 1
         return decision._replace(retry_after=left, reset_after=max(decision.reset_after, left))

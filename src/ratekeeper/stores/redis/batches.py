@@ -5,7 +5,8 @@ A batch is split into parts, one per slot (``Batch``). Each part runs atomically
 server. With ``all_or_nothing`` over several slots, each part's reply also carries the ``now``
 its server used (``Ran``); when every part admitted everything the batch is done, else each part
 that admitted is refunded (``Refund``, the refund script's keys and ARGV) and every decision
-reports ``granted`` 0.
+reports ``granted`` 0. Hits under a limit with debt count whatever the others do: they are
+never refunded, and keep their ``granted``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def gather(size: int, batches: list[Batch], replies: list[Any]) -> list[Decision
 
 def refunds_of(hits: Sequence[Hit], ran: list[Ran]) -> list[Refund]:
     """What the parts that admitted all their hits consumed, as refund script runs (a part
-    that refused a hit kept nothing)."""
+    that refused a hit kept nothing), but for the hits under a limit with debt."""
     refunds = []
     for (indexes, keys, _), decided, now in ran:
         if not all(one.allowed for one in decided):
@@ -48,7 +49,7 @@ def refunds_of(hits: Sequence[Hit], ran: list[Ran]) -> list[Refund]:
         owed = [
             (keys[j], hits[i][1], one.granted)
             for j, (i, one) in enumerate(zip(indexes, decided, strict=True))
-            if one.granted > 0
+            if one.granted > 0 and not hits[i][1].debt
         ]
         if owed:
             refunds.append(
@@ -63,14 +64,17 @@ def refunds_of(hits: Sequence[Hit], ran: list[Ran]) -> list[Refund]:
 def settle(hits: Sequence[Hit], ran: list[Ran]) -> tuple[list[Decision], list[Refund]]:
     """The decisions of an all_or_nothing batch whose parts all ran, and the refunds it owes:
     none when every hit was allowed; else those of ``refunds_of``, and every decision with
-    ``granted`` 0."""
+    ``granted`` 0 but those under a limit with debt."""
     results: list[Any] = [None] * len(hits)
     for (indexes, _, _), decided, _ in ran:
         for index, one in zip(indexes, decided, strict=True):
             results[index] = one
     if all(one.allowed for one in results):
         return results, []
-    refused = [one._replace(granted=0) if one.granted else one for one in results]
+    refused = [
+        one._replace(granted=0) if one.granted and not hit[1].debt else one
+        for hit, one in zip(hits, results, strict=True)
+    ]
     return refused, refunds_of(hits, ran)
 
 

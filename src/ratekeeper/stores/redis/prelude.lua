@@ -10,8 +10,9 @@
 -- are ARGV[a + AMOUNT], ARGV[a + PERIOD], ... (layout in dispatch.lua). It returns the
 -- decision as seven values, no table:
 --   allowed (1/0), limit, remaining, reset_after, retry_after, delay, granted
--- and, when the hit consumes (allowed with a non-zero cost), writes the new state before it
--- returns; every write sets a TTL. A look (cost 0) and a denied hit write nothing.
+-- and, when the hit consumes (allowed with a non-zero cost, or refused under a limit with debt,
+-- ARGV[a + DEBT] '1', which counts it all the same), writes the new state before it returns;
+-- every write sets a TTL. A look (cost 0) and any other denied hit write nothing.
 -- It performs the same float operations, in the same order, as the Python step beside it.
 --
 -- Redis runs the whole chunk on every call, and every function it defines is a closure made
@@ -39,8 +40,9 @@ local match = string.match
 local tonumber = tonumber
 
 -- Offsets of a limit's fields in ARGV from its base `a` (ARGV[a + 1] is the algorithm).
-local AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL = 2, 3, 4, 5, 6, 7, 8, 9
-local LIMIT_FIELDS = 9
+local AMOUNT, PERIOD, CAPACITY, RATE, INTERVAL, BUCKET, UNIT, PARTIAL, DEBT =
+  2, 3, 4, 5, 6, 7, 8, 9, 10
+local LIMIT_FIELDS = 10
 
 -- NEEDS: the algorithms this call runs, defined by the header. The batch script reads them
 -- from its ARGV (ARGV[3] limits follow from ARGV[4], each LIMIT_FIELDS long, the algorithm

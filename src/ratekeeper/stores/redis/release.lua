@@ -1,7 +1,7 @@
 -- ratekeeper: the release script's entry point (RedisStore.release): the prelude,
 -- concurrency.lua and this file. KEYS[1] is the concurrency limit's state key; ARGV is
 --   [1] now in seconds ('' takes the server's TIME), [2] the number of slots to release, then
---   the limit's 9 fields as in single.lua (base 2).
+--   the limit's 10 fields as in single.lua (base 2).
 -- The slots must be a positive integer of at most 16 digits, else the script writes nothing
 -- and replies the error 'ratekeeper: invalid slots <text>'. The release is the concurrency
 -- step with a cost of -slots: up to that many leases go, the earliest-expiring first.

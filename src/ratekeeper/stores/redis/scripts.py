@@ -7,7 +7,7 @@ each algorithm's Python module:
 - ``SOURCE``, the batch script (``apply_many``): the prelude, every twin and ``dispatch.lua``;
   it applies a batch of hits in one round trip, its layout documented in ``dispatch.lua``;
 - ``SINGLE[algorithm]``, one single-hit script per algorithm (``apply``): the prelude, that
-  algorithm's twin and ``single.lua``; eleven arguments, no dispatch;
+  algorithm's twin and ``single.lua``; twelve arguments, no dispatch;
 - ``REFUND``, the refund script: the batch script's parts with ``refund.lua``, and the twins'
   ``refund`` steps; it takes back what one slot of a Redis Cluster batch admitted;
 - ``RELEASE``, the release script (``release``): the prelude, the concurrency twin and
@@ -36,9 +36,9 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import check_now
 from ratekeeper.core.limits import Limit
 
-#: NEEDS from the algorithms of ARGV's limit blocks (9 fields each), in the batch layout.
+#: NEEDS from the algorithms of ARGV's limit blocks (10 fields each), in the batch layout.
 _NEEDS_FROM_ARGV = (
-    "local NEEDS = {}\nfor j = 1, tonumber(ARGV[3]) do NEEDS[ARGV[3 + (j - 1) * 9 + 1]] = true end"
+    "local NEEDS = {}\nfor j = 1, tonumber(ARGV[3]) do NEEDS[ARGV[3 + (j - 1) * 10 + 1]] = true end"
 )
 #: The batch script's header: the algorithms its ARGV names, no refund steps.
 BATCH_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS = false"
@@ -166,7 +166,7 @@ LIBRARY, FUNCTIONS = _library()
 
 @lru_cache(maxsize=4096)
 def limit_args(limit: Limit) -> tuple[str, ...]:
-    """A limit's nine fields, as the scripts read them; built once per limit."""
+    """A limit's ten fields, as the scripts read them; built once per limit."""
     return (
         limit.algorithm.value,
         str(limit.amount),
@@ -177,6 +177,7 @@ def limit_args(limit: Limit) -> tuple[str, ...]:
         repr(limit.bucket),
         limit.unit,
         "1" if limit.partial else "0",
+        "1" if limit.debt else "0",
     )
 
 

@@ -1,9 +1,9 @@
 -- ratekeeper: a single-hit script's entry point (apply). It is built for one algorithm: the
 -- header names it in NEEDS, and the line before this file binds its step to STEP. No NEEDS
 -- table is read from ARGV, no dispatch, no snapshot. KEYS[1] is the state key; ARGV is
---   [1] now in seconds ('' takes the server's TIME), [2] the cost, then the limit's 9 fields
+--   [1] now in seconds ('' takes the server's TIME), [2] the cost, then the limit's 10 fields
 --   in the batch script's order (algorithm, amount, period, capacity, rate, interval, bucket,
---   unit, partial), so that the step reads them from the same offsets, at base 2.
+--   unit, partial, debt), so that the step reads them from the same offsets, at base 2.
 -- Reply: the decision as one packed string (DECISION, in the prelude). A cost that is not a
 -- non-negative integer of at most 16 digits is refused before anything is written.
 
