@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from ratekeeper.algorithms import Algorithm
-from ratekeeper.core.limits import CALENDAR_PERIODS, Limit
+from ratekeeper.core.limits import CALENDAR_PERIODS, NO_DEBT, Limit, with_debt
 
 PERIODS = (0.1, 1.0, 7.5, 60.0, 3600.0)
 #: Granularities of the bucketed window, as fractions of its period (None: the default 1/60).
@@ -16,8 +16,18 @@ periods = st.sampled_from(PERIODS)
 bursts = st.none() | st.integers(1, 20)
 
 
-def limits(algorithm: Algorithm) -> st.SearchStrategy[Limit]:
-    """Limits of ``algorithm`` with small amounts and every parameter it takes."""
+def limits(algorithm: Algorithm, *, debt: bool = False) -> st.SearchStrategy[Limit]:
+    """Limits of ``algorithm`` with small amounts and every parameter it takes; with ``debt``,
+    half of them with debt (``Limit(debt=True)``) where the algorithm can hold one."""
+    plain = _limits(algorithm)
+    if not debt or algorithm in NO_DEBT:
+        return plain
+    return st.tuples(plain, st.booleans()).map(
+        lambda drawn: with_debt(drawn[0]) if drawn[1] else drawn[0]
+    )
+
+
+def _limits(algorithm: Algorithm) -> st.SearchStrategy[Limit]:
     if algorithm is Algorithm.FIXED_WINDOW:
         plain = st.builds(Limit, amounts, periods, st.just(algorithm))
         calendar = st.builds(

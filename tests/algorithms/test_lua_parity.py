@@ -9,12 +9,14 @@ their exact bits (no tolerance: the twins perform the same IEEE operations in th
 and the state stored after every hit with the Python state.
 
 The reference threads the Python state the way the Redis script stores it: a hit of cost 0 (a
-look) and a denied hit write nothing, so the state only changes on an allowed hit of non-zero
-cost; and the step runs on a copy, as the sliding log prunes its deque in place even when it
-denies. Batches (``apply_many``, with and without ``all_or_nothing``) are checked the same way,
-and so are the refund steps: the refund script against each module's ``refund``, inside
-random timelines, and a cluster batch over several slots (each slot's part, then refunds)
-against the same two phases run on the Python steps.
+look) and a denied hit write nothing, so the state only changes on a hit that counted (its
+``granted``: an allowed hit of non-zero cost, or a refused one under a limit with debt); and
+the step runs on a copy, as the sliding log prunes its deque in place even when it denies. Half
+the limits drawn have debt, where the algorithm can hold one. Batches (``apply_many``, with
+and without ``all_or_nothing``, mixing a limit with its debt twin on the same counters) are
+checked the same way, and so are the refund steps: the refund script against each module's
+``refund``, inside random timelines, and a cluster batch over several slots (each slot's
+part, then refunds) against the same two phases run on the Python steps.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from redis.crc import key_slot
 from ratekeeper.algorithms import Algorithm, refund_function
 from ratekeeper.algorithms.fixed_window import window
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.limits import CALENDAR_PERIODS, Limit
+from ratekeeper.core.limits import CALENDAR_PERIODS, Limit, with_debt
 from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.redis import RedisStore
 from ratekeeper.stores.redis.scripts import REFUND, arguments
@@ -140,7 +142,7 @@ def python_run(limit: Limit, hits: list[Hit]) -> Iterator[tuple[Decision, Any]]:
     state: Any = None
     for now, cost in hits:
         new_state, decision = limit.step(copy.copy(state), now, cost, limit)
-        if decision.allowed and cost:
+        if decision.granted or cost < 0:  # a release drops the expired leases, if none else
             state = new_state
         yield decision, state
 
@@ -211,7 +213,7 @@ def assert_parity(client: redis.Redis, store: RedisStore, limit: Limit, hits: li
 def test_lua_decides_as_python(
     client: redis.Redis, store: RedisStore, algorithm: Algorithm, data: st.DataObject
 ) -> None:
-    limit = data.draw(limits(algorithm), label="limit")
+    limit = data.draw(limits(algorithm, debt=True), label="limit")
     hits = data.draw(timelines(limit), label="hits")
     assert_parity(client, store, limit, hits)
 
@@ -220,17 +222,25 @@ def python_batch(
     states: dict[tuple[str, str], Any], batch: list[tuple[str, Limit, int]], now: float, whole: bool
 ) -> list[Decision]:
     """``apply_many`` on the Python steps: hits in order, each seeing the earlier ones; with
-    ``all_or_nothing`` (``whole``), nothing is kept and nothing granted unless all are allowed."""
+    ``all_or_nothing`` (``whole``), nothing is kept and nothing granted unless all are allowed,
+    but for the hits under a limit with debt, then run again alone, in order."""
     pending = dict(states)
     decisions = []
     for key, limit, cost in batch:
         slot = (key, limit.id)
         new_state, decision = limit.step(copy.copy(pending.get(slot)), now, cost, limit)
-        if decision.allowed and cost:
+        if decision.granted or cost < 0:
             pending[slot] = new_state
         decisions.append(decision)
     if whole and not all(d.allowed for d in decisions):
-        return [d._replace(granted=0) if d.allowed else d for d in decisions]
+        refused = [d._replace(granted=0) if d.allowed else d for d in decisions]
+        if all(limit.debt for _, limit, _ in batch):
+            states.update(pending)
+            return decisions
+        for index, (key, limit, cost) in enumerate(batch):
+            if limit.debt:
+                refused[index] = python_batch(states, [(key, limit, cost)], now, False)[0]
+        return refused
     states.update(pending)
     return decisions
 
@@ -240,10 +250,7 @@ def python_batch(
 def test_batches_decide_as_python(store: RedisStore, data: st.DataObject) -> None:
     """Batches, with and without all_or_nothing, over two identities and one or two limits,
     the same key often twice in a batch."""
-    algorithms = data.draw(
-        st.lists(st.sampled_from(list(Algorithm)), min_size=1, max_size=2, unique=True)
-    )
-    chosen = [data.draw(limits(algorithm)) for algorithm in algorithms]
+    chosen = chosen_limits(data)
     keys = [fresh_key(), fresh_key()]
     step = min(limit.period / limit.capacity for limit in chosen)
     now = T0 + data.draw(st.floats(0, 1e7))
@@ -260,6 +267,22 @@ def test_batches_decide_as_python(store: RedisStore, data: st.DataObject) -> Non
         expected = [bits(d) for d in python_batch(states, batch, now, whole)]
         actual = [bits(d) for d in store.apply_many(batch, all_or_nothing=whole, now=now)]
         assert actual == expected, (batch, now, whole)
+
+
+def chosen_limits(data: st.DataObject) -> list[Limit]:
+    """One or two limits of distinct algorithms, half of them with debt, and now and then the
+    debt twin of the first beside it (the same counters, counted both ways in one batch)."""
+    algorithms = data.draw(
+        st.lists(st.sampled_from(list(Algorithm)), min_size=1, max_size=2, unique=True)
+    )
+    chosen = [data.draw(limits(algorithm, debt=True)) for algorithm in algorithms]
+    first = chosen[0]
+    params = {name: value for name, value in first._params().items() if name != "debt"}
+    plain = Limit(first.amount, first.period, first.algorithm, **params)
+    twin = plain if first.debt else with_debt(first)
+    if twin != first and data.draw(st.booleans()):
+        chosen.append(twin)
+    return chosen
 
 
 def refund_state(
@@ -295,9 +318,12 @@ def python_across(
     for part, decided in parts:
         if all(one.allowed for one in decided):
             for (key, limit, _), one in reversed(list(zip(part, decided, strict=True))):
-                if one.granted:
+                if one.granted and not limit.debt:
                     refund_state(states, (key, limit, one.granted), now)
-    return [one._replace(granted=0) if one.granted else one for one in results]
+    return [
+        one._replace(granted=0) if one.granted and not limit.debt else one
+        for (_, limit, _), one in zip(batch, results, strict=True)
+    ]
 
 
 @settings(max_examples=100, deadline=None)
@@ -308,10 +334,7 @@ def test_batches_across_slots_decide_as_python(
     """All-or-nothing batches over keys in several slots (an address and a username): the
     slots' parts, then the refunds, decide and leave the state exactly as on the Python
     steps, batch after batch."""
-    algorithms = data.draw(
-        st.lists(st.sampled_from(list(Algorithm)), min_size=1, max_size=2, unique=True)
-    )
-    chosen = [data.draw(limits(algorithm)) for algorithm in algorithms]
+    chosen = chosen_limits(data)
     keys = [fresh_key(), fresh_key()]
     step = min(limit.period / limit.capacity for limit in chosen)
     now = T0 + data.draw(st.floats(0, 1e7))
@@ -349,14 +372,14 @@ def test_refunds_match_python(
     """A random timeline with a refund of one admitted hit somewhere after it (right after, or
     after more hits): the refund script leaves the state the Python ``refund`` leaves, bit for
     bit, and every later decision is the same."""
-    limit = data.draw(limits(algorithm), label="limit")
+    limit = data.draw(limits(algorithm, debt=True), label="limit")
     hits = data.draw(timelines(limit), label="hits")
     admitted = [
         (i, (now, decision.granted))
         for i, ((now, cost), (decision, _)) in enumerate(
             zip(hits, python_run(limit, hits), strict=True)
         )
-        if cost > 0 and decision.granted > 0
+        if cost > 0 and decision.allowed and decision.granted > 0
     ]
     if not admitted:
         return
@@ -525,3 +548,81 @@ def test_lists_take_costs_above_one_rpush(
     if algorithm is Algorithm.CONCURRENCY:
         hits += [(T0 + 62, -700), (T0 + 61, 10), (T0 + 62, -2_000)]
     assert_parity(client, store, limit, hits)
+
+
+# --- Debt --------------------------------------------------------------------------------------
+
+#: One limit with debt per algorithm that can hold one.
+DEBTS = [with_debt(limit) for limit in LIMITS if with_debt(limit).debt]
+
+#: Charges past the limit, looks refused while in debt, a cost that never fits (counted too), a
+#: clock that steps back, and the debt paid back.
+DEBT_HITS = [
+    (T0, 2),
+    (T0, 2),
+    (T0, 0),
+    (T0 + 1, 5),
+    (T0 + 2, 0),
+    (T0 + 1.5, 1),
+    (T0 + 9, 1),
+    (T0 + 30, 0),
+    (T0 + 30, 3),
+    (T0 + 95, 0),
+    (T0 + 95, 1),
+]
+
+
+@pytest.mark.parametrize("limit", DEBTS, ids=repr)
+def test_debt_is_held_alike(client: redis.Redis, store: RedisStore, limit: Limit) -> None:
+    """The same table through both scripts: every refused charge counted, bit for bit."""
+    decisions = [decision for decision, _ in python_run(limit, DEBT_HITS)]
+    assert [(d.allowed, d.granted) for d in decisions[:4]] == [
+        (True, 2),
+        (False, 2),
+        (False, 0),
+        (False, 5),
+    ]
+    assert decisions[3].retry_after == math.inf
+    if limit.period == 10:  # paid back (a calendar window holds its debt until it ends)
+        assert decisions[-1].allowed
+    assert_parity(client, store, limit, DEBT_HITS)
+
+
+@pytest.mark.parametrize("limit", DEBTS, ids=repr)
+def test_a_refused_charge_is_written_with_a_ttl(
+    client: redis.Redis, store: RedisStore, limit: Limit
+) -> None:
+    key = fresh_key()
+    name = state_key(limit, key, PREFIX)
+    store.apply(key, limit, 3, T0)
+    before = client.dump(name)
+    decision = store.apply(key, limit, 2, T0)
+    assert (decision.allowed, decision.granted, decision.remaining) == (False, 2, 0)
+    assert client.dump(name) != before
+    assert client.pttl(name) >= decision.reset_after * 1000
+
+
+def test_a_refused_batch_keeps_its_debt_hits(client: redis.Redis, store: RedisStore) -> None:
+    """all_or_nothing: the hits without debt are taken back, the hits with debt stay counted;
+    a batch whose limits all have debt keeps everything."""
+    plain, owing = Limit(2, 60), Limit(2, 60, debt=True)
+    first, second = fresh_key(), fresh_key()
+    decisions = store.apply_many(
+        [(first, plain, 1), (second, owing, 2), (second, owing, 1), (first, plain, 5)],
+        all_or_nothing=True,
+        now=T0,
+    )
+    assert [(d.allowed, d.granted) for d in decisions] == [
+        (True, 0),
+        (True, 2),
+        (False, 1),
+        (False, 0),
+    ]
+    assert not client.exists(state_key(plain, first, PREFIX))
+    assert store.apply(second, plain, 0, T0).remaining == 0
+    assert not store.apply(second, owing, 0, T0).allowed  # 3 counted of 2
+    decisions = store.apply_many(
+        [(first, owing, 1), (second, owing, 1)], all_or_nothing=True, now=T0
+    )
+    assert [(d.allowed, d.granted) for d in decisions] == [(True, 1), (False, 1)]
+    assert store.apply(first, plain, 0, T0).remaining == 1
