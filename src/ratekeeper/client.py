@@ -60,6 +60,11 @@ def limit_body(limit: Limit) -> dict[str, Any]:
             f"{limit!r} cannot be sent to a ratekeeper service: calendar windows, partial grants "
             "and concurrency limits are decided in process only"
         )
+    if limit.debt:
+        raise InvalidLimitError(
+            f"{limit!r} cannot be sent to a ratekeeper service: a service counts every hit, "
+            "refused or not, for all its limits or for none (ratekeeper serve --debt)"
+        )
     body: dict[str, Any] = {
         "capacity": limit.amount,
         "time_window_sec": limit.period,

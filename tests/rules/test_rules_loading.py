@@ -99,6 +99,16 @@ CASES = {
         "descriptors[1].rate_limit: granularity must be positive and at most the period (60s), "
         "not 120.0",
     ],
+    "bad_debt": [
+        "descriptors[0].rate_limit: debt does not apply to sliding_log: its log keeps one entry "
+        "per unit counted, at most the amount, and a debt would grow it without bound; "
+        "bucketed_window or sliding_counter hold one in a count",
+        "descriptors[1].rate_limit.debt: expected true or false, got a string 'yes'",
+        "descriptors[2].rate_limit: 'debt' cannot be combined with 'requests_per_unit: 0' "
+        "(every hit is refused)",
+        "descriptors[3].rate_limit: debt does not apply to concurrency: it leases slots, which "
+        "are given back, not paid back over time",
+    ],
     "requests_per_unit": [
         "descriptors[0].rate_limit: missing 'requests_per_unit'",
         "descriptors[1].rate_limit.requests_per_unit: expected an integer from 0 up to "
@@ -245,6 +255,12 @@ def test_envoy_example_loads_unchanged() -> None:
         ),
         ("{unit: day, requests_per_unit: 5, calendar: true}", Limit(5, 86_400, calendar=True)),
         ("{unit: month, requests_per_unit: 5, calendar: true}", Limit(5, "month", calendar=True)),
+        ("{unit: minute, requests_per_unit: 5, debt: true}", Limit(5, 60, debt=True)),
+        ("{unit: minute, requests_per_unit: 5, debt: false}", Limit(5, 60)),
+        (
+            "{period: 1m, requests_per_unit: 5, algorithm: gcra, burst: 2, debt: true}",
+            Limit(5, 60, "gcra", burst=2, debt=True),
+        ),
     ],
 )
 def test_extensions_build_the_limit(rate_limit: str, limit: Limit) -> None:
@@ -252,6 +268,18 @@ def test_extensions_build_the_limit(rate_limit: str, limit: Limit) -> None:
     (rule,) = rules
     assert rule.limit == limit
     assert rule.requests_per_unit == 5
+
+
+def test_a_rule_with_debt_shares_its_counters_with_one_without() -> None:
+    text = (
+        "domain: d\ndescriptors:\n"
+        "  - {key: a, rate_limit: {unit: minute, requests_per_unit: 5, debt: true}}\n"
+        "  - {key: b, rate_limit: {unit: minute, requests_per_unit: 5}}\n"
+    )
+    owing, plain = (rule.limit for rule in parse_rules(text))
+    assert owing is not None and plain is not None
+    assert (owing.debt, plain.debt) == (True, False)
+    assert owing.id == plain.id
 
 
 def test_period_rule_has_no_unit() -> None:

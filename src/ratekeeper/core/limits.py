@@ -279,16 +279,26 @@ def _rebuild(amount: int, period: float, algorithm: str, params: dict[str, Any])
 
 
 @lru_cache(maxsize=4096)
-def with_debt(limit: Limit) -> Limit:
-    """``limit`` counting every hit (``debt=True``), on the same counters; ``limit`` itself when
-    it has debt already or cannot hold one (``sliding_log``, ``concurrency``, a ``partial``
-    token bucket), which then decide as they do without. Built once per limit. Example::
+def charged(limit: Limit) -> Limit:
+    """``limit`` counting every hit (``debt=True``), on the same counters: what a charge for
+    work already done is counted under. Built once per limit; ``InvalidLimitError`` saying why
+    for a limit that cannot hold a debt (``sliding_log``, ``concurrency``, a ``partial`` token
+    bucket). Example::
 
-        with_debt(Limit(100, 60)) == Limit(100, 60, debt=True)
+        charged(Limit(100, 60)) == Limit(100, 60, debt=True)
+    """
+    if limit.debt:
+        return limit
+    return Limit(limit.amount, limit.period, limit.algorithm, **limit._params(), debt=True)
+
+
+def with_debt(limit: Limit) -> Limit:
+    """``charged(limit)``, or ``limit`` itself where it cannot hold a debt: such a limit then
+    decides as it does without (how a whole engine counts every hit, ``AsyncEngine(debt=True)``).
     """
     if limit.debt or limit.partial or limit.algorithm in NO_DEBT:
         return limit
-    return Limit(limit.amount, limit.period, limit.algorithm, **limit._params(), debt=True)
+    return charged(limit)
 
 
 def share_of(limit: Limit, instances: int) -> Limit:

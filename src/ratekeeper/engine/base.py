@@ -18,7 +18,7 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import ConfigError, InvalidLimitError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.inputs import check_key, check_text
-from ratekeeper.core.limits import Limit
+from ratekeeper.core.limits import Limit, with_debt
 from ratekeeper.core.rates import cached
 from ratekeeper.core.store_keys import identity
 from ratekeeper.engine.plans import Plan, Planner, status
@@ -115,6 +115,7 @@ class EngineBase:
         reload_interval: float | None = 1.0,
         clock: Callable[[], float] = time.monotonic,
         observer: Observer | None = None,
+        debt: bool = False,
     ) -> None:
         domain = check_text(domain, "domain")
         _check_options(cache_size, cache_ttl, reload_interval)
@@ -133,6 +134,10 @@ class EngineBase:
             cache_ttl=cache_ttl,
             clock=clock,
         )
+        # Debt: every limit the engine applies counts every hit, refused or not.
+        if not isinstance(debt, bool):
+            raise ConfigError(f"debt is True or False, not {debt!r}")
+        self.planner.debt = debt
         self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
         self._watching = bool(paths) and reload_interval is not None
         self.store = opened
@@ -204,6 +209,8 @@ class EngineBase:
             key = check_key(key)
         if limit.__class__ is not Limit:
             limit = _one(limit, "a hit's limit")
+        if self.planner.debt:
+            limit = with_debt(limit)
         return identity(self.planner.domain, key), limit
 
     def _observe(self, domain: str, plan: Plan, decision: Decision | None) -> None:

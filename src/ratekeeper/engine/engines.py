@@ -22,7 +22,7 @@ from typing import Any
 from ratekeeper.core.closing import AsyncClosing, Closing
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import MAX_COST, check_cost, check_key
-from ratekeeper.core.limits import Limit
+from ratekeeper.core.limits import Limit, charged
 from ratekeeper.engine.base import EngineBase
 from ratekeeper.engine.plans import Plan, prepare, requests, single, verdict
 from ratekeeper.engine.verdict import Descriptor, Status, Verdict, unlimited
@@ -43,7 +43,10 @@ class Engine(EngineBase, Closing):
     ``default``: the limit of a key ``is_allowed`` finds no override for (else it is allowed).
     ``domain``: the namespace of ``is_allowed``'s keys. Plans are cached, at most
     ``cache_size`` of them, none older than ``cache_ttl`` seconds, and a change the configuration
-    store reports from any instance drops what it makes wrong at once. Example::
+    store reports from any instance drops what it makes wrong at once. ``debt``: every limit the
+    engine applies (rules, overrides, the default, a limit sent with a descriptor or given to
+    ``hit``) counts every hit, refused or not, as Envoy's reference service counts
+    (``Limit(debt=True)``; a limit that cannot hold a debt decides as without). Example::
 
         engine = Engine(rules="ratelimit.yaml", config="sqlite:///ratekeeper.db")
         engine.is_allowed("user:241531")
@@ -143,6 +146,25 @@ class Engine(EngineBase, Closing):
         decision = self._apply(counted_as, limit, cost, None)
         if self.observer is not None:
             self._observe(self.planner.domain, Plan(counted_as, limit, None, False), decision)
+        return decision
+
+    def charge(self, key: str, cost: int = 1, limit: Limit | str | None = None) -> Decision:
+        """Count ``cost`` on ``key`` for work already done, even past its limit: under
+        ``limit`` as ``hit`` counts, or under the limit ``decide`` finds for it when ``limit``
+        is None, on the same counters, with debt (``Limiter.charge``). The decision is allowed
+        iff the charge fitted. A limit that cannot hold a debt raises ``InvalidLimitError``."""
+        if limit is None:
+            if key.__class__ is not str or not key.isascii() or not key:
+                key = check_key(key)
+            plan = self._lookup(key) or self._load_key(key)
+        else:
+            plan = Plan(*self._given(key, limit), None, False)
+        if plan.limit is None:
+            decision = unlimited(check_cost(cost))
+        else:
+            decision = self._apply(plan.identity, charged(plan.limit), cost, None)
+        if self.observer is not None:
+            self._observe(self.planner.domain, plan, decision if plan.limit else None)
         return decision
 
     def peek(self, key: str, limit: Limit | str | None = None) -> Decision:
@@ -266,6 +288,22 @@ class AsyncEngine(EngineBase, AsyncClosing):
         decision = await self._apply(counted_as, limit, cost, None)
         if self.observer is not None:
             self._observe(self.planner.domain, Plan(counted_as, limit, None, False), decision)
+        return decision
+
+    async def charge(self, key: str, cost: int = 1, limit: Limit | str | None = None) -> Decision:
+        """Count ``cost`` on ``key`` for work already done; see ``Engine.charge``."""
+        if limit is None:
+            if key.__class__ is not str or not key.isascii() or not key:
+                key = check_key(key)
+            plan = self._lookup(key) or await self._load(self._load_key, key)
+        else:
+            plan = Plan(*self._given(key, limit), None, False)
+        if plan.limit is None:
+            decision = unlimited(check_cost(cost))
+        else:
+            decision = await self._apply(plan.identity, charged(plan.limit), cost, None)
+        if self.observer is not None:
+            self._observe(self.planner.domain, plan, decision if plan.limit else None)
         return decision
 
     async def peek(self, key: str, limit: Limit | str | None = None) -> Decision:

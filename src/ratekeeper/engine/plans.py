@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ratekeeper.core.decisions import deny
 from ratekeeper.core.errors import ConfigError, ConfigStoreError, InvalidInputError
 from ratekeeper.core.inputs import check_cost, check_key, check_text
-from ratekeeper.core.limits import Limit
+from ratekeeper.core.limits import Limit, with_debt
 from ratekeeper.core.store_keys import descriptor_entries, descriptor_key, identity
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.ticker import Ticker
@@ -78,7 +78,12 @@ class Planner:
     ``cache_misses`` counts the plans loaded rather than found in the cache (counted where they
     load, so that a hit costs nothing more); ``config_errors`` the configuration store's
     failures and invalid overrides.
+
+    ``debt``: every limit a plan holds, and every limit sent with a descriptor, counts every
+    hit, refused or not (``with_debt``; set by the engine).
     """
+
+    debt = False
 
     def __init__(
         self,
@@ -213,6 +218,8 @@ class Planner:
             plan = Plan(counted_as, rule.limit, rule, False, rule.always_over)
         else:
             plan = Plan(counted_as, fallback, None, False)
+        if self.debt and plan.limit is not None:
+            plan = plan._replace(limit=with_debt(plan.limit))
         if len(key) <= MAX_CACHED_KEY and self.clock() >= self._config_down_until:
             self.cache.put(slot, plan)  # a plan made without the store is not kept
         return plan
@@ -301,7 +308,8 @@ def prepare(
         if limit is not None:
             known = domain in planner.rules.domains  # as Envoy: no limit in an unknown domain
             counted_as = identity(domain, descriptor_key(entries))
-            plan = Plan(counted_as, limit if known else None, None, False)
+            sent = with_debt(limit) if planner.debt else limit
+            plan = Plan(counted_as, sent if known else None, None, False)
         else:
             plan = (
                 cached((domain, entries))

@@ -21,7 +21,7 @@ from ratekeeper.core.closing import AsyncClosing, Closing
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import RateLimitExceeded
 from ratekeeper.core.inputs import check_cost
-from ratekeeper.core.limits import Limit, algorithm_of
+from ratekeeper.core.limits import Limit, algorithm_of, charged
 from ratekeeper.limiter.shared import (
     POLL,
     HitLike,
@@ -82,6 +82,24 @@ class Limiter(Closing):
         if limit.__class__ is not Limit:
             limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
         return self._apply(key, limit, cost, None)
+
+    def charge(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
+        """Count ``cost`` on ``key`` for work already done, even past ``limit``.
+
+        The charge is counted whether it fits or not, on the counters ``hit`` uses for the same
+        key and limit (as ``limit`` with ``debt=True`` counts). What passes the limit is a debt:
+        later hits, a look (``peek``) included, are refused until time pays it back. The
+        decision is allowed iff the charge fitted; its ``granted`` is ``cost`` either way.
+        A limit that cannot hold a debt (``sliding_log``, ``concurrency``, a ``partial`` token
+        bucket) raises ``InvalidLimitError``. Example, tokens counted once a reply is done::
+
+            if limiter.peek(user, "10000/hour").allowed:
+                reply = model.complete(prompt)
+                limiter.charge(user, "10000/hour", reply.tokens)
+        """
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
+        return self._apply(key, charged(limit), cost, None)
 
     def peek(self, key: str, limit: LimitLike) -> Decision:
         """Report ``key``'s state under ``limit`` without consuming anything."""
@@ -243,6 +261,13 @@ class AsyncLimiter(AsyncClosing):
         if limit.__class__ is not Limit:
             limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
         return await self._apply(key, limit, cost, None)
+
+    async def charge(self, key: str, limit: LimitLike, cost: int = 1) -> Decision:
+        """Count ``cost`` on ``key`` for work already done, even past ``limit``; see
+        ``Limiter.charge``."""
+        if limit.__class__ is not Limit:
+            limit = self._rates[limit] if limit.__class__ is str else single(limit, self.algorithm)
+        return await self._apply(key, charged(limit), cost, None)
 
     async def peek(self, key: str, limit: LimitLike) -> Decision:
         """Report ``key``'s state under ``limit`` without consuming anything."""

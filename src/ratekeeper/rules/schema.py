@@ -44,10 +44,10 @@ ENVOY_RATE_LIMIT_FIELDS = (
     "replaces",
     "unit_multiplier",
 )
-EXTENSION_FIELDS = ("algorithm", "period", "burst", "granularity", "calendar")
+EXTENSION_FIELDS = ("algorithm", "period", "burst", "granularity", "calendar", "debt")
 RATE_LIMIT_FIELDS = ENVOY_RATE_LIMIT_FIELDS + EXTENSION_FIELDS
 #: Extensions that shape how a limit counts, so meaningless where nothing is counted.
-COUNTING_FIELDS = ("algorithm", "burst", "granularity", "calendar")
+COUNTING_FIELDS = ("algorithm", "burst", "granularity", "calendar", "debt")
 
 #: Nesting deeper than this is refused (it also stops a YAML alias that includes itself).
 MAX_DEPTH = 32
@@ -290,6 +290,7 @@ class Walker(NodeReader):
                 )
         granularity = self.period(fields.get("granularity"), f"{path}.granularity")
         calendar = self.boolean(fields.get("calendar"), f"{path}.calendar")
+        debt = self.boolean(fields.get("debt"), f"{path}.debt")
         if amount == 0:
             for other in COUNTING_FIELDS:
                 if other in given:
@@ -304,7 +305,7 @@ class Walker(NodeReader):
             return rule(limit=None, unlimited=False, unit=unit, requests_per_unit=0)
         seconds = UNITS[unit] * multiplier if unit is not None else period
         assert seconds is not None  # a missing unit or period was reported above
-        parameters = (amount, seconds, algorithm, burst, granularity, calendar)
+        parameters = (amount, seconds, algorithm, burst, granularity, calendar, debt)
         limit = self._limits.get(parameters)
         if limit is None:
             try:
@@ -315,6 +316,7 @@ class Walker(NodeReader):
                     burst=burst,
                     granularity=granularity,
                     calendar=calendar,
+                    debt=debt,
                 )
             except InvalidLimitError as exc:
                 self.error(path, str(exc))

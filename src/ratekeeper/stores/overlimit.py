@@ -5,7 +5,8 @@ that key before T, so the cache answers such hits itself until then, without a r
 trades exactness in one respect only: capacity that other processes free early (a ``reset``)
 is seen when the cached denial expires. Concurrency limits free slots early by design, so
 their denials are never cached; a hit of a non-zero cost under a limit with debt must be
-counted even when refused, so it always goes to the store. Hits given an explicit ``now`` (replays, tests) bypass it.
+counted even when refused, so it always goes to the store. Hits given an explicit ``now``
+(replays, tests) bypass it.
 
 ``OverLimitCache`` and ``AsyncOverLimitCache`` are twins: only I/O differs.
 """
