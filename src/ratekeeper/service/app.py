@@ -69,6 +69,7 @@ def build_engine(settings: Settings) -> AsyncEngine:
         rules=list(settings.rules),
         config=settings.config,
         cache_size=settings.plan_cache_size,
+        debt=settings.debt,
     )
 
 
