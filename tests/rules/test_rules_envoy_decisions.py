@@ -5,7 +5,8 @@ copied unchanged to ``tests/fixtures/rules/envoy/examples``) run through the sce
 that repository's integration scripts (``integration-test/scripts/*.sh``), with the
 descriptors its example Envoy (``examples/envoy/proxy.yaml``) sends for each route. One
 difference is deliberate and never shows in these scenarios: Envoy counts refused hits too,
-ratekeeper does not (a refused hit consumes nothing).
+ratekeeper does not (a refused hit consumes nothing) unless its limits have debt
+(``tests/engine/test_engine_debt.py`` runs the token-quota scenarios, where it shows).
 """
 
 from __future__ import annotations
