@@ -25,6 +25,7 @@ from ratekeeper import (
     Store,
 )
 from ratekeeper.core.store_keys import state_key
+from ratekeeper.stores.overlimit import OverLimitCache
 from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
 from ratekeeper.testing import FakeClock
 from tests.servers import RedisCluster, RedisServer
@@ -182,3 +183,16 @@ def test_asyncio_tasks_charge_exact_totals_through_redis_batches(
     with redis.Redis.from_url(redis_server.url) as client:
         raw = client.get(state_key(limit, "hot", prefix))
     assert struct.unpack("<dd", raw)[1] == THREADS * CHARGES * 2
+
+
+def test_the_over_limit_cache_never_answers_a_charge(clock: FakeClock) -> None:
+    """A denial kept locally answers the hits it can, but a charge must be counted: each one
+    reaches the store."""
+    memory = MemoryStore(clock=clock)
+    limiter = Limiter(OverLimitCache(memory, clock=clock))
+    limit = Limit(2, 3600)
+    assert [limiter.charge("bot", limit, 2).allowed for _ in range(3)] == [True, False, False]
+    assert memory._tables[limit.id]["bot"][1] == 6
+    assert not limiter.hit("bot", limit).allowed  # refused, and kept in the cache
+    assert not limiter.charge("bot", limit).allowed
+    assert memory._tables[limit.id]["bot"][1] == 7
