@@ -363,6 +363,25 @@ def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
     return _new(Verdict, (_allowed(statuses), statuses))
 
 
+def shadowed(domain: str, result: Verdict) -> Verdict:
+    """``result`` with every refusal let through and marked ``shadowed``, each logged at DEBUG:
+    the engine's ``shadow`` mode, as if every limit were a rule's in ``shadow_mode``."""
+    statuses = result.statuses
+    if all(one.allowed for one in statuses):
+        return result
+    let_through = []
+    for one in statuses:
+        if one.allowed:
+            let_through.append(one)
+            continue
+        if log.isEnabledFor(logging.DEBUG):
+            rule = one.rule
+            what = "no rule" if rule is None else f"rule {rule.name or rule.path}"
+            log.debug("shadow mode: domain %s, %s: over its limit, let through", domain, what)
+        let_through.append(_new(Status, (True, *one[1:5], True)))
+    return _new(Verdict, (True, tuple(let_through)))
+
+
 def _refused(plan: Plan) -> Status:
     """The status of a plan that refuses every hit: let through only in shadow mode."""
     shadowed = plan.rule is not None and plan.rule.shadow_mode
