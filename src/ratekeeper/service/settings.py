@@ -66,7 +66,7 @@ LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: The names of the limit, remaining and reset headers of the gRPC answer, by default.
 ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
-STORE_SCHEMES = ("memory", "redis", "rediss", "redis+sentinel", "redis+cluster")
+STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
 CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
 MAX_WORKERS = 512
 #: The most plans a worker may cache: about 0.5 KB each, so some 50 GB.
