@@ -69,6 +69,8 @@ def build_engine(settings: Settings) -> AsyncEngine:
         rules=list(settings.rules),
         config=settings.config,
         cache_size=settings.plan_cache_size,
+        shadow=settings.shadow_mode,
+        merge_domains=settings.merge_domains,
     )
 
 
@@ -167,6 +169,9 @@ def _environment(settings: Settings) -> dict[str, str]:
         "DEBT": _flag(settings.debt),
         "ENVOY_HEADERS": _flag(settings.envoy_headers),
         "ENVOY_HEADER_NAMES": ",".join(settings.envoy_header_names),
+        # what --compat read is in the variables above: the workers do not read it again
+        "COMPAT": "none",
+        "MERGE_DOMAINS": _flag(settings.merge_domains),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
@@ -233,6 +238,10 @@ def serve(settings: Settings) -> int:
     import uvicorn
 
     configure_logging(settings.log_format)
+    for level, message in settings.notes:  # what reading the settings had to say
+        log.log(level, message)
+    if settings.shadow_mode:
+        log.warning("shadow mode: every refusal is let through, counted as shadowed")
     refused = _unlistenable(settings.grpc)
     if refused is not None:  # else gRPC's SO_REUSEPORT would share it with its holder
         log.error("could not listen on gRPC %s: %s", settings.grpc, refused)
