@@ -456,3 +456,22 @@ def test_a_missing_runtime_directory_is_named(reference: dict[str, str], runtime
         f"--rules (from $RUNTIME_ROOT, $RUNTIME_SUBDIRECTORY): no such file or directory: "
         f"'{runtime / 'other' / 'config'}'"
     ]
+
+
+def test_the_migration_guide_has_a_row_for_every_variable_saying_its_fate() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "migrating.md").read_text()
+    rows = {
+        line.split("|")[1].strip().strip("`"): line.split("|")[3].strip()
+        for line in guide.splitlines()
+        if line.startswith("| `") and line.count("|") >= 4
+    }
+    for name, variable in VARIABLES.items():
+        assert name in rows, name
+        what = rows[name]
+        if variable.fate == IGNORED:
+            assert what.startswith("ignored (harmless because "), name
+        elif variable.fate == CHECKED:
+            assert "the start stops" in what or "compared with" in what, name
+        else:
+            assert not what.startswith(("ignored", "checked")), name
+            assert variable.setting in guide, name
