@@ -124,7 +124,7 @@ class Engine(EngineBase, Closing):
                         result = _new(Verdict, (True, (_new(Status, one),)))
                     else:
                         result = single(plan, decision)
-                if self.shadow:
+                if not result[0] and self.shadow:
                     result = shadowed(domain, result)
                 if self.observer is not None:
                     self.observer(domain, result.statuses)
@@ -246,7 +246,7 @@ class AsyncEngine(EngineBase, AsyncClosing):
                         result = _new(Verdict, (True, (_new(Status, one),)))
                     else:
                         result = single(plan, decision)
-                if self.shadow:
+                if not result[0] and self.shadow:
                     result = shadowed(domain, result)
                 if self.observer is not None:
                     self.observer(domain, result.statuses)

@@ -367,7 +367,10 @@ def shadowed(domain: str, result: Verdict) -> Verdict:
     """``result`` with every refusal let through and marked ``shadowed``, each logged at DEBUG:
     the engine's ``shadow`` mode, as if every limit were a rule's in ``shadow_mode``."""
     statuses = result.statuses
-    if all(one.allowed for one in statuses):
+    for one in statuses:
+        if not one.allowed:
+            break
+    else:
         return result
     let_through = []
     for one in statuses:
