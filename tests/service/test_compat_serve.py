@@ -147,3 +147,34 @@ def test_a_variable_ratekeeper_cannot_honour_stops_the_start(tmp_path: Path, run
         "$GRPC_SERVER_USE_TLS=true",
     ]
     assert all(line.startswith("error: ") and "not supported" in line for line in lines)
+
+
+def test_merge_domain_config_lets_two_files_share_a_domain(tmp_path: Path, runtime: Path) -> None:
+    config = runtime / "ratelimit" / "config"
+    (config / "rl-more.yaml").write_text(
+        "domain: rl\ndescriptors:\n"
+        "  - key: team\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+    )
+    base = {"RUNTIME_ROOT": str(runtime), "RUNTIME_SUBDIRECTORY": "ratelimit"}
+    environ = {**base, "RATEKEEPER_STORE": "memory://", "USE_STATSD": "false"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "serve"],
+        cwd=tmp_path,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}, **environ},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert f"{config / 'rl.yaml'}: domain: duplicate domain 'rl'" in refused.stderr
+    environ["MERGE_DOMAIN_CONFIG"] = "true"
+    served = Served(tmp_path, environ=environ, reference_addresses=True)
+    try:
+        with httpx.Client(base_url=served.url, timeout=5) as client:
+            team = {"domain": "rl", "descriptors": [{"entries": [{"key": "team", "value": "a"}]}]}
+            answers = [client.post("/json", json=team).status_code for _ in range(2)]
+            answers += [client.post("/json", json=body("carol")).status_code for _ in range(3)]
+    finally:
+        assert served.stop() == 0
+    assert answers == [200, 429, 200, 200, 429]
