@@ -4,6 +4,7 @@ checked or ignored, as ``Settings.read`` sees them (no server runs here)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -475,3 +476,20 @@ def test_the_migration_guide_has_a_row_for_every_variable_saying_its_fate() -> N
         else:
             assert not what.startswith(("ignored", "checked")), name
             assert variable.setting in guide, name
+
+
+def test_the_workers_read_back_what_the_references_variables_said(
+    reference: dict[str, str],
+) -> None:
+    from ratekeeper.service.app import _environment
+
+    given = read(
+        [],
+        {**reference, "MERGE_DOMAIN_CONFIG": "true", "SHADOW_MODE": "true", "PORT": "9000"},
+    )
+    exported = _environment(given)
+    # The reference's variables stay in the workers' environment: they are not read again.
+    again = Settings.read(None, {**reference, **exported})
+    assert again == dataclasses.replace(given, compat="none")
+    assert (again.merge_domains, again.shadow_mode, again.http.port) == (True, True, 9000)
+    assert again.notes == ()
