@@ -6,7 +6,8 @@ time left in the window, rounded up: never 0 while the window is open (1 ms befo
 edge says 1), and never cut at a day (a calendar month says its whole length). ``Retry-After``
 goes with the refusal, as long as the reset and at most a day. The same values come back over
 ``POST /v1/check``, nginx's ``GET /v1/nginx``, Envoy's ``POST /json`` (its
-``responseHeadersToAdd``) and Envoy's gRPC ``ShouldRateLimit`` (``response_headers_to_add``).
+``responseHeadersToAdd``) and Envoy's gRPC ``ShouldRateLimit`` (``response_headers_to_add``),
+the last two only when ``--envoy-headers`` asks for them, under ``--envoy-header-names``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from ratekeeper.service.app import build_app
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
+from ratekeeper.service.settings import Address, Settings
 from ratekeeper.testing import FakeClock
 from tests.servers import free_port
 from tests.service.asgi import AppClient, service_app
@@ -149,3 +152,23 @@ def test_envoys_answers_carry_no_headers_unless_asked(tmp_path: Path) -> None:
     with AppClient(app) as client:
         assert by_envoy_json(client, "/minute", port) == (200, {})
         assert by_grpc(client, "/minute", port) == (200, {})
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_the_settings_name_the_headers_of_envoys_answers(tmp_path: Path, on: bool) -> None:
+    """``--envoy-headers`` and ``--envoy-header-names``, from the settings through the app."""
+    names = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+    settings = Settings(
+        config=f"sqlite:///{tmp_path}/config.db",
+        grpc=Address("127.0.0.1", free_port()),
+        envoy_headers=on,
+        envoy_header_names=names,
+    )
+    entries = [{"key": "remote_address", "value": "198.51.100.7"}]
+    with AppClient(build_app(settings)) as client:
+        answer = client.post(
+            "/json", json={"domain": "example", "descriptors": [{"entries": entries}]}
+        )
+    added = answer.json().get("responseHeadersToAdd", [])
+    assert [one["key"] for one in added] == (list(names) if on else [])
+    assert [one["value"] for one in added][:2] == (["100", "99"] if on else [])
