@@ -12,7 +12,9 @@ answers; with ratekeeper stopped, ``failure_mode_deny`` decides.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,10 +136,12 @@ def test_envoys_429_carries_retry_after_and_ratekeepers_headers(
         config = envoy_config(upstream_port=upstream.port, ratekeeper_port=service.grpc)
         envoy = EnvoyServer(tmp_path / "envoy", config)
         try:
+            started = time.monotonic()
             alice = [
                 http_request(envoy.port, f"/alice/{n}", headers={"X-User": "alice"})
                 for n in range(4)
             ]
+            took = time.monotonic() - started
             bob = []
             for n in range(20):  # until refused: two hits within one second
                 bob.append(http_request(envoy.port, f"/bob/{n}", headers={"X-User": "bob"}))
@@ -149,16 +153,27 @@ def test_envoys_429_carries_retry_after_and_ratekeepers_headers(
         assert service.stop() == 0
     # alice: the status closest to its limit is hers (everyone's has 97 and more left)
     assert [a.status for a in alice] == [200, 200, 200, 429]
+    assert [a.headers["x-ratelimit-limit"] for a in alice] == ["3"] * 4
+    assert [a.headers["x-ratelimit-remaining"] for a in alice] == ["2", "1", "0", "0"]
+    assert ["retry-after" in a.headers for a in alice] == [False, False, False, True]
+    # GCRA: each hit takes 1200 s; the reset counts from the first, less the time since
+    # (``took`` bounds it, and is well under a second, so these are the exact values)
+    resets = [int(a.headers["x-ratelimit-reset"]) for a in alice]
+    assert resets[0] == 1200
+    for reset, full in zip(resets[1:], [2400, 3600, 3600], strict=True):
+        assert math.ceil(full - took) <= reset <= full
+    retry_after = int(alice[3].headers["retry-after"])  # the next slot
+    assert math.ceil(1200 - took) <= retry_after <= 1200
+    assert 1 <= retry_after <= 3600  # at least a second, at most the window
+    # each header comes once: Envoy adds none of its own beside them
     assert [rate_headers(a) for a in alice] == [
-        {"x-ratelimit-limit": "3", "x-ratelimit-remaining": "2", "x-ratelimit-reset": "1200"},
-        {"x-ratelimit-limit": "3", "x-ratelimit-remaining": "1", "x-ratelimit-reset": "2400"},
-        {"x-ratelimit-limit": "3", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "3600"},
         {
             "x-ratelimit-limit": "3",
-            "x-ratelimit-remaining": "0",
-            "x-ratelimit-reset": "3600",
-            "retry-after": "1200",  # the next slot: at least 1 s, at most the hour
-        },
+            "x-ratelimit-remaining": remaining,
+            "x-ratelimit-reset": str(reset),
+            **({"retry-after": str(retry_after)} if n == 3 else {}),
+        }
+        for n, (remaining, reset) in enumerate(zip(["2", "1", "0", "0"], resets, strict=True))
     ]
     assert alice[3].headers.get("x-envoy-ratelimited") == "true"
     # bob: a second's window resets in 1 s, never 0, and the 429 says to retry in 1 s
