@@ -104,6 +104,7 @@ def build_app(settings: Settings) -> Starlette:
         metrics=metrics,
         grpc_address=str(settings.grpc),
         admission=Admission(settings.max_in_flight),
+        envoy_headers=settings.envoy_header_names if settings.envoy_headers else None,
     )
 
 

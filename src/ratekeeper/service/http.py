@@ -85,16 +85,19 @@ def create_app(
     metrics: Metrics | None = None,
     grpc_address: str | None = None,
     admission: Admission | None = None,
+    envoy_headers: tuple[str, str, str] | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
     ``close_engine`` closes the engine when the app shuts down. ``metrics`` (tracking
     ``engine``) is served at ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit
     service runs beside it on the same event loop, from startup to shutdown. ``admission``
-    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed)."""
+    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed).
+    ``envoy_headers`` (the names of the limit, remaining and reset headers) puts the rate-limit
+    headers in Envoy's answers, over gRPC and ``POST /json`` (``response_headers_to_add``)."""
     if metrics is not None and admission is not None:
         metrics.admission = admission
-    checks = Checks(engine, ietf_headers=ietf_headers)
+    checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
     admin = Admin(engine, admin_token=admin_token)
     health = Health(engine)
 
@@ -105,7 +108,7 @@ def create_app(
         if grpc_address is not None:
             from ratekeeper.service.grpc import serve_grpc
 
-            server, _ = await serve_grpc(engine, grpc_address, metrics, admission)
+            server, _ = await serve_grpc(engine, grpc_address, metrics, admission, envoy_headers)
         try:
             yield
         finally:
