@@ -36,7 +36,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -109,11 +109,20 @@ def create_app(
             from ratekeeper.service.grpc import serve_grpc
 
             server, _ = await serve_grpc(engine, grpc_address, metrics, admission, envoy_headers)
+        publishing = None  # with many workers, this one's figures written every second
+        if metrics is not None and metrics.multiprocess:
+            publishing = asyncio.create_task(metrics.publish_every())
         try:
             yield
         finally:
             if server is not None:
                 await server.stop(GRPC_GRACE)
+            if publishing is not None:
+                publishing.cancel()
+                with suppress(asyncio.CancelledError):
+                    await publishing
+            if metrics is not None:
+                metrics.close()  # with many workers: the last figures, the gauges dropped
             if close_engine:
                 await engine.close()
 
