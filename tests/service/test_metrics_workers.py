@@ -399,11 +399,16 @@ def test_every_scrape_of_many_workers_reports_the_whole_service(
 
         scrapes: list[Samples] = []
 
-        def scraper() -> None:
+        def scraper() -> None:  # spread over the run: one per REQUESTS / SCRAPES answered
             with fresh(served.url) as http:
-                while len(scrapes) < SCRAPES:
+                for k in range(SCRAPES):
+                    while answered() < k * REQUESTS // SCRAPES:
+                        time.sleep(0.002)
                     scrapes.append(scrape(http))
-                    time.sleep(0.05)
+
+        def answered() -> int:
+            with lock:
+                return sum(seen.values())
 
         threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
         threads.append(threading.Thread(target=scraper))
@@ -416,11 +421,14 @@ def test_every_scrape_of_many_workers_reports_the_whole_service(
             finals = [scrape(http) for _ in range(2 * count)]  # each worker may answer
         by_worker = decisions_by_worker(directory, pids)
     finally:
-        assert served.stop() == 0
+        status = served.stop()
+    assert status == 0
     assert sum(seen.values()) == REQUESTS
     assert set(seen) <= {(200, False), (429, False), (200, True), (429, True)}
-    never_down(scrapes + finals)
     assert len(scrapes) == SCRAPES
+    never_down(scrapes + finals)
+    during = [sum(by_result(samples).values()) for samples in scrapes]
+    assert during[0] < during[-1], during  # taken while the decisions were made
     for final in finals:
         assert by_result(final) == {
             result: n
@@ -480,7 +488,8 @@ def test_a_worker_killed_and_replaced_takes_no_count_away(
             )
             finals = [scrape(http) for _ in range(4)]
     finally:
-        assert served.stop() == 0
+        status = served.stop()
+    assert status == 0
     never_down(scrapes + finals)
     for samples in scrapes:
         assert sum(by_result(samples).values()) >= 100
