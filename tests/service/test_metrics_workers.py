@@ -31,7 +31,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from ratekeeper import Engine, Limit
-from ratekeeper.service.admission import Admission
+from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT, Admission
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.multiprocess import VARIABLE, shared_directory
 from ratekeeper.service.scraped import COMBINE, COMBINED
@@ -309,7 +309,11 @@ def worker_pids(served: Served) -> list[int]:
     pids = []
     for task in Path(f"/proc/{served.process.pid}/task").iterdir():
         for child in (task / "children").read_text().split():
-            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except (FileNotFoundError, ProcessLookupError):  # ended meanwhile
+                continue
+            if b"spawn_main" in command:  # a zombie's is empty
                 pids.append(int(child))
     return sorted(pids)
 
@@ -385,6 +389,13 @@ def test_every_scrape_of_many_workers_reports_the_whole_service(
         pids = worker_pids(served)
         assert len(pids) == count
         directory = metrics_directory(pids[0])
+        bound = count * DEFAULT_MAX_IN_FLIGHT  # once every worker has published its own
+        with fresh(served.url) as http:
+            wait_until(
+                lambda: scrape(http)["ratekeeper_decisions_in_flight_max", ()] == bound,
+                60,
+                "every worker's gauges",
+            )
         seen: Counter[tuple[int, bool]] = Counter()
         lock = threading.Lock()
         numbers = iter(range(REQUESTS))  # next() under the GIL: each number taken once
@@ -462,7 +473,7 @@ def test_a_worker_killed_and_replaced_takes_no_count_away(
             before = worker_pids(served)
             wait_until(
                 lambda: scrape(http)["ratekeeper_decisions_in_flight_max", ()] == 2 * 50,
-                10,
+                60,
                 "both workers' gauges",
             )
             directory = metrics_directory(before[0])
@@ -477,13 +488,13 @@ def test_a_worker_killed_and_replaced_takes_no_count_away(
                 pids = worker_pids(served)
                 return len(pids) == 2 and victim not in pids
 
-            wait_until(replaced, 30, "uvicorn to replace the killed worker")
+            wait_until(replaced, 60, "uvicorn to replace the killed worker")
             for _ in range(100):
                 assert http.post("/v1/check", json=check).status_code == 200
             # the dead worker's gauge dropped, the new one's counted once it has published
-            wait_until(
+            wait_until(  # a bound on the replacement's start, not a timing
                 lambda: scrape(http)["ratekeeper_decisions_in_flight_max", ()] == 2 * 50,
-                10,
+                60,
                 "the replacement's gauges and none of the killed worker's",
             )
             finals = [scrape(http) for _ in range(4)]

@@ -134,7 +134,8 @@ class Metrics:
     ``ValueError``), and a scrape reads every process's files: the service's totals. What is
     read when scraped is published into them by ``publish()``, at every scrape and every
     second in ``publish_every()``; ``close()`` as the process stops. ``max_label_sets``
-    bounds each process's label sets. ``decisions()`` stays this process's.
+    bounds each process's label sets. ``decisions()`` stays this process's. One per process:
+    two would write the same counts over each other.
     """
 
     def __init__(self, *, max_label_sets: int = 1000, multiprocess: bool = False) -> None:
