@@ -493,3 +493,11 @@ def test_the_workers_read_back_what_the_references_variables_said(
     assert again == dataclasses.replace(given, compat="none")
     assert (again.merge_domains, again.shadow_mode, again.http.port) == (True, True, 9000)
     assert again.notes == ()
+
+
+def test_serve_takes_a_unix_socket_store() -> None:
+    settings = read(["--store", "unix:///run/redis/redis.sock?db=2&prefix=team"], {})
+    assert settings.store == "unix:///run/redis/redis.sock?db=2&prefix=team"
+    assert errors_of(["--store", "socket:///run/redis.sock"], {})[0].startswith(
+        "--store: expected a URL starting with one of memory://, redis://, rediss://, unix://"
+    )

@@ -9,6 +9,10 @@ ends as an interrupt). With ``workers`` above 1, each worker process builds its 
 the same settings (``from_environment``), and their gRPC servers share the port. An address
 something else listens on is refused (exit 3), the gRPC one included.
 
+The workers write their metrics into a directory made for the run (``PROMETHEUS_MULTIPROC_DIR``,
+removed at exit), so that every scrape of ``/metrics`` reports the totals of them all (see
+``ratekeeper.service.multiprocess``).
+
 Starlette and uvicorn are the ``server`` extra, imported here only when serving: without them,
 ``MissingExtraError`` names the extra to install.
 """
@@ -96,7 +100,7 @@ def build_app(settings: Settings) -> Starlette:
     from ratekeeper.service.admission import Admission
     from ratekeeper.service.metrics import Metrics
 
-    metrics = Metrics()
+    metrics = Metrics(multiprocess=settings.workers > 1)  # the workers' totals, shared
     metrics.track(engine)
     return create_app(
         engine,
@@ -106,6 +110,7 @@ def build_app(settings: Settings) -> Starlette:
         metrics=metrics,
         grpc_address=str(settings.grpc),
         admission=Admission(settings.max_in_flight),
+        envoy_headers=settings.envoy_header_names if settings.envoy_headers else None,
     )
 
 
@@ -256,14 +261,17 @@ def serve(settings: Settings) -> int:
         return 3
     common = uvicorn_options(settings)
     if settings.workers > 1:
+        from ratekeeper.service.multiprocess import shared_directory
+
         os.environ.update(_environment(settings))
         log.info("listening on http://%s with %d workers", settings.http, settings.workers)
-        uvicorn.run(
-            "ratekeeper.service.app:from_environment",
-            factory=True,
-            workers=settings.workers,
-            **common,
-        )
+        with shared_directory():  # the workers' metrics files, for this run only
+            uvicorn.run(
+                "ratekeeper.service.app:from_environment",
+                factory=True,
+                workers=settings.workers,
+                **common,
+            )
         return 0
     app = build_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, **common))

@@ -40,11 +40,20 @@ log = logging.getLogger("ratekeeper.service")
 
 class Checks:
     """The decision routes' handlers over one engine; ``ietf_headers`` adds ``RateLimit`` and
-    ``RateLimit-Policy`` to the rate-limit headers."""
+    ``RateLimit-Policy`` to the rate-limit headers; ``envoy_headers`` (the names of the limit,
+    remaining and reset headers) puts them in Envoy's ``POST /json`` answers too, as
+    ``responseHeadersToAdd``."""
 
-    def __init__(self, engine: AsyncEngine, *, ietf_headers: bool = False) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        ietf_headers: bool = False,
+        envoy_headers: tuple[str, str, str] | None = None,
+    ) -> None:
         self.engine = engine
         self.ietf_headers = ietf_headers
+        self.envoy_headers = envoy_headers
 
     async def _decide(self, check: bodies.Check) -> Decision | Answer:
         engine = self.engine
@@ -130,7 +139,7 @@ class Checks:
             return PlainTextResponse("Bad Request\n", 400)
         status = 429 if answer.code == OVER_LIMIT else 200
         headers = {DEGRADED: "true"} if answer.degraded else None
-        return json_response(envoy_json.response(answer), status, headers)
+        return json_response(envoy_json.response(answer, self.envoy_headers), status, headers)
 
     async def nginx(self, request: Request) -> Response:
         """``GET /v1/nginx``: nginx's ``auth_request``. Only 200 (let through) or 403 (refused),

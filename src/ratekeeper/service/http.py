@@ -36,7 +36,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -85,16 +85,19 @@ def create_app(
     metrics: Metrics | None = None,
     grpc_address: str | None = None,
     admission: Admission | None = None,
+    envoy_headers: tuple[str, str, str] | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
     ``close_engine`` closes the engine when the app shuts down. ``metrics`` (tracking
     ``engine``) is served at ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit
     service runs beside it on the same event loop, from startup to shutdown. ``admission``
-    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed)."""
+    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed).
+    ``envoy_headers`` (the names of the limit, remaining and reset headers) puts the rate-limit
+    headers in Envoy's answers, over gRPC and ``POST /json`` (``response_headers_to_add``)."""
     if metrics is not None and admission is not None:
         metrics.admission = admission
-    checks = Checks(engine, ietf_headers=ietf_headers)
+    checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
     admin = Admin(engine, admin_token=admin_token)
     health = Health(engine)
 
@@ -105,12 +108,21 @@ def create_app(
         if grpc_address is not None:
             from ratekeeper.service.grpc import serve_grpc
 
-            server, _ = await serve_grpc(engine, grpc_address, metrics, admission)
+            server, _ = await serve_grpc(engine, grpc_address, metrics, admission, envoy_headers)
+        publishing = None  # with many workers, this one's figures written every second
+        if metrics is not None and metrics.multiprocess:
+            publishing = asyncio.create_task(metrics.publish_every())
         try:
             yield
         finally:
             if server is not None:
                 await server.stop(GRPC_GRACE)
+            if publishing is not None:
+                publishing.cancel()
+                with suppress(asyncio.CancelledError):
+                    await publishing
+            if metrics is not None:
+                metrics.close()  # with many workers: the last figures, the gauges dropped
             if close_engine:
                 await engine.close()
 

@@ -300,6 +300,8 @@ def _header_names(value: str | tuple[str, ...] | list[str]) -> tuple[str, str, s
         )
     if len({name.lower() for name in names}) != 3:
         raise ValueError(f"expected three different header names, not {value!r}")
+    if any(name.lower() == "retry-after" for name in names):  # sent beside them on a refusal
+        raise ValueError(f"Retry-After is sent on its own; name three others, not {value!r}")
     return names[0], names[1], names[2]
 
 
