@@ -34,23 +34,15 @@ def runtime_rules(env: Reader) -> str:
     )
     watch_root = env.switch("RUNTIME_WATCH_ROOT")
     ignore_dotfiles = env.switch("RUNTIME_IGNOREDOTFILES")
-    empty = [
-        name
-        for name, value in (
-            ("RUNTIME_ROOT", root),
-            (
-                "RUNTIME_SUBDIRECTORY" if watch_root else "RUNTIME_APPDIRECTORY",
-                sub if watch_root else app,
-            ),
-        )
-        if not value
-    ]
-    if empty:
-        raise Refused(
-            f"${empty[0]} is empty: the reference loads no rules then "
-            f"(RUNTIME_WATCH_ROOT is {str(watch_root).lower()}); set it so that "
-            "RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY is the rule directory"
-        )
+    # goruntime loads nothing from an empty root, or an empty directory under it
+    needed = "RUNTIME_SUBDIRECTORY" if watch_root else "RUNTIME_APPDIRECTORY"
+    for name in ("RUNTIME_ROOT", needed):
+        if not env.text(name):
+            raise Refused(
+                f"${name} is empty: the reference loads no rules then "
+                f"(RUNTIME_WATCH_ROOT is {str(watch_root).lower()}); set it so that "
+                "RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY is the rule directory"
+            )
     directory = os.path.join(root, sub, app)
     if os.path.isdir(directory):
         strays = sorted(
