@@ -201,6 +201,7 @@ class Planner:
                         " known limit, else the rules: %s",
                         key,
                         error,
+                        extra={"domain": domain, "rule": rule.name or rule.path if rule else None},
                     )
                     if stale is not None:
                         self.cache.put(slot, stale)  # until the next change or expiry

@@ -76,6 +76,7 @@ __all__ = ["MAX_BODY", "create_app"]
 log = logging.getLogger("ratekeeper.service")
 #: A defect met by every request is logged (with its traceback) once a minute per route.
 _defects = LogThrottle(log)
+#: The hot path's defect: its template, method and path (the throttle's key).
 DEFECT = ("%s %s failed", "POST", "/v1/check")
 
 #: Seconds the gRPC server gives its calls in flight when the service stops.
@@ -145,7 +146,8 @@ def create_app(
     ]
     if metrics is not None:
         routes.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
-    return _CheckFirst(
+    app = _CheckFirst if access_log is None else _AccessLogged
+    return app(
         checks,
         None if metrics is None else partial(metrics.observe_latency, "http"),
         admission,
@@ -214,12 +216,6 @@ class _CheckFirst(Starlette):
         self._access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._access_log is not None:
-            await self._access_log.asgi(self._answer, scope, receive, send)
-        else:
-            await self._answer(scope, receive, send)
-
-    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] != "http"
             or scope["path"] != "/v1/check"
@@ -256,3 +252,12 @@ class _CheckFirst(Starlette):
             if self._observe is not None:
                 self._observe(time.perf_counter() - started)
         await send_raw(send, status, headers, payload)
+
+
+class _AccessLogged(_CheckFirst):
+    """``_CheckFirst`` whose decision requests its access log logs (a class of its own, so that
+    without one the hot path does not even ask)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._access_log is not None
+        await self._access_log.asgi(super().__call__, scope, receive, send)
