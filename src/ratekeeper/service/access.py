@@ -29,6 +29,7 @@ the request's context (a ``ContextVar``: the surfaces decide in the request's ow
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -114,9 +115,11 @@ class AccessLog:
             code = "OK"
             try:
                 return await method(request, context)
+            except asyncio.CancelledError:  # the client went away
+                code = "CANCELLED"
+                raise
             except BaseException:
-                found = context.code()
-                code = getattr(found, "name", None) or "UNKNOWN"
+                code = getattr(context.code(), "name", None) or "UNKNOWN"
                 raise
             finally:
                 _noted.reset(token)
@@ -125,6 +128,8 @@ class AccessLog:
         return logged
 
     def _log(self, request: str, fields: dict[str, Any], started: float, noted: Noted) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
         fields["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         if noted:
             fields.update(self._decided(noted))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
@@ -39,6 +40,10 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
     "taskName",
     "color_message",
 }
+
+
+#: What makes a text field's value quoted.
+_QUOTED = re.compile(r"[\s\"']")
 
 
 def extra_fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -82,10 +87,10 @@ class TextFormatter(logging.Formatter):
 
 
 def _text(value: Any) -> str:
-    text = str(value)
-    if not text or any(c.isspace() or c in "\"'" for c in text):
-        return json.dumps(text, ensure_ascii=False)
-    return text
+    text = value if value.__class__ is str else str(value)
+    if text and _QUOTED.search(text) is None:
+        return text
+    return json.dumps(text, ensure_ascii=False)
 
 
 def configure_logging(log_format: str, log_level: str = "info") -> None:
