@@ -86,6 +86,11 @@ def build_app(settings: Settings) -> Starlette:
         "" if domains == 1 else "s",
         ", ".join(rules.sources) or "no files",
     )
+    names: dict[str, list[str]] = {}
+    for rule in rules:
+        names.setdefault(rule.domain, []).append(rule.name or rule.path)
+    for domain, named in names.items():
+        log.debug("rules of domain %s: %s", domain, ", ".join(named))
     log.info("request store: %s", redacted(settings.store))
     log.info("configuration store: %s", redacted(settings.config))
     if settings.admin_token is None:
@@ -110,12 +115,7 @@ def build_app(settings: Settings) -> Starlette:
 
 def _access_log(engine: AsyncEngine, settings: Settings) -> AccessLog | None:
     """The access log ``settings`` ask for, made once the engine has its other observer (the
-    metrics); the rules in force are logged at debug level."""
-    by_domain: dict[str, list[str]] = {}
-    for rule in engine.rules:
-        by_domain.setdefault(rule.domain, []).append(rule.name or rule.path)
-    for domain, names in by_domain.items():
-        log.debug("rules of domain %s: %s", domain, ", ".join(names))
+    metrics)."""
     if not settings.access_log:
         return None
     from ratekeeper.service.access import AccessLog
