@@ -19,23 +19,22 @@ Starlette and uvicorn are the ``server`` extra, imported here only when serving:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import socket
-import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.errors import ConfigStoreError, MissingExtraError
 from ratekeeper.core.redaction import redacted
+from ratekeeper.service.logs import ACCESS, configure_logging
 from ratekeeper.service.settings import Address, Settings
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.access import AccessLog
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -93,6 +92,11 @@ def build_app(settings: Settings) -> Starlette:
         "" if domains == 1 else "s",
         ", ".join(rules.sources) or "no files",
     )
+    names: dict[str, list[str]] = {}
+    for rule in rules:
+        names.setdefault(rule.domain, []).append(rule.name or rule.path)
+    for domain, named in names.items():
+        log.debug("rules of domain %s: %s", domain, ", ".join(named))
     log.info("request store: %s", redacted(settings.store))
     log.info("configuration store: %s", redacted(settings.config))
     if settings.admin_token is None:
@@ -102,6 +106,7 @@ def build_app(settings: Settings) -> Starlette:
 
     metrics = Metrics(multiprocess=settings.workers > 1)  # the workers' totals, shared
     metrics.track(engine)
+    access_log = _access_log(engine, settings)
     return create_app(
         engine,
         admin_token=settings.admin_token,
@@ -111,46 +116,26 @@ def build_app(settings: Settings) -> Starlette:
         grpc_address=str(settings.grpc),
         admission=Admission(settings.max_in_flight),
         envoy_headers=settings.envoy_header_names if settings.envoy_headers else None,
+        access_log=access_log,
     )
+
+
+def _access_log(engine: AsyncEngine, settings: Settings) -> AccessLog | None:
+    """The access log ``settings`` ask for, made once the engine has its other observer (the
+    metrics)."""
+    if not settings.access_log:
+        return None
+    from ratekeeper.service.access import AccessLog
+
+    log.info("access log: on (logger %s)", ACCESS)
+    return AccessLog(engine)
 
 
 def from_environment() -> Starlette:
     """A worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set (uvicorn's factory)."""
     settings = Settings.read(None)
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, settings.log_level)
     return build_app(settings)
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def configure_logging(log_format: str) -> None:
-    """Log ratekeeper's and uvicorn's messages on stderr, as text lines or JSON lines."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    for name in ("uvicorn", "uvicorn.error"):
-        logging.getLogger(name).handlers[:] = []
-        logging.getLogger(name).propagate = True
-    access = logging.getLogger("uvicorn.access")  # one line per request: off
-    access.handlers[:] = []
-    access.propagate = False
 
 
 def _environment(settings: Settings) -> dict[str, str]:
@@ -242,7 +227,7 @@ def serve(settings: Settings) -> int:
     require_server_extra()
     import uvicorn
 
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, settings.log_level)
     for level, message in settings.notes:  # what reading the settings had to say
         log.log(level, message)
     if settings.shadow_mode:

@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidInputError
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.engine.verdict import Status
 from ratekeeper.service import bodies, envoy_json, nginx
 from ratekeeper.service.reading import (
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
 
 log = logging.getLogger("ratekeeper.service")
+#: nginx misconfigured sends every request so: logged once a minute, with a count.
+_refusals = LogThrottle(log)
 
 
 class Checks:
@@ -150,7 +153,7 @@ class Checks:
         try:
             answer = await decide_async(self.engine, nginx.call_of(request.headers))
         except InvalidInputError as error:  # a store's failure is a 503: nginx's to answer
-            log.warning("nginx auth_request refused: %s", error)
+            _refusals.log(logging.WARNING, "nginx auth_request refused: %s", error)
             return Response(status_code=nginx.REFUSED, headers={"X-RateLimit-Problem": "invalid"})
         headers = rate_limit_headers(answer.statuses, ietf=self.ietf_headers)
         if answer.degraded:

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.translate import (
@@ -41,9 +42,12 @@ from ratekeeper.wire.statuses import OK
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.access import AccessLog
     from ratekeeper.service.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
+#: A store failing every call is logged once a minute, with a count.
+_failures = LogThrottle(log)
 
 #: The service's full name, as the health service reports it.
 SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
@@ -150,7 +154,9 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             raise  # abort raises; this line is never reached
         except UNAVAILABLE_ERRORS as error:
-            log.warning("ShouldRateLimit: %s", error)
+            _failures.log(
+                logging.WARNING, "ShouldRateLimit: %s", error, extra={"domain": request.domain}
+            )
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
             raise
         finally:
@@ -168,12 +174,15 @@ def _parse(data: bytes) -> rls_pb2.RateLimitRequest | DecodeError:
         return error
 
 
-def _add_servicer(servicer: RateLimitServicer, server: grpc.aio.Server) -> None:
+def _add_servicer(
+    servicer: RateLimitServicer, server: grpc.aio.Server, access_log: AccessLog | None = None
+) -> None:
     """``rls_pb2_grpc.add_RateLimitServiceServicer_to_server``, but the requests parsed by
-    ``_parse``."""
+    ``_parse`` (and each call logged by ``access_log``, if given)."""
+    method = servicer.ShouldRateLimit
     methods = {
         "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
-            servicer.ShouldRateLimit,
+            method if access_log is None else access_log.grpc(method),
             request_deserializer=_parse,
             response_serializer=rls_pb2.RateLimitResponse.SerializeToString,
         )
@@ -187,15 +196,18 @@ async def serve_grpc(
     address: str,
     metrics: Metrics | None = None,
     admission: Admission | None = None,
+    *,
     header_names: tuple[str, str, str] | None = None,
+    access_log: AccessLog | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
     free one); return the started server and the port it listens on. ``metrics`` records each
     call's time as the ``grpc`` surface's; ``admission`` bounds the calls in flight;
-    ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer."""
+    ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
+    ``access_log`` logs each call."""
     server = grpc.aio.server()
     servicer = RateLimitServicer(engine, metrics, admission, header_names)
-    _add_servicer(servicer, server)
+    _add_servicer(servicer, server, access_log)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:
