@@ -28,6 +28,18 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   apt_install nginx
 fi
 
+# The monitoring tests check the shipped alert rules with promtool and run the dashboard's
+# queries through a real Prometheus of their own: Debian's prometheus package brings both. It
+# also starts a Prometheus service on port 9090 where it can; that one is stopped and disabled.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  apt_install --no-install-recommends prometheus
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+    as_root systemctl disable --now --quiet prometheus
+  elif [ -x /etc/init.d/prometheus ] && as_root /etc/init.d/prometheus status >/dev/null 2>&1; then
+    as_root /etc/init.d/prometheus stop >/dev/null
+  fi
+fi
+
 say "ruff"
 "$VENV/bin/ruff" check src tests benchmarks
 "$VENV/bin/ruff" format --check --quiet src tests benchmarks

@@ -232,12 +232,18 @@ class ServerProcess:
 
 class RedisServer(ServerProcess):
     """One ``redis-server`` process on 127.0.0.1; ``config`` is a file read first (a
-    sentinel's), ``extra`` more command-line options."""
+    sentinel's), ``extra`` more command-line options. With ``unix_socket`` (a path), it
+    listens on that Unix socket too (``unix_url``)."""
 
     name = "redis-server"
 
     def __init__(
-        self, directory: Path, port: int | None = None, *extra: str, config: Path | None = None
+        self,
+        directory: Path,
+        port: int | None = None,
+        *extra: str,
+        config: Path | None = None,
+        unix_socket: Path | None = None,
     ) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
@@ -245,6 +251,9 @@ class RedisServer(ServerProcess):
         self.binary = binary
         self.port = port or free_port()
         self.directory = directory
+        self.unix_socket = unix_socket
+        if unix_socket is not None:  # a socket's path holds at most 107 bytes
+            extra = ("--unixsocket", str(unix_socket), "--unixsocketperm", "700", *extra)
         self.extra = extra
         self.config = config
         directory.mkdir(parents=True, exist_ok=True)
@@ -253,6 +262,13 @@ class RedisServer(ServerProcess):
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def unix_url(self) -> str:
+        """``unix:///path?db=0``: the server on its Unix socket."""
+        if self.unix_socket is None:
+            raise ValueError("this server listens on no Unix socket")
+        return f"unix://{self.unix_socket}?db=0"
 
     def _launch(self) -> subprocess.Popen[bytes]:
         args = [

@@ -4,7 +4,7 @@
 in a directory of its own with its log in ``serve.log``, told how many they are
 (``RATEKEEPER_INSTANCES``) so that a policy that keeps limits in process holds each instance
 to its share. ``metric(name)`` reads one counter from each instance's ``/metrics``;
-``openings_logged()`` counts the breaker's "circuit open" lines in each log.
+``openings_logged()`` counts the breaker openings each log reports.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.service.served import Served
 
 INSTANCES = 3
-#: A line of the breaker's log each time it opens, the first time or again after a probe.
+#: A line of the breaker's log for an opening, the first or again after a probe; the
+#: re-openings not logged (once a minute at most) are counted in the next one: "… 57 more".
 OPENED = re.compile(r"circuit open")
+MORE = re.compile(r"… (\d+) more in the last")
 
 
 class Fleet:
@@ -64,7 +66,7 @@ class Fleet:
         return [_metric(one, name, labels or {}) for one in self.instances if _alive(one)]
 
     def openings_logged(self) -> list[int]:
-        return [len(OPENED.findall(log.read_text(errors="replace"))) for log in self.logs]
+        return [openings(log.read_text(errors="replace")) for log in self.logs]
 
     def log_tail(self, index: int, lines: int = 20) -> str:
         return "\n".join(self.logs[index].read_text(errors="replace").splitlines()[-lines:])
@@ -100,6 +102,16 @@ def fleet(directory: Path, store: str, *flags: str, **options: dict[str, str]) -
         yield started
     finally:
         started.kill()
+
+
+def openings(log: str) -> int:
+    """The breaker openings a log reports: each "circuit open" line, and those it counts."""
+    total = 0
+    for line in log.splitlines():
+        if OPENED.search(line):
+            more = MORE.search(line)
+            total += 1 + (int(more[1]) if more else 0)
+    return total
 
 
 def _alive(one: Served) -> bool:

@@ -202,5 +202,5 @@ def test_charge_refuses_a_limit_that_cannot_hold_a_debt(store: MemoryStore) -> N
 
 @pytest.mark.parametrize("value", [1, "true", None])
 def test_debt_is_a_bool(value: object) -> None:
-    with pytest.raises(ConfigError, match="debt is True or False"):
+    with pytest.raises(ConfigError, match="debt must be True or False"):
         Engine(debt=value)  # type: ignore[arg-type]

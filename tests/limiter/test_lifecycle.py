@@ -179,6 +179,8 @@ def test_a_failed_subscription_is_retried_at_the_next_expiry(
         assert config.refused == 1
         assert "cannot follow the configuration store's changes" in caplog.text
         wait_until(lambda: engine.planner._subscribed, 5.0, "the subscription")
+        again = "following the configuration store's changes again"
+        wait_until(lambda: again in caplog.text, 5.0, "the subscription logged")
         engine.decide("alice")  # cached again
         config.set("alice", Override(5, 60))
         assert engine.decide("alice").limit == 5

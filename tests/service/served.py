@@ -21,7 +21,8 @@ class Served:
     """``Served(directory, *flags, environ=...)``: ``.http`` and ``.grpc`` (ports), ``.url``,
     ``.process``. ``environ`` is added to this process's environment less its ``RATEKEEPER_*``
     variables; ``stderr`` is where the log goes (``subprocess.PIPE`` to read it after
-    ``stop``)."""
+    ``stop``). ``reference_addresses`` gives the addresses as envoyproxy/ratelimit's
+    ``HOST``, ``PORT``, ``GRPC_HOST`` and ``GRPC_PORT`` variables rather than as flags."""
 
     def __init__(
         self,
@@ -30,15 +31,18 @@ class Served:
         environ: Mapping[str, str] | None = None,
         stdout: int | IO[bytes] = subprocess.DEVNULL,
         stderr: int | IO[bytes] = subprocess.DEVNULL,
+        reference_addresses: bool = False,
     ) -> None:
         self.http, self.grpc = free_ports(2)
         self.url = f"http://127.0.0.1:{self.http}"
         clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
+        addresses = ["--http", f"127.0.0.1:{self.http}", "--grpc", f"127.0.0.1:{self.grpc}"]
+        if reference_addresses:
+            addresses = []
+            clean.update(HOST="127.0.0.1", PORT=str(self.http))
+            clean.update(GRPC_HOST="127.0.0.1", GRPC_PORT=str(self.grpc))
         self.process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "ratekeeper.cli", "serve", *flags),
-                *("--http", f"127.0.0.1:{self.http}", "--grpc", f"127.0.0.1:{self.grpc}"),
-            ],
+            [sys.executable, "-m", "ratekeeper.cli", "serve", *flags, *addresses],
             cwd=directory,
             env={**clean, **(environ or {})},
             stdout=stdout,

@@ -1,8 +1,9 @@
 """``ratekeeper serve`` behind the real gateways: nginx's auth_request on its HTTP port and Envoy's
 rate-limit filter on its gRPC port, both from the shipped ``deploy/`` files.
 
-One service process, one rule file for the domain ``edge``. Within the limit, the application
-is reached and the rate-limit headers come back; over it, nginx answers 429 with Retry-After and
+One service process, one rule file for the domain ``edge`` (and ``--envoy-headers``, as
+``deploy/README.md`` says to start it behind Envoy). Within the limit, the application is
+reached and the rate-limit headers come back; over it, nginx answers 429 with Retry-After and
 Envoy 429 with ``x-envoy-ratelimited``.
 """
 
@@ -37,10 +38,11 @@ descriptors:
 
 @contextmanager
 def serving(directory: Path, rules_text: str) -> Iterator[Served]:
-    """``ratekeeper serve`` on ``rules_text`` (the domain ``edge``), stopped cleanly after."""
+    """``ratekeeper serve --envoy-headers`` on ``rules_text`` (the domain ``edge``), stopped
+    cleanly after."""
     rules = directory / "edge.yaml"
     rules.write_text(rules_text)
-    service = Served(directory, "--rules", str(rules))
+    service = Served(directory, "--rules", str(rules), "--envoy-headers")
     try:
         yield service
     finally:
@@ -90,6 +92,8 @@ def test_envoy_asks_ratekeeper_over_grpc(
     assert [a.status for a in answers] == [200, 200, 429]
     assert answers[2].headers.get("x-envoy-ratelimited") == "true"
     assert [a.headers.get("x-ratelimit-remaining") for a in answers] == ["1", "0", "0"]
+    assert [a.headers.get("x-ratelimit-limit") for a in answers] == ["2"] * 3
+    assert answers[2].headers.get("retry-after") == "1800"  # a GCRA slot of 2/hour
     assert [r["path"] for r in upstream.requests()] == ["/orders/0", "/orders/1"]
 
 

@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ratekeeper import AsyncEngine
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.grpc import SERVICE, call_of, response_of, serve_grpc
+from ratekeeper.service.grpc import HEALTH_NAMES, SERVICE, call_of, response_of, serve_grpc
 from ratekeeper.service.proto import ratelimit_pb2, ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.translate import decide_async
 from ratekeeper.stores.memory import AsyncMemoryStore
@@ -62,10 +62,11 @@ DEFAULT = ("generic_key", "default")
 def with_server(
     clock: FakeClock,
     talk: Callable[[rls_pb2_grpc.RateLimitServiceStub, grpc.aio.Channel], Awaitable[T]],
+    header_names: tuple[str, str, str] | None = None,
 ) -> T:
     async def main() -> T:
         engine = AsyncEngine(AsyncMemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
-        server, port = await serve_grpc(engine, "127.0.0.1:0")
+        server, port = await serve_grpc(engine, "127.0.0.1:0", header_names=header_names)
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 return await talk(rls_pb2_grpc.RateLimitServiceStub(channel), channel)
@@ -178,15 +179,64 @@ def test_an_invalid_request_is_invalid_argument(
 
 
 def test_the_health_service_reports_serving(clock: FakeClock) -> None:
-    async def talk(_: rls_pb2_grpc.RateLimitServiceStub, channel: grpc.aio.Channel) -> list[int]:
+    """SERVING for the whole server, the service's full name, and ``ratelimit``, the name
+    Envoy's own rate-limit service registers; any other name is NOT_FOUND."""
+
+    async def talk(
+        _: rls_pb2_grpc.RateLimitServiceStub, channel: grpc.aio.Channel
+    ) -> tuple[list[int], grpc.StatusCode]:
         stub = health_pb2_grpc.HealthStub(channel)
         check = health_pb2.HealthCheckRequest
-        return [
+        statuses = [
             (await stub.Check(check(service=name), timeout=10)).status  # type: ignore[attr-defined]
-            for name in ("", SERVICE)
+            for name in ("", SERVICE, "ratelimit")
         ]
+        try:
+            await stub.Check(check(service="ratelimit.v2"), timeout=10)
+        except grpc.aio.AioRpcError as error:
+            return statuses, error.code()
+        raise AssertionError("an unknown service name was answered")
 
-    assert with_server(clock, talk) == [health_pb2.HealthCheckResponse.SERVING] * 2
+    assert HEALTH_NAMES == ("", SERVICE, "ratelimit")
+    serving, unknown = with_server(clock, talk)
+    assert serving == [health_pb2.HealthCheckResponse.SERVING] * 3
+    assert unknown == grpc.StatusCode.NOT_FOUND
+
+
+def test_the_rate_limit_headers_come_with_each_answer_when_named(clock: FakeClock) -> None:
+    """``response_headers_to_add``: the limit, remaining and reset headers, under the names
+    given, of the status closest to its limit, and retry-after on OVER_LIMIT; reset and
+    retry-after rounded up to whole seconds."""
+    clock.set(1_699_999_990.5)  # 10.5 s into a minute
+    names = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+
+    async def talk(
+        stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel
+    ) -> list[list[tuple[str, str]]]:
+        sent = request(descriptor(DEFAULT), descriptor(("path", "/health")))
+        answers = [await stub.ShouldRateLimit(sent, timeout=10) for _ in range(4)]
+        return [[(h.key, h.value) for h in a.response_headers_to_add] for a in answers]
+
+    added = with_server(clock, talk, header_names=names)
+    assert added == [
+        [("RateLimit-Limit", "3"), ("RateLimit-Remaining", "2"), ("RateLimit-Reset", "50")],
+        [("RateLimit-Limit", "3"), ("RateLimit-Remaining", "1"), ("RateLimit-Reset", "50")],
+        [("RateLimit-Limit", "3"), ("RateLimit-Remaining", "0"), ("RateLimit-Reset", "50")],
+        [
+            ("RateLimit-Limit", "3"),
+            ("RateLimit-Remaining", "0"),
+            ("RateLimit-Reset", "50"),
+            ("Retry-After", "50"),
+        ],
+    ]
+
+
+def test_no_headers_unless_named(clock: FakeClock) -> None:
+    async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> int:
+        answer = await stub.ShouldRateLimit(request(descriptor(DEFAULT)), timeout=10)
+        return len(answer.response_headers_to_add)
+
+    assert with_server(clock, talk) == 0
 
 
 def test_the_wire_decides_as_the_engine_does_in_process(clock: FakeClock) -> None:

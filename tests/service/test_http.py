@@ -358,7 +358,13 @@ def test_health_and_readiness(client: AppClient) -> None:
     assert ready.status_code == 200
     assert ready.json() == {
         "status": "ready",
-        "store": {"ok": True, "breaker": "closed", "error": None, "open_shards": []},
+        "store": {
+            "ok": True,
+            "breaker": "closed",
+            "error": None,
+            "open_shards": [],
+            "last_error": None,
+        },
         "config": {"ok": True, "error": None},
     }
     assert client.get("/healthcheck").text == "OK"

@@ -205,7 +205,8 @@ def test_envoy_header_names() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["A,B", "A,B,C,D", "A,,C", "A B,C,D", "A,a,C", "X:Y,B,C", "A,B,C\r\nX: y"]
+    "bad",
+    ["A,B", "A,B,C,D", "A,,C", "A B,C,D", "A,a,C", "X:Y,B,C", "A,B,C\r\nX: y", "A,retry-after,C"],
 )
 def test_bad_envoy_header_names_are_refused(bad: str) -> None:
     with pytest.raises(ConfigError, match="--envoy-header-names"):

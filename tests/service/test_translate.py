@@ -24,6 +24,7 @@ from ratekeeper.service.translate import (
     decide,
     decide_async,
     descriptors,
+    headers_to_add,
 )
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
@@ -46,6 +47,9 @@ descriptors:
     rate_limit: {period: 5m, requests_per_unit: 2}
   - key: probe
     shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: quota
+    quota_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
 """
 
@@ -174,3 +178,54 @@ def test_plain_descriptors_go_to_the_engine_as_bare_entries(
     twin = Engine(MemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
     for call in [one(DEFAULT), plain, one(DEFAULT)] * 2:
         assert decide(engine, call) == answer(twin.check("test", descriptors(call)))
+
+
+NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+
+
+def test_the_headers_to_add_are_those_of_the_status_closest_to_its_limit(
+    engine: Engine, clock: FakeClock
+) -> None:
+    clock.set(1_699_999_990.25)  # 10.25 s into a minute
+    call = Call("test", (WireDescriptor(DEFAULT), WireDescriptor((*DEFAULT, ("user", "u")))))
+    allowed, refused = decide(engine, call), decide(engine, call)
+    assert (allowed.code, refused.code) == (OK, OVER_LIMIT)
+    # everyone has 2 left of 3 a minute; the user none of 1 a second, for 0.75 s
+    assert headers_to_add(allowed, NAMES) == (
+        ("X-RateLimit-Limit", "1"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset", "1"),
+    )
+    assert headers_to_add(refused, NAMES) == (
+        ("X-RateLimit-Limit", "1"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset", "1"),
+        ("Retry-After", "1"),
+    )
+
+
+def test_the_headers_to_add_take_the_names_they_are_given(engine: Engine) -> None:
+    names = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+    added = headers_to_add(decide(engine, one(DEFAULT)), names)
+    assert [name for name, _ in added] == list(names)
+
+
+def test_retry_after_only_when_the_answer_is_over_the_limit(engine: Engine) -> None:
+    """A refusing status the answer lets through (shadow mode, quota mode) says what is left
+    but no Retry-After; a limit of 0 refuses for ever, said as a day."""
+    decide(engine, one((("probe", "p"),)))
+    shadowed = decide(engine, one((("probe", "p"),)))
+    assert shadowed.code == OK
+    assert dict(headers_to_add(shadowed, NAMES))["X-RateLimit-Remaining"] == "0"
+    assert "Retry-After" not in dict(headers_to_add(shadowed, NAMES))
+    decide(engine, one((("quota", "a"),)))  # a's quota is used; b's is not
+    quota = decide(engine, Call("test", tuple(WireDescriptor((("quota", q),)) for q in "ab")))
+    assert quota.code == OK and quota.statuses[0].code == OVER_LIMIT
+    assert "Retry-After" not in dict(headers_to_add(quota, NAMES))
+    blocked = decide(engine, one((("blocked", "x"),)))
+    assert dict(headers_to_add(blocked, NAMES))["Retry-After"] == "86400"
+
+
+def test_no_limit_no_headers_to_add(engine: Engine) -> None:
+    assert headers_to_add(decide(engine, one((("path", "/health"),))), NAMES) == ()
+    assert headers_to_add(decide(engine, one((("unknown", "x"),))), NAMES) == ()

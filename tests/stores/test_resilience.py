@@ -189,7 +189,7 @@ def test_a_caller_error_during_the_probe_does_not_wedge_the_breaker(clock: FakeC
     assert not store.apply("k", LIMIT).degraded  # the next call may probe, and closes it
 
 
-def test_every_transition_is_logged_counted_and_seen_by_ping(
+def test_every_transition_is_counted_and_seen_by_ping_and_an_outage_logged_in_three_lines(
     clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     store, flaky = resilient("allow", clock)
@@ -200,7 +200,7 @@ def test_every_transition_is_logged_counted_and_seen_by_ping(
         store.apply("k", LIMIT)
     health = store.ping()
     assert (health.ok, health.breaker, health.failures, health.opened) == (False, "open", 3, 1)
-    assert health.degraded == 4 and health.error == "down"
+    assert health.degraded == 4 and health.error == "down" and health.last_error == "down"
     clock.advance(1.0)
     assert store.ping().breaker == "half-open"
     store.apply("k", LIMIT)  # the probe fails
@@ -209,14 +209,46 @@ def test_every_transition_is_logged_counted_and_seen_by_ping(
     store.apply("k", LIMIT)  # the probe succeeds
     health = store.ping()
     assert (health.ok, health.breaker, health.failures, health.opened) == (True, "closed", 4, 2)
-    messages = [record.getMessage() for record in caplog.records]
-    assert [message.split(";")[0].split(" (")[0] for message in messages] == [
-        "request store failed 3 times in a row",
-        "request store: circuit half-open, probing the store",
-        "request store still failing",
-        "request store: circuit half-open, probing the store",
-        "request store is back",
+    assert health.error is None and health.last_error == "down"
+    assert [record.getMessage() for record in caplog.records] == [
+        "request store failed 3 times in a row (down); circuit open, the failure policy "
+        "answers for 1.0s",
+        "request store still failing (down); circuit open again for 1.0s",
+        "request store reachable again after 2.0 s; circuit closed",
     ]
+
+
+def test_a_long_outage_is_one_line_a_minute_with_the_count_of_the_reopenings(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, flaky = resilient("allow", clock)
+    caplog.set_level(logging.DEBUG, logger="ratekeeper.store")
+    flaky.down = True
+    for _ in range(3):
+        store.apply("k", LIMIT)
+    for _ in range(150):  # a probe a second, each failing: the circuit opens again
+        clock.advance(1.0)
+        store.apply("k", LIMIT)
+    flaky.down = False
+    clock.advance(1.0)
+    store.apply("k", LIMIT)
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if r.levelname != "DEBUG"]
+    failing = "request store still failing (down); circuit open again for 1.0s"
+    assert logged == [
+        (
+            "ERROR",
+            "request store failed 3 times in a row (down); circuit open, the failure policy "
+            "answers for 1.0s",
+        ),
+        ("WARNING", f"{failing} (… 59 more in the last 60 s)"),  # the 60th re-opening
+        ("WARNING", f"{failing} (… 59 more in the last 60 s)"),  # the 120th
+        ("WARNING", f"{failing} (… 29 more in the last 31 s)"),  # the 150th, at recovery
+        ("WARNING", "request store reachable again after 151.0 s; circuit closed"),
+    ]
+    opened = store.ping().opened
+    assert opened == 151 == 1 + 1 + 59 + 1 + 59 + 1 + 29  # every opening in the log
+    probes = [r for r in caplog.records if r.levelname == "DEBUG"]
+    assert len(probes) == 151 and "probing the store" in probes[0].getMessage()
 
 
 def test_a_release_goes_to_the_store_else_to_the_local_policy(clock: FakeClock) -> None:

@@ -6,7 +6,7 @@ import json
 import math
 
 from ratekeeper.core.decisions import Decision
-from ratekeeper.wire.headers import rate_limit_headers, seconds
+from ratekeeper.wire.headers import rate_limit_headers, seconds, whole_seconds
 from ratekeeper.wire.problems import Problem, pointer
 from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
@@ -30,6 +30,34 @@ def test_an_infinite_wait_gives_a_day() -> None:
     assert seconds(10**9) == 86_400
     assert seconds(0.0001) == 1
     assert seconds(-3) == 0
+
+
+def test_the_reset_is_rounded_up_and_never_cut_at_a_day() -> None:
+    month = rate_limit_headers([Decision(False, 3, 0, 2_592_000.0, 2_592_000.0)])
+    assert month["X-RateLimit-Reset"] == "2592000"
+    assert month["Retry-After"] == "86400"  # Retry-After alone stops at a day
+    assert rate_limit_headers([Decision(True, 2, 1, 0.001, 0.0)])["X-RateLimit-Reset"] == "1"
+    assert rate_limit_headers([Decision(True, 2, 2, 0.0, 0.0)])["X-RateLimit-Reset"] == "0"
+    assert [whole_seconds(v) for v in (1e-9, 1.0, 1.5, 10**9, -1.0, math.nan, math.inf)] == [
+        1,
+        1,
+        2,
+        10**9,
+        0,
+        0,
+        86_400,
+    ]
+
+
+def test_the_headers_take_the_names_they_are_given() -> None:
+    names = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+    headers = rate_limit_headers([Decision(False, 10, 0, 42.5, 7.2)], names=names)
+    assert headers == {
+        "RateLimit-Limit": "10",
+        "RateLimit-Remaining": "0",
+        "RateLimit-Reset": "43",
+        "Retry-After": "8",
+    }
 
 
 def test_the_status_closest_to_its_limit_speaks() -> None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ratekeeper.stores import AsyncStore, Store
 
 
-def _rules(rules: Any) -> tuple[RuleSet, list[str | os.PathLike[str]]]:
+def _rules(rules: Any, merge_domains: bool) -> tuple[RuleSet, list[str | os.PathLike[str]]]:
     """The rule set to start with, and the files to watch (none for a given ``RuleSet``)."""
     from ratekeeper.rules import RuleSet, load_rules
 
@@ -40,7 +40,7 @@ def _rules(rules: Any) -> tuple[RuleSet, list[str | os.PathLike[str]]]:
     if isinstance(rules, RuleSet):
         return rules, []
     paths = [rules] if isinstance(rules, str | os.PathLike) else _paths(rules)
-    return load_rules(paths), paths
+    return load_rules(paths, merge_domains=merge_domains), paths
 
 
 def _paths(rules: Any) -> list[str | os.PathLike[str]]:
@@ -79,9 +79,15 @@ def _one(limit: Limit | str, what: str) -> Limit:
     return limits[0]
 
 
-def _check_options(cache_size: Any, cache_ttl: Any, reload_interval: Any) -> None:
-    """``ConfigError`` unless ``cache_size`` is a positive integer and ``cache_ttl`` and
-    ``reload_interval`` (unless None) positive finite seconds."""
+def _check_options(
+    cache_size: Any, cache_ttl: Any, reload_interval: Any, switches: dict[str, Any]
+) -> None:
+    """``ConfigError`` unless ``cache_size`` is a positive integer, ``cache_ttl`` and
+    ``reload_interval`` (unless None) positive finite seconds, and each of ``switches`` a
+    bool."""
+    for name, value in switches.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be True or False, not {value!r}")
     if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
         raise ConfigError(f"cache_size must be an integer of at least 1, not {cache_size!r}")
     for name, seconds in (("cache_ttl", cache_ttl), ("reload_interval", reload_interval)):
@@ -115,11 +121,14 @@ class EngineBase:
         reload_interval: float | None = 1.0,
         clock: Callable[[], float] = time.monotonic,
         observer: Observer | None = None,
+        shadow: bool = False,
+        merge_domains: bool = False,
         debt: bool = False,
     ) -> None:
         domain = check_text(domain, "domain")
-        _check_options(cache_size, cache_ttl, reload_interval)
-        ruleset, paths = _rules(rules)
+        switches = {"shadow": shadow, "merge_domains": merge_domains, "debt": debt}
+        _check_options(cache_size, cache_ttl, reload_interval, switches)
+        ruleset, paths = _rules(rules, merge_domains)
         if store is None or isinstance(store, str):
             opened = type(self)._memory() if store is None else type(self)._open(store)
         else:
@@ -134,15 +143,16 @@ class EngineBase:
             cache_ttl=cache_ttl,
             clock=clock,
         )
-        # Debt: every limit the engine applies counts every hit, refused or not.
-        if not isinstance(debt, bool):
-            raise ConfigError(f"debt is True or False, not {debt!r}")
-        self.planner.debt = debt
-        self.watcher = RuleWatcher(paths, self.planner.set_rules, reload_interval or 1.0)
+        self.planner.debt = debt  # every limit the engine applies counts every hit
+        self.watcher = RuleWatcher(
+            paths, self.planner.set_rules, reload_interval or 1.0, merge_domains=merge_domains
+        )
         self._watching = bool(paths) and reload_interval is not None
         self.store = opened
         self._apply = opened.apply
         self.observer = observer
+        #: Every refusal of ``check`` is let through and marked ``shadowed``.
+        self.shadow = shadow
         cache = self.planner.cache
         self._lookup = cache.lookup
         self._lock = threading.Lock()

@@ -24,7 +24,7 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import MAX_COST, check_cost, check_key
 from ratekeeper.core.limits import Limit, charged
 from ratekeeper.engine.base import EngineBase
-from ratekeeper.engine.plans import Plan, prepare, requests, single, verdict
+from ratekeeper.engine.plans import Plan, prepare, requests, shadowed, single, verdict
 from ratekeeper.engine.verdict import Descriptor, Status, Verdict, unlimited
 from ratekeeper.rules.model import Entry
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
@@ -43,10 +43,14 @@ class Engine(EngineBase, Closing):
     ``default``: the limit of a key ``is_allowed`` finds no override for (else it is allowed).
     ``domain``: the namespace of ``is_allowed``'s keys. Plans are cached, at most
     ``cache_size`` of them, none older than ``cache_ttl`` seconds, and a change the configuration
-    store reports from any instance drops what it makes wrong at once. ``debt``: every limit the
-    engine applies (rules, overrides, the default, a limit sent with a descriptor or given to
-    ``hit``) counts every hit, refused or not, as Envoy's reference service counts
-    (``Limit(debt=True)``; a limit that cannot hold a debt decides as without). Example::
+    store reports from any instance drops what it makes wrong at once. ``merge_domains``: rule
+    files may share a domain (``load_rules``). ``shadow``: ``check`` lets every refusal through,
+    marked ``shadowed`` and logged at DEBUG, as if every limit were a rule's in ``shadow_mode``
+    (everything is counted as usual; ``decide``, ``is_allowed`` and ``hit`` answer the store's
+    decision as it is). ``debt``: every limit the engine applies (rules, overrides, the default,
+    a limit sent with a descriptor or given to ``hit``) counts every hit, refused or not, as
+    Envoy's reference service counts (``Limit(debt=True)``; a limit that cannot hold a debt
+    decides as without). Example::
 
         engine = Engine(rules="ratelimit.yaml", config="sqlite:///ratekeeper.db")
         engine.is_allowed("user:241531")
@@ -123,6 +127,8 @@ class Engine(EngineBase, Closing):
                         result = _new(Verdict, (True, (_new(Status, one),)))
                     else:
                         result = single(plan, decision)
+                if not result[0] and self.shadow:
+                    result = shadowed(domain, result)
                 if self.observer is not None:
                     self.observer(domain, result.statuses)
                 return result
@@ -134,6 +140,8 @@ class Engine(EngineBase, Closing):
         else:
             decisions = self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
         result = verdict(plans, decisions)
+        if self.shadow:
+            result = shadowed(domain, result)
         if self.observer is not None:
             self.observer(domain, result.statuses)
         return result
@@ -260,6 +268,8 @@ class AsyncEngine(EngineBase, AsyncClosing):
                         result = _new(Verdict, (True, (_new(Status, one),)))
                     else:
                         result = single(plan, decision)
+                if not result[0] and self.shadow:
+                    result = shadowed(domain, result)
                 if self.observer is not None:
                     self.observer(domain, result.statuses)
                 return result
@@ -278,6 +288,8 @@ class AsyncEngine(EngineBase, AsyncClosing):
                 await self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
             )
         result = verdict(plans, decisions)
+        if self.shadow:
+            result = shadowed(domain, result)
         if self.observer is not None:
             self.observer(domain, result.statuses)
         return result

@@ -19,6 +19,7 @@ from ratekeeper.core.decisions import deny
 from ratekeeper.core.errors import ConfigError, ConfigStoreError, InvalidInputError
 from ratekeeper.core.inputs import check_cost, check_key, check_text
 from ratekeeper.core.limits import Limit, with_debt
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.store_keys import descriptor_entries, descriptor_key, identity
 from ratekeeper.engine.cache import TTLCache
 from ratekeeper.engine.ticker import Ticker
@@ -38,6 +39,9 @@ _new = tuple.__new__
 
 #: How long the engine leaves a failed configuration store alone before trying it again.
 RETRY_AFTER_ERROR = 1.0
+#: The throttle's keys of the configuration store's failures (logged once a minute, counted).
+_UNREAD = "configuration store failed; deciding by the last known limits, else the rules: %s"
+_UNFOLLOWED = "cannot follow the configuration store's changes; trying again every %gs: %s"
 #: The longest key (a descriptor's ``descriptor_key``) whose plan is cached. A request may
 #: carry long values (a header, a path), and the cache keeps what it is keyed by: a plan of a
 #: longer key is made again each time, so that the cache holds at most ``cache_size`` keys of
@@ -111,6 +115,7 @@ class Planner:
         self._config_down_until = 0.0
         self._subscribed = False
         self._ticker = Ticker(cache_ttl, self._tick, "ratekeeper-cache")
+        self._failing = LogThrottle(log, clock=clock)
 
     def start(self) -> None:
         """With a configuration store: follow the changes it reports, and expire the cache
@@ -137,13 +142,11 @@ class Planner:
             self.config.subscribe(self._changed)
         except ConfigStoreError as error:
             self.config_errors += 1
-            log.warning(
-                "cannot follow the configuration store's changes; trying again in %gs: %s",
-                self.cache.ttl,
-                error,
-            )
+            self._failing.log(logging.WARNING, _UNFOLLOWED, self.cache.ttl, error)
             return
         self._subscribed = True
+        if self._failing.clear(_UNFOLLOWED):
+            log.warning("following the configuration store's changes again")
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
@@ -193,12 +196,7 @@ class Planner:
                 except ConfigStoreError as error:
                     self.config_errors += 1
                     self._config_down_until = self.clock() + RETRY_AFTER_ERROR
-                    log.warning(
-                        "configuration store failed; deciding by the last known limits, "
-                        "else the rules, for %gs: %s",
-                        RETRY_AFTER_ERROR,
-                        error,
-                    )
+                    self._failing.log(logging.WARNING, _UNREAD, error)
                     if stale is not None:
                         return stale
                 except ConfigError as error:  # the key's stored override no longer validates
@@ -208,10 +206,15 @@ class Planner:
                         " known limit, else the rules: %s",
                         key,
                         error,
+                        extra={"domain": domain, "rule": rule.name or rule.path if rule else None},
                     )
                     if stale is not None:
                         self.cache.put(slot, stale)  # until the next change or expiry
                         return stale
+                else:
+                    if self._failing.holds(_UNREAD):
+                        self._failing.clear(_UNREAD)
+                        log.warning("configuration store answering again")
         if override is not None:
             plan = Plan(counted_as, self._shared(override.limit), rule, True)
         elif rule is not None:
@@ -369,6 +372,28 @@ def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
     counted = iter(decisions)
     statuses = tuple(status(plan, None if plan.limit is None else next(counted)) for plan in plans)
     return _new(Verdict, (_allowed(statuses), statuses))
+
+
+def shadowed(domain: str, result: Verdict) -> Verdict:
+    """``result`` with every refusal let through and marked ``shadowed``, each logged at DEBUG:
+    the engine's ``shadow`` mode, as if every limit were a rule's in ``shadow_mode``."""
+    statuses = result.statuses
+    for one in statuses:
+        if not one.allowed:
+            break
+    else:
+        return result
+    let_through = []
+    for one in statuses:
+        if one.allowed:
+            let_through.append(one)
+            continue
+        if log.isEnabledFor(logging.DEBUG):
+            rule = one.rule
+            what = "no rule" if rule is None else f"rule {rule.name or rule.path}"
+            log.debug("shadow mode: domain %s, %s: over its limit, let through", domain, what)
+        let_through.append(_new(Status, (True, *one[1:5], True)))
+    return _new(Verdict, (True, tuple(let_through)))
 
 
 def _refused(plan: Plan) -> Status:

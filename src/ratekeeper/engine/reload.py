@@ -47,8 +47,9 @@ class RuleWatcher:
     """Reloads the rule files ``paths`` when they change, and hands new rules to ``apply``.
 
     ``check()`` looks once; ``start()`` runs it every ``interval`` seconds on a daemon thread
-    until ``stop()``. ``reloads`` and ``errors`` count successful and failed reloads;
-    ``last_error`` keeps the latest failure's message.
+    until ``stop()``. ``merge_domains`` loads them as ``load_rules`` does with it. ``reloads``
+    and ``errors`` count successful and failed reloads; ``last_error`` keeps the latest
+    failure's message.
     """
 
     def __init__(
@@ -56,8 +57,11 @@ class RuleWatcher:
         paths: Sequence[str | os.PathLike[str]],
         apply: Callable[[RuleSet], None],
         interval: float = 1.0,
+        *,
+        merge_domains: bool = False,
     ) -> None:
         self.paths = [Path(path) for path in paths]
+        self.merge_domains = merge_domains
         self.apply = apply
         self.interval = interval
         self.reloads = 0
@@ -75,7 +79,7 @@ class RuleWatcher:
             return False
         self._seen = current
         try:
-            rules = load_rules(self.paths)
+            rules = load_rules(self.paths, merge_domains=self.merge_domains)
         except (ConfigError, OSError) as error:
             log.error("rule files not reloaded, the previous rules stay in force:\n%s", error)
             self.last_error = str(error)

@@ -7,8 +7,12 @@ import threading
 from collections.abc import Callable
 
 from ratekeeper.core.forks import renew_after_fork
+from ratekeeper.core.log_throttle import LogThrottle
 
 log = logging.getLogger("ratekeeper.engine")
+
+#: The throttle's key of an action that fails (with its traceback, once a minute).
+FAILED = "%s failed; trying again every %gs"
 
 
 class Ticker:
@@ -17,7 +21,9 @@ class Ticker:
     ``start()`` starts it, and does nothing while it runs; ``stop()`` stops it and waits for the
     thread; either may be called again. A forked child has no thread until ``start()``. An
     exception from ``action`` is logged and the ticking goes on: a background duty must
-    outlive a surprise.
+    outlive a surprise. An action that keeps failing is logged with its traceback once a
+    minute, with the count of the failures not logged (``LogThrottle``), and once when it
+    works again.
     """
 
     def __init__(self, interval: float, action: Callable[[], object], name: str) -> None:
@@ -26,6 +32,7 @@ class Ticker:
         self.name = name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._failing = LogThrottle(log)
         renew_after_fork(self)
 
     def start(self) -> None:
@@ -49,11 +56,16 @@ class Ticker:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self, stop: threading.Event) -> None:
+        failing = self._failing
         while not stop.wait(self.interval):
             try:
                 self.action()
             except Exception:
-                log.exception("%s failed; trying again in %gs", self.name, self.interval)
+                failing.log(logging.ERROR, FAILED, self.name, self.interval, exc_info=True)
+            else:
+                if failing.holds(FAILED):
+                    failing.clear(FAILED)
+                    log.warning("%s works again", self.name)
 
     def _after_fork(self) -> None:
         # The thread did not survive, and its event's lock may be held for ever.

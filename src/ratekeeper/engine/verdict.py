@@ -40,7 +40,8 @@ class Status(NamedTuple):
     is ``unlimited``; a rule of ``requests_per_unit: 0`` counts nothing either but refuses, with
     a decision of limit 0. ``limit`` is the limit applied and ``rule`` the rule that matched, if
     any; ``overridden`` says the limit came from the configuration store. ``shadowed`` says the
-    limit refused but the rule's ``shadow_mode`` let the hit through.
+    limit refused but the rule's ``shadow_mode``, or the engine's ``shadow``, let the hit
+    through.
     """
 
     allowed: bool

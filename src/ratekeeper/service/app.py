@@ -9,29 +9,32 @@ ends as an interrupt). With ``workers`` above 1, each worker process builds its 
 the same settings (``from_environment``), and their gRPC servers share the port. An address
 something else listens on is refused (exit 3), the gRPC one included.
 
+The workers write their metrics into a directory made for the run (``PROMETHEUS_MULTIPROC_DIR``,
+removed at exit), so that every scrape of ``/metrics`` reports the totals of them all (see
+``ratekeeper.service.multiprocess``).
+
 Starlette and uvicorn are the ``server`` extra, imported here only when serving: without them,
 ``MissingExtraError`` names the extra to install.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import socket
-import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.errors import ConfigStoreError, MissingExtraError
 from ratekeeper.core.redaction import redacted
+from ratekeeper.service.logs import ACCESS, configure_logging
 from ratekeeper.service.settings import Address, Settings
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.access import AccessLog
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -69,6 +72,8 @@ def build_engine(settings: Settings) -> AsyncEngine:
         rules=list(settings.rules),
         config=settings.config,
         cache_size=settings.plan_cache_size,
+        shadow=settings.shadow_mode,
+        merge_domains=settings.merge_domains,
         debt=settings.debt,
     )
 
@@ -88,6 +93,11 @@ def build_app(settings: Settings) -> Starlette:
         "" if domains == 1 else "s",
         ", ".join(rules.sources) or "no files",
     )
+    names: dict[str, list[str]] = {}
+    for rule in rules:
+        names.setdefault(rule.domain, []).append(rule.name or rule.path)
+    for domain, named in names.items():
+        log.debug("rules of domain %s: %s", domain, ", ".join(named))
     log.info("request store: %s", redacted(settings.store))
     log.info("configuration store: %s", redacted(settings.config))
     if settings.admin_token is None:
@@ -95,8 +105,9 @@ def build_app(settings: Settings) -> Starlette:
     from ratekeeper.service.admission import Admission
     from ratekeeper.service.metrics import Metrics
 
-    metrics = Metrics()
+    metrics = Metrics(multiprocess=settings.workers > 1)  # the workers' totals, shared
     metrics.track(engine)
+    access_log = _access_log(engine, settings)
     return create_app(
         engine,
         admin_token=settings.admin_token,
@@ -105,46 +116,27 @@ def build_app(settings: Settings) -> Starlette:
         metrics=metrics,
         grpc_address=str(settings.grpc),
         admission=Admission(settings.max_in_flight),
+        envoy_headers=settings.envoy_header_names if settings.envoy_headers else None,
+        access_log=access_log,
     )
+
+
+def _access_log(engine: AsyncEngine, settings: Settings) -> AccessLog | None:
+    """The access log ``settings`` ask for, made once the engine has its other observer (the
+    metrics)."""
+    if not settings.access_log:
+        return None
+    from ratekeeper.service.access import AccessLog
+
+    log.info("access log: on (logger %s)", ACCESS)
+    return AccessLog(engine)
 
 
 def from_environment() -> Starlette:
     """A worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set (uvicorn's factory)."""
     settings = Settings.read(None)
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, settings.log_level)
     return build_app(settings)
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def configure_logging(log_format: str) -> None:
-    """Log ratekeeper's and uvicorn's messages on stderr, as text lines or JSON lines."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-    for name in ("uvicorn", "uvicorn.error"):
-        logging.getLogger(name).handlers[:] = []
-        logging.getLogger(name).propagate = True
-    access = logging.getLogger("uvicorn.access")  # one line per request: off
-    access.handlers[:] = []
-    access.propagate = False
 
 
 def _environment(settings: Settings) -> dict[str, str]:
@@ -168,6 +160,9 @@ def _environment(settings: Settings) -> dict[str, str]:
         "DEBT": _flag(settings.debt),
         "ENVOY_HEADERS": _flag(settings.envoy_headers),
         "ENVOY_HEADER_NAMES": ",".join(settings.envoy_header_names),
+        # what --compat read is in the variables above: the workers do not read it again
+        "COMPAT": "none",
+        "MERGE_DOMAINS": _flag(settings.merge_domains),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
@@ -233,7 +228,11 @@ def serve(settings: Settings) -> int:
     require_server_extra()
     import uvicorn
 
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, settings.log_level)
+    for level, message in settings.notes:  # what reading the settings had to say
+        log.log(level, message)
+    if settings.shadow_mode:
+        log.warning("shadow mode: every refusal is let through, counted as shadowed")
     refused = _unlistenable(settings.grpc)
     if refused is not None:  # else gRPC's SO_REUSEPORT would share it with its holder
         log.error("could not listen on gRPC %s: %s", settings.grpc, refused)
@@ -248,14 +247,17 @@ def serve(settings: Settings) -> int:
         return 3
     common = uvicorn_options(settings)
     if settings.workers > 1:
+        from ratekeeper.service.multiprocess import shared_directory
+
         os.environ.update(_environment(settings))
         log.info("listening on http://%s with %d workers", settings.http, settings.workers)
-        uvicorn.run(
-            "ratekeeper.service.app:from_environment",
-            factory=True,
-            workers=settings.workers,
-            **common,
-        )
+        with shared_directory():  # the workers' metrics files, for this run only
+            uvicorn.run(
+                "ratekeeper.service.app:from_environment",
+                factory=True,
+                workers=settings.workers,
+                **common,
+            )
         return 0
     app = build_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, **common))

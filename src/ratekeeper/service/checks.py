@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidInputError
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.engine.verdict import Status
 from ratekeeper.service import bodies, envoy_json, nginx
 from ratekeeper.service.reading import (
@@ -36,15 +37,26 @@ if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
 
 log = logging.getLogger("ratekeeper.service")
+#: nginx misconfigured sends every request so: logged once a minute, with a count.
+_refusals = LogThrottle(log)
 
 
 class Checks:
     """The decision routes' handlers over one engine; ``ietf_headers`` adds ``RateLimit`` and
-    ``RateLimit-Policy`` to the rate-limit headers."""
+    ``RateLimit-Policy`` to the rate-limit headers; ``envoy_headers`` (the names of the limit,
+    remaining and reset headers) puts them in Envoy's ``POST /json`` answers too, as
+    ``responseHeadersToAdd``."""
 
-    def __init__(self, engine: AsyncEngine, *, ietf_headers: bool = False) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        ietf_headers: bool = False,
+        envoy_headers: tuple[str, str, str] | None = None,
+    ) -> None:
         self.engine = engine
         self.ietf_headers = ietf_headers
+        self.envoy_headers = envoy_headers
 
     async def _decide(self, check: bodies.Check) -> Decision | Answer:
         engine = self.engine
@@ -130,7 +142,7 @@ class Checks:
             return PlainTextResponse("Bad Request\n", 400)
         status = 429 if answer.code == OVER_LIMIT else 200
         headers = {DEGRADED: "true"} if answer.degraded else None
-        return json_response(envoy_json.response(answer), status, headers)
+        return json_response(envoy_json.response(answer, self.envoy_headers), status, headers)
 
     async def nginx(self, request: Request) -> Response:
         """``GET /v1/nginx``: nginx's ``auth_request``. Only 200 (let through) or 403 (refused),
@@ -141,7 +153,7 @@ class Checks:
         try:
             answer = await decide_async(self.engine, nginx.call_of(request.headers))
         except InvalidInputError as error:  # a store's failure is a 503: nginx's to answer
-            log.warning("nginx auth_request refused: %s", error)
+            _refusals.log(logging.WARNING, "nginx auth_request refused: %s", error)
             return Response(status_code=nginx.REFUSED, headers={"X-RateLimit-Problem": "invalid"})
         headers = rate_limit_headers(answer.statuses, ietf=self.ietf_headers)
         if answer.degraded:

@@ -5,7 +5,8 @@ Envoy's rate-limit service takes the same request over HTTP as over gRPC, a
 enums by name or number, 64-bit integers possibly quoted; an unknown field is an error), and
 answers a ``RateLimitResponse`` in that mapping: lowerCamelCase, default values left out,
 durations as ``"60s"``. The request becomes a ``translate.Call``; the answer comes from a
-``translate.Answer``.
+``translate.Answer``, with the rate-limit headers in ``responseHeadersToAdd`` when asked, as
+over gRPC.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from ratekeeper.core.errors import InvalidInputError
 from ratekeeper.core.inputs import MAX_COST, decimal
 from ratekeeper.service.bodies import CALL, DESCRIPTOR, ENTRY, OVERRIDE
-from ratekeeper.service.translate import Answer, Call, WireDescriptor
+from ratekeeper.service.translate import Answer, Call, WireDescriptor, headers_to_add
 
 _UNITS = ("UNKNOWN", "SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR", "WEEK")
 
@@ -128,9 +129,10 @@ def duration(seconds: float) -> str:
     return f"{whole}.{digits}s"
 
 
-def response(answer: Answer) -> dict[str, Any]:
+def response(answer: Answer, header_names: tuple[str, str, str] | None = None) -> dict[str, Any]:
     """A ``RateLimitResponse`` in protobuf's JSON, as Envoy's service sends it: default
-    values left out."""
+    values left out. With ``header_names`` (the limit, remaining and reset headers'), the
+    rate-limit headers are in ``responseHeadersToAdd``, as ``{"key": ..., "value": ...}``."""
     statuses = []
     for status in answer.statuses:
         one: dict[str, Any] = {"code": status.code}
@@ -149,4 +151,9 @@ def response(answer: Answer) -> dict[str, Any]:
         if status.duration_until_reset is not None:
             one["durationUntilReset"] = duration(status.duration_until_reset)
         statuses.append(one)
-    return {"overallCode": answer.code, "statuses": statuses}
+    body: dict[str, Any] = {"overallCode": answer.code, "statuses": statuses}
+    if header_names is not None:
+        added = headers_to_add(answer, header_names)
+        if added:
+            body["responseHeadersToAdd"] = [{"key": k, "value": v} for k, v in added]
+    return body

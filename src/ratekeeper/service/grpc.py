@@ -7,9 +7,12 @@ refuses as invalid (an empty domain, no descriptors, a limit with an unknown uni
 that are no ``RateLimitRequest``) is answered ``INVALID_ARGUMENT`` with the reason; a store
 that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE`` (Envoy's
 ``failure_mode_deny`` then decides), and so is a call past the bound of an ``Admission``
-(``ratekeeper.service.admission``), at once. The asyncio server lets concurrent requests share
-the request store's batching. ``serve_grpc`` starts it, with the health service reporting SERVING
-for the overall server and for the rate-limit service.
+(``ratekeeper.service.admission``), at once. Told the names of the rate-limit headers, the
+response carries them in ``response_headers_to_add`` (``translate.headers_to_add``), for Envoy
+to add to its client's answer, 429 or the application's. The asyncio server lets concurrent
+requests share the request store's batching. ``serve_grpc`` starts it, with the health service
+reporting SERVING for the overall server (``""``), the rate-limit service by its full name, and
+``ratelimit``, the name Envoy's own rate-limit service registers.
 """
 
 from __future__ import annotations
@@ -24,20 +27,33 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
-from ratekeeper.service.translate import Answer, Call, WireDescriptor, decide_async
+from ratekeeper.service.translate import (
+    Answer,
+    Call,
+    WireDescriptor,
+    decide_async,
+    headers_to_add,
+)
 from ratekeeper.wire.problems import UNAVAILABLE_ERRORS
 from ratekeeper.wire.statuses import OK
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.access import AccessLog
     from ratekeeper.service.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
+#: A store failing every call is logged once a minute, with a count.
+_failures = LogThrottle(log)
 
 #: The service's full name, as the health service reports it.
 SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
+#: The names the health service answers SERVING for: the whole server, the service, and the
+#: name Envoy's own rate-limit service registers (health checks copied from its deployments).
+HEALTH_NAMES = ("", SERVICE, "ratelimit")
 
 Response = rls_pb2.RateLimitResponse
 #: ``RateLimitUnit``'s names, by number.
@@ -61,9 +77,15 @@ def call_of(request: rls_pb2.RateLimitRequest) -> Call:
     return Call(request.domain, tuple(descriptors), request.hits_addend)
 
 
-def response_of(answer: Answer) -> rls_pb2.RateLimitResponse:
-    """The ``RateLimitResponse`` of an ``Answer``."""
+def response_of(
+    answer: Answer, header_names: tuple[str, str, str] | None = None
+) -> rls_pb2.RateLimitResponse:
+    """The ``RateLimitResponse`` of an ``Answer``; with ``header_names`` (the limit, remaining
+    and reset headers'), it carries the rate-limit headers in ``response_headers_to_add``."""
     response = Response(overall_code=Response.OK if answer.code == OK else Response.OVER_LIMIT)
+    if header_names is not None:
+        for key, value in headers_to_add(answer, header_names):
+            response.response_headers_to_add.add(key=key, value=value)
     for one in answer.statuses:
         status = response.statuses.add(
             code=Response.OK if one.code == OK else Response.OVER_LIMIT,
@@ -83,17 +105,20 @@ def response_of(answer: Answer) -> rls_pb2.RateLimitResponse:
 
 class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
     """``ShouldRateLimit`` over ``engine``; each call's time goes to ``metrics``, if given,
-    and ``admission``, if given, bounds the calls in flight."""
+    ``admission``, if given, bounds the calls in flight, and ``header_names``, if given, name
+    the rate-limit headers each response carries (``response_of``)."""
 
     def __init__(
         self,
         engine: AsyncEngine,
         metrics: Metrics | None = None,
         admission: Admission | None = None,
+        header_names: tuple[str, str, str] | None = None,
     ) -> None:
         self.engine = engine
         self.metrics = metrics
         self.admission = admission
+        self.header_names = header_names
 
     async def ShouldRateLimit(
         self, request: rls_pb2.RateLimitRequest | DecodeError, context: Any
@@ -129,13 +154,15 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             raise  # abort raises; this line is never reached
         except UNAVAILABLE_ERRORS as error:
-            log.warning("ShouldRateLimit: %s", error)
+            _failures.log(
+                logging.WARNING, "ShouldRateLimit: %s", error, extra={"domain": request.domain}
+            )
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
             raise
         finally:
             if self.metrics is not None:
                 self.metrics.observe_latency("grpc", time.perf_counter() - started)
-        return response_of(answer)
+        return response_of(answer, self.header_names)
 
 
 def _parse(data: bytes) -> rls_pb2.RateLimitRequest | DecodeError:
@@ -147,12 +174,15 @@ def _parse(data: bytes) -> rls_pb2.RateLimitRequest | DecodeError:
         return error
 
 
-def _add_servicer(servicer: RateLimitServicer, server: grpc.aio.Server) -> None:
+def _add_servicer(
+    servicer: RateLimitServicer, server: grpc.aio.Server, access_log: AccessLog | None = None
+) -> None:
     """``rls_pb2_grpc.add_RateLimitServiceServicer_to_server``, but the requests parsed by
-    ``_parse``."""
+    ``_parse`` (and each call logged by ``access_log``, if given)."""
+    method = servicer.ShouldRateLimit
     methods = {
         "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
-            servicer.ShouldRateLimit,
+            method if access_log is None else access_log.grpc(method),
             request_deserializer=_parse,
             response_serializer=rls_pb2.RateLimitResponse.SerializeToString,
         )
@@ -166,13 +196,18 @@ async def serve_grpc(
     address: str,
     metrics: Metrics | None = None,
     admission: Admission | None = None,
+    *,
+    header_names: tuple[str, str, str] | None = None,
+    access_log: AccessLog | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
     free one); return the started server and the port it listens on. ``metrics`` records each
-    call's time as the ``grpc`` surface's; ``admission`` bounds the calls in flight."""
+    call's time as the ``grpc`` surface's; ``admission`` bounds the calls in flight;
+    ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
+    ``access_log`` logs each call."""
     server = grpc.aio.server()
-    servicer = RateLimitServicer(engine, metrics, admission)
-    _add_servicer(servicer, server)
+    servicer = RateLimitServicer(engine, metrics, admission, header_names)
+    _add_servicer(servicer, server, access_log)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:
@@ -182,7 +217,7 @@ async def serve_grpc(
     if port == 0:
         raise OSError(f"gRPC cannot listen on {address}: in use, or not this host's address")
     await server.start()
-    for name in ("", SERVICE):
+    for name in HEALTH_NAMES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("gRPC (Envoy's rate-limit protocol, health) listening on %s", address)
     return server, port

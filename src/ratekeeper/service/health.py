@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -34,6 +35,14 @@ async def _config_error(config: ConfigStore) -> str | None:
     return None
 
 
+def _past(message: str | None, at: float | None) -> dict[str, str] | None:
+    """A past failure as ``/readyz`` reports it: its message and when it happened."""
+    if message is None or at is None:
+        return None
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
+    return {"message": message, "at": stamp}
+
+
 class Health:
     """The probes' handlers over one engine."""
 
@@ -45,8 +54,11 @@ class Health:
         return json_response({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """``GET /readyz``: 200 when the request store answers, else 503; ``open_shards`` names
-        the shards (a Redis Cluster's masters) whose breaker is not closed. The configuration
+        """``GET /readyz``: 200 when the request store answers, else 503. ``error`` says why it
+        does not answer now (null once it does, whatever failed before); ``open_shards`` names
+        the shards (a Redis Cluster's masters) whose breaker is not closed; ``last_error`` is the
+        latest failure a decision met (``message``, and ``at``: when, in UTC), past, kept after
+        the store is back (null when none has failed). The configuration
         store is reported beside it but does not decide: without it the engine goes on
         deciding by the limits it knew and by the rules (``status`` is then ``degraded``),
         and every instance shares it, so failing the probe would take them all away."""
@@ -62,6 +74,7 @@ class Health:
             "breaker": health.breaker,
             "error": health.error,
             "open_shards": list(health.open_shards),
+            "last_error": _past(health.last_error, health.last_error_at),
         }
         if not health.ok:
             return json_response({"status": "unavailable", "store": store}, 503)

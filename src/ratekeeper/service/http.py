@@ -36,7 +36,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.service.admin import Admin
 from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.checks import Checks
@@ -59,6 +60,7 @@ from ratekeeper.service.responses import (
     answering,
     problem_raw,
     problem_response,
+    route_path,
     send_raw,
     timed,
 )
@@ -66,11 +68,16 @@ from ratekeeper.wire.problems import Problem
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.access import AccessLog
     from ratekeeper.service.metrics import Metrics
 
 __all__ = ["MAX_BODY", "create_app"]
 
 log = logging.getLogger("ratekeeper.service")
+#: A defect met by every request is logged (with its traceback) once a minute per route.
+_defects = LogThrottle(log)
+#: The hot path's defect: its template, method and path (the throttle's key).
+DEFECT = ("%s %s failed", "POST", "/v1/check")
 
 #: Seconds the gRPC server gives its calls in flight when the service stops.
 GRPC_GRACE = 10.0
@@ -85,16 +92,21 @@ def create_app(
     metrics: Metrics | None = None,
     grpc_address: str | None = None,
     admission: Admission | None = None,
+    envoy_headers: tuple[str, str, str] | None = None,
+    access_log: AccessLog | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
     ``close_engine`` closes the engine when the app shuts down. ``metrics`` (tracking
     ``engine``) is served at ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit
     service runs beside it on the same event loop, from startup to shutdown. ``admission``
-    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed)."""
+    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed).
+    ``envoy_headers`` (the names of the limit, remaining and reset headers) puts the rate-limit
+    headers in Envoy's answers, over gRPC and ``POST /json`` (``response_headers_to_add``).
+    ``access_log`` (over ``engine``) logs every decision request, over HTTP and gRPC."""
     if metrics is not None and admission is not None:
         metrics.admission = admission
-    checks = Checks(engine, ietf_headers=ietf_headers)
+    checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
     admin = Admin(engine, admin_token=admin_token)
     health = Health(engine)
 
@@ -105,12 +117,28 @@ def create_app(
         if grpc_address is not None:
             from ratekeeper.service.grpc import serve_grpc
 
-            server, _ = await serve_grpc(engine, grpc_address, metrics, admission)
+            server, _ = await serve_grpc(
+                engine,
+                grpc_address,
+                metrics,
+                admission,
+                header_names=envoy_headers,
+                access_log=access_log,
+            )
+        publishing = None  # with many workers, this one's figures written every second
+        if metrics is not None and metrics.multiprocess:
+            publishing = asyncio.create_task(metrics.publish_every())
         try:
             yield
         finally:
             if server is not None:
                 await server.stop(GRPC_GRACE)
+            if publishing is not None:
+                publishing.cancel()
+                with suppress(asyncio.CancelledError):
+                    await publishing
+            if metrics is not None:
+                metrics.close()  # with many workers: the last figures, the gauges dropped
             if close_engine:
                 await engine.close()
 
@@ -137,10 +165,12 @@ def create_app(
     ]
     if metrics is not None:
         routes.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
-    return _CheckFirst(
+    app = _CheckFirst if access_log is None else _AccessLogged
+    return app(
         checks,
         None if metrics is None else partial(metrics.observe_latency, "http"),
         admission,
+        access_log,
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
@@ -180,7 +210,8 @@ async def _http_error(request: Request, error: Exception) -> Response:
 
 
 async def _unexpected(request: Request, error: Exception) -> Response:
-    log.exception("%s %s failed", request.method, request.url.path)
+    method, path = request.method, route_path(request)
+    _defects.log(logging.ERROR, "%s %s failed", method, path, key=(method, path), exc_info=True)
     return problem_response(FAILED)
 
 
@@ -194,12 +225,14 @@ class _CheckFirst(Starlette):
         checks: Checks,
         observe: Callable[[float], None] | None,
         admission: Admission | None,
+        access_log: AccessLog | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self._checks = checks
         self._observe = observe
         self._admission = admission
+        self._access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -230,7 +263,7 @@ class _CheckFirst(Starlette):
         except Exception as error:
             problem = answer_to(error, "POST", "/v1/check")
             if problem is None:
-                log.exception("POST /v1/check failed")
+                _defects.log(logging.ERROR, *DEFECT, key=DEFECT[1:], exc_info=True)
                 await send_raw(send, FAILED.status, *problem_raw(FAILED))
                 raise
             status, (headers, payload) = problem.status, problem_raw(problem)
@@ -238,3 +271,12 @@ class _CheckFirst(Starlette):
             if self._observe is not None:
                 self._observe(time.perf_counter() - started)
         await send_raw(send, status, headers, payload)
+
+
+class _AccessLogged(_CheckFirst):
+    """``_CheckFirst`` whose decision requests its access log logs (a class of its own, so that
+    without one the hot path does not even ask)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._access_log is not None
+        await self._access_log.asgi(super().__call__, scope, receive, send)

@@ -4,7 +4,7 @@
 and result. It also holds the decision-latency histogram the surfaces feed, and reads the rest
 when scraped, so that a decision pays for none of it: the request store's errors, breaker
 openings and degraded decisions (``store.ping()``), rule reloads and their errors, the
-configuration store's errors and the plan cache. Wiring::
+configuration store's errors and the plan cache (``ratekeeper.service.scraped``). Wiring::
 
     metrics = Metrics()
     engine = AsyncEngine(rules="ratelimit.yaml", observer=metrics)
@@ -18,11 +18,19 @@ one process do not clash. Label values are bounded: a domain the rules do not na
 as ``"unknown"``, no label holds a key or a descriptor value, and past ``max_label_sets``
 label sets new ones are counted under ``"other"``.
 
+``Metrics(multiprocess=True)`` is for a service of many worker processes: each counts into
+prometheus_client's multiprocess files and every scrape reports the whole service (see
+``ratekeeper.service.multiprocess``).
+
 Needs the ``server`` extra (``prometheus-client``); ``import ratekeeper`` never imports it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
+import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextlib import AbstractContextManager
@@ -36,14 +44,31 @@ if TYPE_CHECKING:
     from ratekeeper.service.admission import Admission
 
 try:
-    from prometheus_client import CollectorRegistry, Histogram, generate_latest, make_asgi_app
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client import (
+        CollectorRegistry,
+        Counter,
+        Histogram,
+        generate_latest,
+        make_asgi_app,
+    )
+    from prometheus_client.core import CounterMetricFamily, Metric
     from prometheus_client.exposition import choose_encoder
 except ImportError as error:  # pragma: no cover - exercised in a subprocess without the extra
     raise MissingExtraError("prometheus-client", "server") from error
 
+from ratekeeper.service import scraped
+from ratekeeper.service.multiprocess import (
+    PUBLISH_INTERVAL,
+    Published,
+    SharedCollector,
+    directory,
+    drop_gauges,
+)
+
 if TYPE_CHECKING:
     from ratekeeper.engine import Status
+
+log = logging.getLogger("ratekeeper.service")
 
 #: The content type of ``Metrics.text()``: Prometheus's text format, as prometheus_client
 #: names it.
@@ -76,6 +101,10 @@ UNKNOWN = "unknown"
 #: The ``domain`` and ``rule`` labels of decisions past ``max_label_sets``.
 OTHER = "other"
 
+_DECISIONS = "ratekeeper_decisions"
+_DECISIONS_HELP = "Decisions, one per descriptor, by domain, rule and result."
+_DECISION_LABELS = ("domain", "rule", "result")
+
 _UNTRACKED = object()  # the default limit while no engine is tracked: any limit may be it
 
 Scope = MutableMapping[str, Any]
@@ -98,12 +127,23 @@ class Metrics:
     ``track(engine)`` adds what is read when scraped, and tells which domains the rules name
     (until then, only the domain of a rule that matched is known: the others count as
     ``unknown``). Thread-safe; the observer never raises.
+
+    With ``multiprocess``, the counts and the latency histogram are written into
+    prometheus_client's multiprocess files as they are made, in the directory
+    ``PROMETHEUS_MULTIPROC_DIR`` names (set before prometheus_client was imported, else
+    ``ValueError``), and a scrape reads every process's files: the service's totals. What is
+    read when scraped is published into them by ``publish()``, at every scrape and every
+    second in ``publish_every()``; ``close()`` as the process stops. ``max_label_sets``
+    bounds each process's label sets. ``decisions()`` stays this process's. One per process:
+    two would write the same counts over each other.
     """
 
-    def __init__(self, *, max_label_sets: int = 1000) -> None:
+    def __init__(self, *, max_label_sets: int = 1000, multiprocess: bool = False) -> None:
         if max_label_sets < 1:
             raise ValueError(f"max_label_sets must be at least 1, not {max_label_sets!r}")
         self.max_label_sets = max_label_sets
+        self.multiprocess = multiprocess
+        shared = directory() if multiprocess else None
         self.registry = CollectorRegistry()
         self.engine: Engine | AsyncEngine | None = None
         self._counts: dict[tuple[str, str, str], int] = {}
@@ -119,14 +159,26 @@ class Metrics:
             "Time to decide one request, by the surface that received it.",
             ["surface"],
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=None if multiprocess else self.registry,
         )
         self._latency = {surface: latency.labels(surface) for surface in SURFACES}
-        self.registry.register(_Collector(self))
+        # With many processes, each label set's counter child, made once: a decision adds 1.
+        self._children: dict[tuple[str, str, str], Counter] | None = None
+        self._published: Published | None = None
+        self._publishing = threading.Lock()
+        if shared is None:
+            self.registry.register(_Collector(self))
+        else:
+            self._decisions = Counter(_DECISIONS, _DECISIONS_HELP, _DECISION_LABELS, registry=None)
+            self._children = {}
+            self._published = Published()
+            self._directory = shared
+            self.registry.register(SharedCollector(shared, self.publish))
         self.app = MetricsApp(self)
 
     def __call__(self, domain: str, statuses: tuple[Status, ...]) -> None:
         counts = self._counts
+        children = self._children
         default = self._default
         with self._lock:
             for status in statuses:
@@ -155,6 +207,8 @@ class Metrics:
                     self._count_new(key, rule is not None)
                 else:
                     counts[key] = count + 1
+                    if children is not None:
+                        children[key].inc()
 
     def _count_new(self, key: tuple[str, str, str], matched: bool) -> None:
         """Count a label set not counted yet: under ``unknown`` when its domain is not one of
@@ -168,6 +222,12 @@ class Metrics:
         if key not in counts and len(counts) >= self.max_label_sets:
             key = (OTHER, OTHER, result)
         counts[key] = counts.get(key, 0) + 1
+        children = self._children
+        if children is not None:
+            child = children.get(key)
+            if child is None:
+                child = children[key] = self._decisions.labels(*key)
+            child.inc()
 
     def _known(self, domain: str) -> bool:
         if domain in self._domains:
@@ -224,6 +284,48 @@ class Metrics:
         """The metrics in Prometheus's text format (of content type ``CONTENT_TYPE``)."""
         return generate_latest(self.registry)
 
+    def publish(self) -> None:
+        """With ``multiprocess``, write what is read when scraped (``scraped.families``) into
+        this process's files, as it is now; without, nothing. A scrape calls it first."""
+        published = self._published
+        if published is not None:
+            with self._publishing:
+                published.publish(scraped.families(self))
+
+    async def publish_every(self, seconds: float = PUBLISH_INTERVAL) -> None:
+        """With ``multiprocess``, ``refresh()`` and ``publish()`` every ``seconds`` until
+        cancelled, so that a scrape another process answers is at most that old; a failure
+        is logged once, when it starts. Without, return at once. ``seconds`` must be a
+        positive finite number (else ``ValueError``)."""
+        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        if not (number and 0 < seconds < math.inf):
+            raise ValueError(f"seconds must be a positive finite number, not {seconds!r}")
+        if self._published is None:
+            return
+        failing = False
+        while True:
+            try:
+                await self.refresh()
+                self.publish()
+            except Exception:
+                if not failing:
+                    log.exception(
+                        "could not publish this worker's metrics; trying every %g s", seconds
+                    )
+                failing = True
+            else:
+                if failing:
+                    log.info("publishing this worker's metrics again")
+                failing = False
+            await asyncio.sleep(seconds)
+
+    def close(self) -> None:
+        """With ``multiprocess``, publish this process's last figures and drop its gauges
+        from the files, as it stops: its counts stay in the totals; without, nothing."""
+        if self._published is not None:
+            self.publish()
+            drop_gauges(os.getpid(), self._directory)
+
     def health(self) -> Health | None:
         """The tracked engine's store's health, as a scrape reports it; None if unknown."""
         engine = self.engine
@@ -238,7 +340,7 @@ class Metrics:
         return answered
 
     def decisions(self) -> dict[tuple[str, str, str], int]:
-        """A copy of the decision counts, by ``(domain, rule, result)``."""
+        """A copy of this process's decision counts, by ``(domain, rule, result)``."""
         with self._lock:
             return dict(self._counts)
 
@@ -253,107 +355,19 @@ class Metrics:
 
 
 class _Collector:
-    """What ``Metrics`` reads when scraped: its decision counts and the tracked engine."""
+    """What ``Metrics`` of one process reads when scraped: its decision counts, and the
+    families of ``scraped``."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
         metrics = self.metrics
-        decisions = CounterMetricFamily(
-            "ratekeeper_decisions",
-            "Decisions, one per descriptor, by domain, rule and result.",
-            labels=["domain", "rule", "result"],
-        )
+        decisions = CounterMetricFamily(_DECISIONS, _DECISIONS_HELP, labels=_DECISION_LABELS)
         for labels, count in sorted(metrics.decisions().items()):
             decisions.add_metric(labels, count)
         yield decisions
-        if metrics.admission is not None:
-            yield from _admission(metrics.admission)
-        engine = metrics.engine
-        if engine is None:
-            return
-        yield from _store(metrics.health())
-        watcher, planner = engine.watcher, engine.planner
-        yield _counter("ratekeeper_rule_reloads", "Rule reloads applied.", watcher.reloads)
-        yield _counter(
-            "ratekeeper_rule_reload_errors",
-            "Rule reloads refused: a rule file did not validate, the previous rules stayed.",
-            watcher.errors,
-        )
-        yield _counter(
-            "ratekeeper_config_store_errors",
-            "Configuration store failures and invalid overrides.",
-            planner.config_errors,
-        )
-        misses = planner.cache_misses
-        yield _counter("ratekeeper_plan_cache_misses", "Plans loaded on a cache miss.", misses)
-        yield _counter(
-            "ratekeeper_plan_cache_hits",
-            "Decisions made by a cached plan (decisions by a plan less the misses).",
-            metrics.cache_hits(misses),
-        )
-        entries = GaugeMetricFamily("ratekeeper_plan_cache_entries", "Plans cached now.")
-        entries.add_metric([], len(planner.cache))
-        yield entries
-
-
-def _store(health: Health | None) -> Iterator[Metric]:
-    if health is None:
-        return
-    up = GaugeMetricFamily("ratekeeper_store_up", "1 when the request store answered a ping.")
-    up.add_metric([], 1 if health.ok else 0)
-    yield up
-    breaker = GaugeMetricFamily(
-        "ratekeeper_store_breaker_state",
-        "The request store's circuit breaker: 1 for its current state.",
-        labels=["state"],
-    )
-    for state in ("closed", "open", "half-open"):
-        breaker.add_metric([state], 1 if health.breaker == state else 0)
-    yield breaker
-    shards = GaugeMetricFamily(
-        "ratekeeper_store_shards_open",
-        "Shards of the request store (a Redis Cluster's masters) whose breaker is not closed.",
-    )
-    shards.add_metric([], len(health.open_shards))
-    yield shards
-    yield _counter("ratekeeper_store_errors", "Request store failures.", health.failures)
-    yield _counter(
-        "ratekeeper_store_breaker_openings",
-        "Times a circuit breaker opened, a re-opening after a failed probe included.",
-        health.opened,
-    )
-    yield _counter(
-        "ratekeeper_store_degraded_decisions",
-        "Decisions the failure policy made instead of the request store.",
-        health.degraded,
-    )
-
-
-def _admission(admission: Admission) -> Iterator[Metric]:
-    shed = CounterMetricFamily(
-        "ratekeeper_requests_shed",
-        "Requests turned away at once, the most decisions in flight being under way "
-        "(503 overloaded, gRPC UNAVAILABLE); no store error.",
-        labels=["surface"],
-    )
-    for surface, count in admission.shed.items():
-        shed.add_metric([surface], count)
-    yield shed
-    in_flight = GaugeMetricFamily("ratekeeper_decisions_in_flight", "Decisions under way now.")
-    in_flight.add_metric([], admission.in_flight)
-    yield in_flight
-    most = GaugeMetricFamily(
-        "ratekeeper_decisions_in_flight_max",
-        "The most decisions under way at once (--max-in-flight).",
-    )
-    most.add_metric([], admission.limit)
-    yield most
-
-
-def _counter(name: str, documentation: str, value: int) -> CounterMetricFamily:
-    return CounterMetricFamily(name, documentation, value=value)
+        yield from scraped.families(metrics)
 
 
 class MetricsApp:

@@ -55,7 +55,11 @@ _RATE_HEADERS = {
     for name, text, schema in (
         ("X-RateLimit-Limit", "the limit of the status closest to its limit", {"type": "integer"}),
         ("X-RateLimit-Remaining", "hits it still allows", {"type": "integer"}),
-        ("X-RateLimit-Reset", "seconds until it is fully available again", {"type": "integer"}),
+        (
+            "X-RateLimit-Reset",
+            "seconds until it is fully available again, rounded up",
+            {"type": "integer"},
+        ),
         (
             "Retry-After",
             "seconds until a refused hit could pass (on 429 only; at most a day)",

@@ -18,9 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Send
 
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.wire.problems import MEDIA_TYPE, UNAVAILABLE_ERRORS, Problem, problem_of
 
 log = logging.getLogger("ratekeeper.service")
+#: A store failing every request is logged once a minute per route, with a count.
+_failures = LogThrottle(log)
 
 Handler = Callable[[Request], Awaitable[Response]]
 RawHeaders = list[tuple[bytes, bytes]]
@@ -48,12 +51,21 @@ def problem_response(problem: Problem, headers: dict[str, str] | None = None) ->
     return Response(problem.encode(), problem.status, headers, media_type=MEDIA_TYPE)
 
 
+def route_path(request: Request) -> str:
+    """The path of the route ``request`` took, as written (``/v1/overrides/{key:path}``): what
+    a log names, never the key a path holds; the request's path when no route took it."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else request.url.path
+
+
 def answer_to(error: Exception, method: str, path: str) -> Problem | None:
     """The problem that answers ``error`` (raised answering ``method path``; a store's failure
-    is logged), or None for a defect (see ``problem_of``)."""
+    is logged, once a minute per route with a count of the others), or None for a defect (see
+    ``problem_of``)."""
     problem = problem_of(error)
     if isinstance(error, UNAVAILABLE_ERRORS):
-        log.warning("%s %s: %s", method, path, error)
+        _failures.log(logging.WARNING, "%s %s: %s", method, path, error, key=(method, path))
     return problem
 
 
@@ -64,7 +76,7 @@ def answering(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except Exception as error:
-            problem = answer_to(error, request.method, request.url.path)
+            problem = answer_to(error, request.method, route_path(request))
             if problem is None:
                 raise
             return problem_response(problem)

@@ -39,6 +39,15 @@ flag                      variable                      default
 ``LIMIT,REMAINING,RESET`` ``NAMES``                     ``Remaining,X-RateLimit-Reset``
 ========================  ============================  =====================================
 
+``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
+service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: ``envoy-ratelimit``
+reads its environment variables (``REDIS_URL``, ``RUNTIME_ROOT``, ``HOST``, ...) and its runtime
+directory, and stops the start on a variable ratekeeper cannot honour (``service.compat``);
+``none`` does not. Not given, it is ``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no
+``--rules`` nor ``RATEKEEPER_RULES`` is, else ``none``. ``--merge-domains``
+(``RATEKEEPER_MERGE_DOMAINS``, the reference's ``MERGE_DOMAIN_CONFIG``) lets rule files share a
+domain.
+
 ``--plan-cache-size N`` (``RATEKEEPER_PLAN_CACHE_SIZE``, default ``100000``) bounds the limits
 each worker process caches (its plans, about 0.5 KB each, the stale ones kept for a configuration
 store outage included), and so its memory.
@@ -50,6 +59,7 @@ one, named by its flag (and its variable when it came from there).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,7 +76,7 @@ LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: The names of the limit, remaining and reset headers of the gRPC answer, by default.
 ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
-STORE_SCHEMES = ("memory", "redis", "rediss", "redis+sentinel", "redis+cluster")
+STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
 CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
 MAX_WORKERS = 512
 #: The most plans a worker may cache: about 0.5 KB each, so some 50 GB.
@@ -107,6 +117,11 @@ class Settings:
     debt: bool = False
     envoy_headers: bool = False
     envoy_header_names: tuple[str, str, str] = ENVOY_HEADER_NAMES
+    # -- compatibility with envoyproxy/ratelimit's settings (service.compat) --
+    compat: str = "none"
+    merge_domains: bool = False
+    #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
+    notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
     def read(
@@ -118,6 +133,7 @@ class Settings:
         env = os.environ if environ is None else environ
         errors: list[str] = []
         values: dict[str, Any] = {}
+        translated = _compat(given, env, values, errors)
         for name, parse in _PARSERS.items():
             flag = "--" + name.replace("_", "-")
             variable = "RATEKEEPER_" + name.upper()
@@ -128,6 +144,9 @@ class Settings:
                 if name == "rules":
                     raw = [path for path in raw.split(os.pathsep) if path]
                 where = f"{flag} (from ${variable})"
+            if raw is None and name in translated:
+                raw, source = translated[name]
+                where = f"{flag} (from {source})"
             if raw is None:
                 continue
             try:
@@ -143,6 +162,45 @@ class Settings:
         if errors:
             raise ConfigError(errors)
         return settings
+
+
+def _compat(
+    given: Mapping[str, Any], env: Mapping[str, str], values: dict[str, Any], errors: list[str]
+) -> dict[str, tuple[Any, str]]:
+    """The raw values envoyproxy/ratelimit's settings give, with their sources, when
+    ``--compat`` reads them (``service.compat``); their errors are added to ``errors``, and
+    the mode and the lines to log to ``values``."""
+    from ratekeeper.service import compat
+
+    rules_given = given.get("rules") is not None or "RATEKEEPER_RULES" in env
+    try:
+        mode, why = compat.mode(given.get("compat"), env, rules_given)
+    except ValueError as error:
+        where = (
+            "--compat" if given.get("compat") is not None else "--compat (from $RATEKEEPER_COMPAT)"
+        )
+        errors.append(f"{where}: {error}")
+        return {}
+    values["compat"] = mode
+    if mode == compat.NONE:
+        return {}
+    named = {
+        name
+        for name in _PARSERS
+        if given.get(name) is not None or "RATEKEEPER_" + name.upper() in env
+    }
+    translation = compat.translate(env, named)
+    errors.extend(translation.errors)
+    level = logging.INFO if why.startswith(("--", "$")) else logging.WARNING
+    values["notes"] = (
+        (
+            level,
+            f"reading envoyproxy/ratelimit's variables and runtime directory ({why}); "
+            "the flags and RATEKEEPER_* variables win over them",
+        ),
+        *translation.notes,
+    )
+    return translation.values
 
 
 def _url(schemes: tuple[str, ...]) -> Any:
@@ -242,6 +300,8 @@ def _header_names(value: str | tuple[str, ...] | list[str]) -> tuple[str, str, s
         )
     if len({name.lower() for name in names}) != 3:
         raise ValueError(f"expected three different header names, not {value!r}")
+    if any(name.lower() == "retry-after" for name in names):  # sent beside them on a refusal
+        raise ValueError(f"Retry-After is sent on its own; name three others, not {value!r}")
     return names[0], names[1], names[2]
 
 
@@ -276,6 +336,7 @@ _PARSERS: dict[str, Any] = {
     "debt": _switch,
     "envoy_headers": _switch,
     "envoy_header_names": _header_names,
+    "merge_domains": _switch,
 }
 
 
@@ -354,4 +415,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--envoy-header-names",
         metavar="LIMIT,REMAINING,RESET",
         help="the names of --envoy-headers (default " + ",".join(ENVOY_HEADER_NAMES) + ")",
+    )
+    parser.add_argument(
+        "--compat",
+        metavar="MODE",
+        help="envoy-ratelimit: also read envoyproxy/ratelimit's variables (REDIS_URL, "
+        "RUNTIME_ROOT, ...) under these flags; none: do not (default: envoy-ratelimit when "
+        "RUNTIME_ROOT is set and no rules are given)",
+    )
+    parser.add_argument(
+        "--merge-domains",
+        action="store_const",
+        const=True,
+        help="let rule files share a domain: their descriptors join one tree",
     )

@@ -6,7 +6,8 @@ nginx's ``auth_request``) parses its request into a ``Call``, and formats the ``
 (Envoy's rules), how a limit sent with a descriptor becomes a ``Limit`` (sent as
 ``requests_per_unit: 0``, it refuses every hit uncounted, as a rule of 0 does), and how the
 engine's verdict becomes Envoy's statuses (``OK`` / ``OVER_LIMIT``, ``current_limit``,
-``limit_remaining``, ``duration_until_reset``). No I/O and no wire format here.
+``limit_remaining``, ``duration_until_reset``) and the headers Envoy adds to its client's
+answer (``response_headers_to_add``). No I/O and no wire format here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.core.limits import Limit
 from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Status, Verdict
 from ratekeeper.rules.model import UNITS, Entry
+from ratekeeper.wire.headers import RETRY_AFTER, rate_limit_headers
 from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
 if TYPE_CHECKING:
@@ -136,6 +138,23 @@ def answer(verdict: Verdict) -> Answer:
         tuple(_status(one) for one in verdict.statuses),
         verdict.degraded,
     )
+
+
+def headers_to_add(answer: Answer, names: tuple[str, str, str]) -> tuple[tuple[str, str], ...]:
+    """The headers Envoy adds to its client's answer for ``answer`` (``response_headers_to_add``,
+    as Envoy's service sends them when asked): the limit, remaining and reset headers, named
+    ``names``, of the status closest to its limit (``ratekeeper.wire.headers``; a refusing one
+    first, as Envoy's service chooses), and ``Retry-After`` when the answer is ``OVER_LIMIT``.
+    Empty when no limit applied.
+
+    Example: ``names`` ``("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")``
+    and a refusal of 10 a minute 20.5 s before its window ends give ``(("X-RateLimit-Limit",
+    "10"), ("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "21"), ("Retry-After", "21"))``.
+    """
+    headers = rate_limit_headers(answer.statuses, names=names)
+    if answer.code != OVER_LIMIT:  # a refusal that did not refuse (quota or shadow mode)
+        headers.pop(RETRY_AFTER, None)
+    return tuple(headers.items())
 
 
 def _status(status: Status) -> WireStatus:

@@ -102,8 +102,16 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         from ratekeeper.stores import overlimit, resilience
         from ratekeeper.stores import redis as stores
         from ratekeeper.stores.deferred import Deferred
-        from ratekeeper.stores.redis.clients import check_url, open_client, timeout_of
+        from ratekeeper.stores.redis.clients import (
+            check_url,
+            open_client,
+            split_prefix,
+            timeout_of,
+        )
 
+        url, prefix = split_prefix(url)
+        if prefix is not None:
+            options.setdefault("prefix", prefix)  # one given in code wins over the URL's
         policy = options.pop("on_store_error", "local")
         instances = options.pop("instances", 1)
         resilience.check_instances(instances)
@@ -140,7 +148,7 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
     return open_redis
 
 
-_REDIS = ("redis", "rediss", "redis+sentinel", "redis+cluster")
+_REDIS = ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
 _SYNC: dict[str, Callable[[str, dict[str, Any]], Store]] = {
     "memory": _memory,
     **dict.fromkeys(_REDIS, _redis_opener(asyncio=False)),
@@ -166,11 +174,12 @@ def _open(
 def open_store(url: str = "memory://", **options: Any) -> Store:
     """Open the request store named by ``url``.
 
-    ``memory://``; ``redis://host:port/db`` and ``rediss://``; ``redis+sentinel://host:port,
-    host:port/service``; ``redis+cluster://host:port,host:port``. ``options`` go to the store
-    (``clock``, ``max_keys`` for memory). For Redis: ``prefix`` and ``tag`` (see
-    ``ratekeeper.core.store_keys``), ``timeout`` per call in seconds (default: the URL's
-    ``?timeout=``, else 0.25), ``on_store_error`` (``"local"``, the default: limits kept in
+    ``memory://``; ``redis://host:port/db`` and ``rediss://``; ``unix:///path/redis.sock?db=0``;
+    ``redis+sentinel://host:port,host:port/service``; ``redis+cluster://host:port,host:port``
+    (``ratekeeper.stores.redis.clients``). ``options`` go to the store (``clock``, ``max_keys``
+    for memory). For Redis: ``prefix`` (default: the URL's ``?prefix=``, else ``rk``) and
+    ``tag`` (see ``ratekeeper.core.store_keys``), ``timeout`` per call in seconds (default: the
+    URL's ``?timeout=``, else 0.25), ``on_store_error`` (``"local"``, the default: limits kept in
     process while the store fails; ``"allow"``, ``"deny"``, or ``None`` to raise
     ``StoreError``; see ``ratekeeper.stores.resilience``), ``instances`` (the number of processes
     sharing the store, default 1: under ``"local"`` each enforces 1/``instances`` of every

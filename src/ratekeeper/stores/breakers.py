@@ -1,4 +1,11 @@
-"""Circuit breakers: one per shard of a request store (see ``resilience``)."""
+"""Circuit breakers: one per shard of a request store (see ``resilience``).
+
+An outage is logged in a few lines, however long it lasts and however busy the service is: the
+opening at once (an error), the re-openings after failed probes counted by a ``LogThrottle``
+(one line a minute while the outage lasts, each with the count of those not logged), the latest
+of them with its count when the store is back, then the recovery, once: "request store
+reachable again after 10.2 s". The probes themselves are logged at debug level.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +14,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.stores.health import Health
 
 log = logging.getLogger("ratekeeper.store")
+
+#: The throttle's key of an outage: the opening and the re-openings are one condition.
+_DOWN = "down"
 
 #: The states of a breaker, best first.
 _STATES = ("closed", "half-open", "open")
@@ -24,8 +35,9 @@ class CircuitBreaker:
     """Counts consecutive failures; open means "do not call the store now".
 
     ``failures_total`` counts every failure, ``opened`` every transition to open (a re-opening
-    after a failed probe too); ``last_error`` is the latest failure's message. ``name`` is the
-    shard the breaker guards, ``""`` for a whole store.
+    after a failed probe too); ``last_error`` is the latest failure's message and
+    ``last_error_at`` its wall-clock time (``time.time()``), kept after recovery. ``name`` is
+    the shard the breaker guards, ``""`` for a whole store.
     """
 
     def __init__(
@@ -43,11 +55,17 @@ class CircuitBreaker:
         self.failures_total = 0
         self.opened = 0
         self.last_error: str | None = None
+        self.last_error_at: float | None = None
         self.opened_at: float | None = None
+        self.down_since: float | None = None  # when the circuit opened from closed
         self.asked_at = 0.0  # when a call last asked for the store while the circuit was open
         self._probing = False
         self._lock = threading.Lock()
         self._what = f"request store shard {name}" if name else "request store"
+        self._log = LogThrottle(log, clock=self._now)
+
+    def _now(self) -> float:
+        return self.clock()
 
     @property
     def state(self) -> str:
@@ -67,7 +85,7 @@ class CircuitBreaker:
             if self._probing or now - self.opened_at < self.cooldown:
                 return False
             self._probing = True
-        log.info("%s: circuit half-open, probing the store", self._what)
+        log.debug("%s: circuit half-open, probing the store", self._what)
         return True
 
     def abandon(self) -> None:
@@ -84,40 +102,52 @@ class CircuitBreaker:
         if self.failures == 0:  # closed, and not probing: nothing to change (the common case)
             return
         with self._lock:
-            was_open = self.opened_at is not None
+            since, self.down_since = self.down_since, None
             self.failures = 0
             self.opened_at = None
             self._probing = False
-        if was_open:
-            log.warning("%s is back; circuit closed", self._what)
+        if since is not None:
+            self._log.clear(_DOWN)
+            log.warning(
+                "%s reachable again after %.1f s; circuit closed",
+                self._what,
+                self.clock() - since,
+            )
 
     def failed(self, error: BaseException) -> None:
         with self._lock:
             self.failures += 1
             self.failures_total += 1
             self.last_error = str(error)
+            self.last_error_at = time.time()
             probing, self._probing = self._probing, False
             if self.failures < self.threshold:
                 return
             opening = self.opened_at is None
             self.opened_at = self.asked_at = self.clock()
+            if opening:
+                self.down_since = self.opened_at
             if opening or probing:
                 self.opened += 1
         if opening:
-            log.error(
+            self._log.log(
+                logging.ERROR,
                 "%s failed %d times in a row (%s); circuit open, the failure policy "
                 "answers for %.1fs",
                 self._what,
                 self.failures,
                 error,
                 self.cooldown,
+                key=_DOWN,
             )
         elif probing:
-            log.warning(
+            self._log.log(
+                logging.WARNING,
                 "%s still failing (%s); circuit open again for %.1fs",
                 self._what,
                 error,
                 self.cooldown,
+                key=_DOWN,
             )
 
 
@@ -153,16 +183,19 @@ class Breakers:
         return breaker
 
     def health(self, answered: Health, degraded: int) -> Health:
-        """``answered`` (the store's own ping) with the breakers' worst state, their totals and
-        the shards whose breaker is not closed."""
+        """``answered`` (the store's own ping, whose ``error`` says why the store does not
+        answer now) with the breakers' worst state, their totals, the shards whose breaker is
+        not closed, and the latest failure any of them saw (``last_error``, past)."""
         self._retire()
         breakers = list(self.by_shard.values())
         states = [(breaker.name, breaker.state) for breaker in breakers]
         worst = max((state for _, state in states), key=_STATES.index)
-        errors = [breaker.last_error for breaker in breakers if breaker.last_error]
+        failed = [breaker for breaker in breakers if breaker.last_error_at is not None]
+        latest = max(failed, key=lambda breaker: breaker.last_error_at or 0.0, default=None)
         return answered._replace(
             breaker=worst,
-            error=answered.error or (errors[-1] if errors else None),
+            last_error=None if latest is None else latest.last_error,
+            last_error_at=None if latest is None else latest.last_error_at,
             failures=self._retired[0] + sum(breaker.failures_total for breaker in breakers),
             opened=self._retired[1] + sum(breaker.opened for breaker in breakers),
             degraded=degraded,
@@ -172,6 +205,7 @@ class Breakers:
     def _retire(self) -> None:
         """Retire the breakers of shards no call has asked for in ``STALE_COOLDOWNS``."""
         now = self._clock()
+        retired = []
         with self._lock:
             for name, breaker in list(self.by_shard.items()):
                 if (
@@ -182,3 +216,6 @@ class Breakers:
                     del self.by_shard[name]
                     failures, opened = self._retired
                     self._retired = (failures + breaker.failures_total, opened + breaker.opened)
+                    retired.append(breaker)
+        for breaker in retired:  # the re-openings it still counts are logged
+            breaker._log.clear(_DOWN)

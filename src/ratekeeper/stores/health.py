@@ -16,7 +16,8 @@ class Health(NamedTuple):
         ``"closed"`` for a store without a failure policy. For a store of several shards (a
         Redis Cluster), the worst shard's: ``"open"``, else ``"half-open"``, else ``"closed"``.
     ``error``
-        Why the store did not answer, else the last failure seen, else None.
+        Why the store did not answer the ping just now; None when it did, whatever failed
+        before (a breaker still open says so in ``breaker`` and ``open_shards``).
     ``failures``
         Store failures seen since the store was opened, over every shard.
     ``opened``
@@ -27,6 +28,9 @@ class Health(NamedTuple):
     ``open_shards``
         The names of the shards whose breaker is not closed (``""`` names a store without
         shards), sorted; a Redis Cluster names a shard by its master's ``host:port``.
+    ``last_error`` and ``last_error_at``
+        The latest failure of a call through the failure policy's breakers, and when it
+        happened (``time.time()``), else None: past, kept after the store is back.
     """
 
     ok: bool
@@ -36,3 +40,5 @@ class Health(NamedTuple):
     opened: int = 0
     degraded: int = 0
     open_shards: tuple[str, ...] = ()
+    last_error: str | None = None
+    last_error_at: float | None = None

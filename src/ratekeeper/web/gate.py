@@ -41,6 +41,7 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import StoreError
 from ratekeeper.core.inputs import check_cost
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.decider import (
     AsyncDecider,
     AsyncDescriptorDecider,
@@ -57,6 +58,9 @@ from ratekeeper.web.limits import CostLike, RateLimit
 from ratekeeper.web.request import Request
 
 log = logging.getLogger("ratekeeper.web")
+#: A store that fails with no failure policy fails every request: logged once a minute.
+_failures = LogThrottle(log)
+UNANSWERED = "the request store failed and has no failure policy: %s"
 
 S = TypeVar("S")
 
@@ -301,7 +305,7 @@ class Gate(BaseGate):
                     all_or_nothing=self.all_or_nothing_rules,
                 )
         except StoreError as error:
-            log.warning("the request store failed and has no failure policy: %s", error)
+            _failures.log(logging.WARNING, UNANSWERED, error)
             return Outcome(False, unavailable=str(error))
         outcome = self._outcome(request, plan, decisions, shadowed, verdict)
         if outcome.delay > 0.0:
@@ -350,7 +354,7 @@ class AsyncGate(BaseGate):
                     all_or_nothing=self.all_or_nothing_rules,
                 )
         except StoreError as error:
-            log.warning("the request store failed and has no failure policy: %s", error)
+            _failures.log(logging.WARNING, UNANSWERED, error)
             return Outcome(False, unavailable=str(error))
         outcome = self._outcome(request, plan, decisions, shadowed, verdict)
         if outcome.delay > 0.0:

@@ -1,13 +1,21 @@
 """The rate-limit headers of an HTTP answer, from the statuses of one decision.
 
-``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and ``X-RateLimit-Reset`` (seconds until the
-limit is fully available again, rounded up) describe the status closest to its limit: the one
-with the fewest hits remaining, a refusing one first. ``Retry-After`` (whole seconds, rounded
-up, at most a day; an infinite wait gives a day) is sent only when the decision refuses, and
-holds the longest wait of the refusing statuses. With ``ietf=True`` the IETF httpapi draft's
-fields (revision 10) are added, each a Structured Field list of one item naming the status by
-its rule's name: ``RateLimit-Policy: "name";q=100;w=60`` (quota; window in seconds) and
-``RateLimit: "name";r=50;t=30`` (remaining; seconds until the quota is whole again).
+``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and ``X-RateLimit-Reset`` describe the status
+closest to its limit: a refusing one first, then the one with the fewest hits remaining, then
+the one that resets last. ``X-RateLimit-Reset`` is the seconds until that limit is fully
+available again, rounded up to whole seconds: never 0 while something is counted (half a
+per-second window gives 1), and never cut short (a monthly limit's reset runs to the end of
+its window, up to 2,592,000 seconds, as the IETF ``t=`` does).
+
+``Retry-After`` (whole seconds, rounded up, at most a day; an infinite wait gives a day) is
+sent only when the decision refuses, and holds the longest wait of the refusing statuses: a
+client looks again at least daily, so that a limit raised meanwhile (an override, new rules)
+is seen.
+
+With ``ietf=True`` the IETF httpapi draft's fields (revision 10) are added, each a Structured
+Field list of one item naming the status by its rule's name: ``RateLimit-Policy:
+"name";q=100;w=60`` (quota; window in seconds) and ``RateLimit: "name";r=50;t=30``
+(remaining; seconds until the quota is whole again).
 
 A status is a ``WireStatus``, an engine ``Status`` or a bare ``Decision``. Statuses
 no limit applies to (unlimited, whitelisted) give no header.
@@ -27,7 +35,7 @@ from ratekeeper.wire.statuses import OK, WireStatus
 
 #: What a Structured Field String holds as it is: printable ASCII, less ``%`` (its escape).
 _PRINTABLE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
-#: The longest ``Retry-After``: a day.
+#: The longest ``Retry-After``: a day. Also the reset of a limit that never resets.
 MAX_RETRY_AFTER = 86_400
 
 LIMIT = "X-RateLimit-Limit"
@@ -38,6 +46,8 @@ RATELIMIT = "RateLimit"
 RATELIMIT_POLICY = "RateLimit-Policy"
 #: Set to ``true`` on an answer that the store's failure policy made (a degraded decision).
 DEGRADED = "X-RateLimit-Degraded"
+#: The names of the limit, remaining and reset headers, unless told others.
+NAMES = (LIMIT, REMAINING, RESET)
 
 
 class _Seen(NamedTuple):
@@ -51,7 +61,7 @@ class _Seen(NamedTuple):
 
 
 def seconds(value: float) -> int:
-    """``value`` seconds as a header's whole seconds: rounded up, 0 to ``MAX_RETRY_AFTER``."""
+    """``value`` seconds as ``Retry-After`` gives them: rounded up, 0 to ``MAX_RETRY_AFTER``."""
     if math.isnan(value) or value <= 0:
         return 0
     if value >= MAX_RETRY_AFTER:
@@ -110,9 +120,10 @@ def _decision(status: Decision) -> _Seen | None:
     )
 
 
-def _whole(value: float) -> int:
-    """``value`` seconds rounded up, as the IETF fields give them: no cap of a day, as a
-    window or a reset can be longer (an unknown one, infinite, gives a day)."""
+def whole_seconds(value: float) -> int:
+    """``value`` seconds as a reset or a window is given: rounded up, so that only 0 gives 0,
+    and not capped, as a window can be longer than a day (an unknown one, infinite, gives a
+    day)."""
     if math.isnan(value) or value <= 0:
         return 0
     return MAX_RETRY_AFTER if math.isinf(value) else math.ceil(value)
@@ -127,9 +138,13 @@ def _sf_string(text: str) -> str:
 
 
 def rate_limit_headers(
-    statuses: Iterable[WireStatus | Status | Decision], *, ietf: bool = False
+    statuses: Iterable[WireStatus | Status | Decision],
+    *,
+    ietf: bool = False,
+    names: tuple[str, str, str] = NAMES,
 ) -> dict[str, str]:
-    """The rate-limit headers of a decision made of ``statuses`` (see the module's doc).
+    """The rate-limit headers of a decision made of ``statuses`` (see the module's doc);
+    ``names`` are those of the limit, remaining and reset headers.
 
     Example: one ``Decision(False, 10, 0, 42.5, 7.2)`` gives ``X-RateLimit-Limit: 10``,
     ``X-RateLimit-Remaining: 0``, ``X-RateLimit-Reset: 43`` and ``Retry-After: 8``.
@@ -141,10 +156,11 @@ def rate_limit_headers(
         closest = seen[0]
     else:
         closest = min(seen, key=lambda one: (one.allowed, one.remaining, -one.reset))
+    limit, remaining, reset = names
     headers = {
-        LIMIT: str(closest.limit),
-        REMAINING: str(max(closest.remaining, 0)),
-        RESET: str(seconds(closest.reset)),
+        limit: str(closest.limit),
+        remaining: str(max(closest.remaining, 0)),
+        reset: str(whole_seconds(closest.reset)),
     }
     refused = [one.retry_after for one in seen if not one.allowed]
     if refused:
@@ -153,7 +169,9 @@ def rate_limit_headers(
         name = _sf_string(closest.name)
         policy = f"{name};q={closest.limit}"
         if closest.window is not None:
-            policy += f";w={_whole(closest.window) or 1}"
+            policy += f";w={whole_seconds(closest.window) or 1}"
         headers[RATELIMIT_POLICY] = policy
-        headers[RATELIMIT] = f"{name};r={max(closest.remaining, 0)};t={_whole(closest.reset)}"
+        headers[RATELIMIT] = (
+            f"{name};r={max(closest.remaining, 0)};t={whole_seconds(closest.reset)}"
+        )
     return headers

@@ -1,15 +1,21 @@
 """Opening Redis clients from store URLs:
 
-    redis://[:password@]host:port/db       one server (rediss:// for TLS)
-    redis+sentinel://host:port,host:port/service[/db]
-    redis+cluster://host:port,host:port
+    redis://[[user]:password@]host:port/db     one server (rediss:// for TLS)
+    unix://[[user]:password@]/path/redis.sock?db=0
+                                               one server on a Unix socket (redis-py's form)
+    redis+sentinel://[[user]:password@]host:port,host:port/service[/db]
+    redis+cluster://[[user]:password@]host:port,host:port
 
 Every client gets a socket timeout (``timeout`` seconds, default 0.25) and no blind retries, so
 that no call waits much longer than its timeout; a cluster client still follows MOVED/ASK
 redirections and refreshes its view of the cluster after a failover, retrying once after a
 lost connection but never after a timeout (a script that timed out may have run). Every form
 takes the timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can
-set); a ``timeout`` option given in code wins over it.
+set); a ``timeout`` option given in code wins over it. Every form takes the store's key
+prefix (``ratekeeper.core.store_keys``) the same way, ``?prefix=team-a``, which the store's
+opener reads (``split_prefix``). The other query options of ``redis://``, ``rediss://`` and
+``unix://`` go to redis-py as its ``from_url`` reads them: ``rediss://...?ssl_ca_certs=
+/ca.pem&ssl_certfile=/client.pem&ssl_keyfile=/client.key&ssl_check_hostname=false``.
 
 An asyncio store times its round trips itself, so that the event loop's own lag does not count
 against the store (``deadlines``): its client, opened ``capped``, gets ``CAP`` times the
@@ -55,30 +61,60 @@ def _hosts(netloc: str) -> list[tuple[str, int]]:
     return hosts
 
 
+def _split(url: str, option: str) -> tuple[str, str | None]:
+    """``url`` without its ``option`` query parameter, and that parameter's last value (None
+    when it has none)."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    given = [value for name, value in pairs if name == option]
+    if not given:
+        return url, None
+    rest = urlencode([(name, value) for name, value in pairs if name != option])
+    return urlunsplit(parts._replace(query=rest)), given[-1]
+
+
 def split_timeout(url: str) -> tuple[str, float | None]:
     """``url`` without its ``timeout`` query parameter, and that timeout in seconds (None when
     it has none). Raises ``StoreConfigError`` for a timeout that is not positive seconds."""
-    parts = urlsplit(url)
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    given = [value for name, value in pairs if name == "timeout"]
-    if not given:
+    url, given = _split(url, "timeout")
+    if given is None:
         return url, None
     try:
-        timeout = float(given[-1])
+        timeout = float(given)
     except ValueError:
         timeout = 0.0
     if not 0 < timeout < 3600:
-        raise StoreConfigError(f"timeout must be positive seconds, not {given[-1]!r}")
-    rest = urlencode([(name, value) for name, value in pairs if name != "timeout"])
-    return urlunsplit(parts._replace(query=rest)), timeout
+        raise StoreConfigError(f"timeout must be positive seconds, not {given!r}")
+    return url, timeout
+
+
+def split_prefix(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``prefix`` query parameter, and that key prefix (None when it has
+    none). Raises ``StoreConfigError`` for a prefix ``store_keys.check_prefix`` refuses."""
+    from ratekeeper.core.store_keys import check_prefix
+
+    url, prefix = _split(url, "prefix")
+    if prefix is not None:
+        check_prefix(prefix)
+    return url, prefix
 
 
 def check_url(url: str) -> None:
     """Raise ``StoreConfigError`` unless ``url`` is a well-formed Redis store URL; no I/O."""
     url, _ = split_timeout(url)
+    url, _ = split_prefix(url)
     parts = urlsplit(url)
     path = [piece for piece in parts.path.split("/") if piece]
-    if parts.scheme in ("redis", "rediss"):
+    if parts.scheme == "unix":
+        if parts.netloc.rsplit("@", 1)[-1] or not parts.path.startswith("/") or not path:
+            raise StoreConfigError(
+                f"a unix:// store URL names the socket's absolute path, as in "
+                f"unix:///run/redis/redis.sock?db=0, not {redacted(url)!r}"
+            )
+        db = [value for name, value in parse_qsl(parts.query) if name == "db"]
+        if db and not decimal(db[-1]):
+            raise StoreConfigError(f"a unix:// URL's db is a database number, not {db[-1]!r}")
+    elif parts.scheme in ("redis", "rediss"):
         try:
             parts.port  # noqa: B018 - urlsplit checks the port when it is read
         except ValueError as error:
@@ -101,11 +137,13 @@ def check_url(url: str) -> None:
         raise StoreConfigError(f"not a Redis URL: {redacted(url)!r}")
 
 
-def _password(netloc: str) -> str | None:
+def _credentials(netloc: str) -> tuple[str | None, str | None]:
+    """The user name and password of ``[[user]:password@]host:port,...``, None when absent."""
     if "@" not in netloc:
-        return None
+        return None, None
     credentials = netloc.rsplit("@", 1)[0]
-    return unquote(credentials.split(":", 1)[-1]) or None
+    user, _, password = credentials.partition(":") if ":" in credentials else ("", "", credentials)
+    return unquote(user) or None, unquote(password) or None
 
 
 def timeout_of(url: str, timeout: float | None = None) -> float:
@@ -149,21 +187,23 @@ def open_client(
         "socket_connect_timeout": timeout,
         **options,
     }
-    if parts.scheme in ("redis", "rediss"):
+    if parts.scheme in ("redis", "rediss", "unix"):
         module = redis.asyncio if asyncio else redis
         packer = _hiredis_packer()
-        if packer is not None and parts.scheme == "redis":
+        if packer is not None and parts.scheme != "rediss":
             if asyncio and "connection_class" not in common:
-                common["connection_class"] = _hiredis_packed_connection()
+                common["connection_class"] = _hiredis_packed_connection(parts.scheme == "unix")
             elif not asyncio and "command_packer" not in common:
                 common["command_packer"] = packer
         return _checked(module.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **common))
     if parts.scheme == "redis+cluster":
         cluster = redis.asyncio.cluster if asyncio else redis.cluster
         nodes = [cluster.ClusterNode(host, port) for host, port in _hosts(parts.netloc)]
+        username, password = _credentials(parts.netloc)
         return _cluster_class(asyncio)(
             startup_nodes=nodes,
-            password=_password(parts.netloc),
+            username=username,
+            password=password,
             retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
             **common,
         )
@@ -181,9 +221,10 @@ def open_client(
         **common,
     )
     db = int(path[1]) if len(path) > 1 else 0
+    username, password = _credentials(parts.netloc)
     return _checked(
         sentinel.master_for(
-            path[0], db=db, password=_password(parts.netloc), retry=Retry(NoBackoff(), 0)
+            path[0], db=db, username=username, password=password, retry=Retry(NoBackoff(), 0)
         )
     )
 
@@ -226,18 +267,20 @@ def _hiredis_packer() -> Any:
     return HiredisPacker()
 
 
-@lru_cache(maxsize=1)
-def _hiredis_packed_connection() -> Any:
-    """An asyncio connection that packs commands with ``_hiredis_packer``.
+@lru_cache(maxsize=2)
+def _hiredis_packed_connection(unix: bool) -> Any:
+    """An asyncio connection (over TCP, or a Unix socket) that packs commands with
+    ``_hiredis_packer``.
 
     redis-py's asyncio connection packs every argument in Python, which is most of the client's
     time on a batch of hits; hiredis packs the same bytes in C.
     """
-    from redis.asyncio.connection import Connection
+    from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 
     packer = _hiredis_packer()
+    base: Any = UnixDomainSocketConnection if unix else Connection
 
-    class HiredisPackedConnection(Connection):
+    class HiredisPackedConnection(base):  # type: ignore[misc]
         def pack_command(self, *args: Any) -> list[bytes]:
             packed: list[bytes] = packer.pack(*args)
             return packed

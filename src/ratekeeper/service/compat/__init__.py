@@ -1,0 +1,226 @@
+"""``ratekeeper serve`` as a drop-in for Envoy's reference rate-limit service
+(envoyproxy/ratelimit): its environment variables and its runtime directory.
+
+``mode(flag, environ, rules_given)`` says whether to read them: ``--compat envoy-ratelimit`` or
+``RATEKEEPER_COMPAT=envoy-ratelimit`` asks for it, ``none`` refuses it, and when neither is
+given it is read when ``RUNTIME_ROOT`` is set and no ``--rules`` nor ``RATEKEEPER_RULES`` is.
+
+``translate(environ, given)`` turns the variables (``variables.VARIABLES``: all 114 of the
+reference, each with its default when unset) into raw setting values for ``Settings.read``,
+each with the variables it came from. The flags and ``RATEKEEPER_*`` variables still win: a
+setting named in ``given`` is not translated, and its variables are not checked. Every
+variable ratekeeper cannot honour is an error naming it and why; each ignored one that is set
+is a line for ``serve`` to log. ``runtime`` reads the runtime directory, ``store`` the Redis
+variables.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, NamedTuple
+
+from ratekeeper.service.compat.reader import Notes, Reader, Refused, refusal
+from ratekeeper.service.compat.variables import IGNORED, VARIABLES
+
+#: The value of ``--compat`` that reads the reference's settings, and the one that does not.
+ENVOY_RATELIMIT, NONE = "envoy-ratelimit", "none"
+MODES = (ENVOY_RATELIMIT, NONE)
+
+
+class Translation(NamedTuple):
+    """What the reference's settings say: ``values`` maps a ``Settings`` field to its raw
+    value and the variables it came from; ``errors`` name each variable that stops the start;
+    ``notes`` are ``(logging level, message)`` lines to log once logging is set up."""
+
+    values: dict[str, tuple[Any, str]]
+    errors: list[str]
+    notes: Notes
+
+
+def mode(flag: str | None, environ: Mapping[str, str], rules_given: bool) -> tuple[str, str]:
+    """The compatibility mode and why: ``--compat`` (``flag``), else ``RATEKEEPER_COMPAT``,
+    else ``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no rules are given, else
+    ``none``. Raises ``ValueError`` for a mode not in ``MODES``."""
+    variable = environ.get("RATEKEEPER_COMPAT") or None
+    for given, where in ((flag, "--compat"), (variable, "$RATEKEEPER_COMPAT")):
+        if given is None:
+            continue
+        if given not in MODES:
+            raise ValueError(f"expected one of {', '.join(MODES)}, not {given!r}")
+        return given, where
+    if "RUNTIME_ROOT" in environ and not rules_given:
+        return ENVOY_RATELIMIT, "RUNTIME_ROOT is set and neither --rules nor $RATEKEEPER_RULES is"
+    return NONE, ""
+
+
+def translate(environ: Mapping[str, str], given: Collection[str] = ()) -> Translation:
+    """The settings the reference's variables in ``environ`` describe, less those in ``given``
+    (names of ``Settings`` fields that flags or ``RATEKEEPER_*`` variables set)."""
+    found = Translation({}, [], [])
+    env = Reader(environ)
+    for name, (translate_one, variables) in _SETTINGS.items():
+        if name in given:
+            present = [f"${variable}" for variable in variables if variable in environ]
+            if present:
+                flag = "--" + name.replace("_", "-")
+                found.notes.append((logging.INFO, f"{', '.join(present)}: not read: {flag} wins"))
+            continue
+        try:
+            value = translate_one(env, found.notes)
+        except Refused as error:
+            found.errors.append(str(error))
+            continue
+        if value is not None:
+            set_ = [variable for variable in variables if variable in environ]
+            found.values[name] = (value, ", ".join(f"${v}" for v in set_ or variables))
+    for check in _CHECKS:
+        try:
+            check(env)
+        except Refused as error:
+            found.errors.append(str(error))
+    found.notes.extend(_ignored(env))
+    return found
+
+
+# -- the settings ---------------------------------------------------------------------------
+
+
+def _address(env: Reader, host: str, port: str) -> str:
+    name = env.text(host) or "0.0.0.0"  # Go listens on every address for ":8080"
+    number = env.port(port)
+    return f"[{name}]:{number}" if ":" in name else f"{name}:{number}"
+
+
+def _log_level(env: Reader, notes: Notes) -> str | None:
+    # Unset, ratekeeper's own default (info) stands: the reference's WARN would hide
+    # ratekeeper's start-up lines, which the reference logs as warnings.
+    return env.text("LOG_LEVEL") if env.given("LOG_LEVEL") else None
+
+
+def _log_format(env: Reader, notes: Notes) -> str | None:
+    if not env.given("LOG_FORMAT"):
+        return None
+    return "json" if env.text("LOG_FORMAT").lower() == "json" else "text"  # as the reference
+
+
+def _switch(variable: str) -> Callable[[Reader, Notes], str]:
+    def read(env: Reader, notes: Notes) -> str:
+        return "true" if env.switch(variable) else "false"
+
+    return read
+
+
+def _debt(env: Reader, notes: Notes) -> str:
+    """The reference counts every hit, refused or not, unless told to stop at the limit."""
+    stop = env.switch("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
+    if not stop:
+        default = "" if env.given("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") else " (its default)"
+        notes.append(
+            (
+                logging.INFO,
+                f"$STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false{default}: every hit counts, "
+                "refused or not, as the reference counts (--debt)",
+            )
+        )
+    return "false" if stop else "true"
+
+
+def _header_names(env: Reader, notes: Notes) -> str:
+    names = ("LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER")
+    return ",".join(env.text(name) for name in names)
+
+
+def _rules(env: Reader, notes: Notes) -> list[str]:
+    from ratekeeper.service.compat.runtime import runtime_rules
+
+    return [runtime_rules(env)]
+
+
+def _store(env: Reader, notes: Notes) -> str:
+    from ratekeeper.service.compat.store import store_url
+
+    return store_url(env, notes)
+
+
+def _group(flag: str) -> tuple[str, ...]:
+    return tuple(name for name, variable in VARIABLES.items() if variable.setting == flag)
+
+
+#: Each ``Settings`` field the reference's variables feed: how, and from which variables.
+_SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
+    "http": (lambda env, notes: _address(env, "HOST", "PORT"), _group("--http")),
+    "grpc": (lambda env, notes: _address(env, "GRPC_HOST", "GRPC_PORT"), _group("--grpc")),
+    "log_level": (_log_level, _group("--log-level")),
+    "log_format": (_log_format, _group("--log-format")),
+    "rules": (_rules, _group("--rules")),
+    "merge_domains": (_switch("MERGE_DOMAIN_CONFIG"), _group("--merge-domains")),
+    "store": (_store, _group("--store")),
+    "shadow_mode": (_switch("SHADOW_MODE"), _group("--shadow-mode")),
+    "debt": (_debt, _group("--debt")),
+    "envoy_headers": (_switch("LIMIT_RESPONSE_HEADERS_ENABLED"), _group("--envoy-headers")),
+    "envoy_header_names": (_header_names, _group("--envoy-header-names")),
+}
+
+
+# -- the variables ratekeeper follows at some values only -------------------------------------
+
+
+def _only(variable: str, *accepted: str) -> Callable[[Reader], None]:
+    """A check that refuses ``variable`` at any value but ``accepted``."""
+
+    def check(env: Reader) -> None:
+        if env.text(variable) not in accepted:
+            raise refusal(variable, env.text(variable))
+
+    return check
+
+
+def _off(variable: str) -> Callable[[Reader], None]:
+    """A check that refuses ``variable`` when true."""
+
+    def check(env: Reader) -> None:
+        if env.switch(variable):
+            raise refusal(variable, env.text(variable))
+
+    return check
+
+
+#: The checked variables that feed no setting (the Redis ones are checked with the store).
+_CHECKS = (
+    _only("GRPC_UDS", ""),
+    _off("GRPC_SERVER_USE_TLS"),
+    _only("CONFIG_TYPE", "FILE"),
+    _off("QUOTA_MODE"),
+    _off("RESPONSE_DYNAMIC_METADATA"),
+    _off("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"),
+)
+
+
+# -- the variables ratekeeper ignores -----------------------------------------------------------
+
+
+def _ignored(env: Reader) -> Notes:
+    """One line for each ignored variable that is set, and one for StatsD, which the reference
+    sends by default."""
+    notes: Notes = []
+    for name, variable in VARIABLES.items():
+        if variable.fate != IGNORED:
+            continue
+        if name == "USE_STATSD":
+            if not _true(env, name) or _true(env, "DISABLE_STATS"):
+                continue
+        elif not env.given(name):
+            continue
+        default = "" if env.given(name) else " (the reference's default)"
+        level = logging.WARNING if variable.warn else logging.INFO
+        notes.append((level, f"${name}={env.text(name)}{default}: ignored: {variable.note}"))
+    return notes
+
+
+def _true(env: Reader, name: str) -> bool:
+    """Whether an ignored switch is on; a value that is no Go bool counts as on."""
+    try:
+        return env.switch(name)
+    except Refused:
+        return True

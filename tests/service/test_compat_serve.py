@@ -1,0 +1,180 @@
+"""``ratekeeper serve`` started with envoyproxy/ratelimit's variables, as a real process: over a
+Unix-socket Redis with workers, in global shadow mode, and refusing what it cannot honour."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.servers import RedisServer, command
+from tests.service.served import Served
+
+RULES = """\
+domain: rl
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: gcra}
+"""
+
+
+def body(user: str) -> dict[str, object]:
+    return {"domain": "rl", "descriptors": [{"entries": [{"key": "user", "value": user}]}]}
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Path:
+    config = tmp_path / "srv" / "ratelimit" / "config"
+    config.mkdir(parents=True)
+    (config / "rl.yaml").write_text(RULES)
+    return tmp_path / "srv"
+
+
+@pytest.fixture
+def unix_redis() -> Iterator[RedisServer]:
+    directory = Path(tempfile.mkdtemp(prefix="rk-sock-"))  # a socket's path is short
+    server = RedisServer(directory, unix_socket=directory / "redis.sock")
+    command(server.port, "CONFIG", "SET", "requirepass", "s3cret")
+    yield server
+    server.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_two_workers_share_a_unix_socket_redis_named_by_the_references_variables(
+    tmp_path: Path, runtime: Path, unix_redis: RedisServer
+) -> None:
+    environ = {
+        "RUNTIME_ROOT": str(runtime),
+        "RUNTIME_SUBDIRECTORY": "ratelimit",
+        "REDIS_SOCKET_TYPE": "unix",
+        "REDIS_URL": str(unix_redis.unix_socket),
+        "REDIS_AUTH": "s3cret",
+        "CACHE_KEY_PREFIX": "team_",
+        "USE_STATSD": "false",
+        "RATEKEEPER_WORKERS": "2",
+    }
+    served = Served(tmp_path, environ=environ, stderr=subprocess.PIPE, reference_addresses=True)
+    try:
+        with httpx.Client(base_url=served.url, timeout=5) as client:
+            answers = [client.post("/json", json=body("alice")).status_code for _ in range(5)]
+    finally:
+        assert served.stop() == 0
+    # Each request may reach either worker: one count in Redis.
+    assert answers == [200, 200, 429, 429, 429]
+    client = redis.Redis(port=unix_redis.port, password="s3cret", decode_responses=True)
+    try:
+        keys = client.keys("*alice*")
+    finally:
+        client.close()
+    assert len(keys) == 1 and keys[0].startswith("team_rk:")
+    log = served.log()
+    # Read once, by the process that starts the workers; they are given the result.
+    assert log.count("reading envoyproxy/ratelimit's variables and runtime directory") == 1
+    assert f"request store: unix://:***@{unix_redis.unix_socket}?db=0&prefix=team_rk" in log
+    assert "Traceback" not in log
+
+
+def decisions(url: str) -> dict[tuple[str, str], float]:
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    return {
+        (sample.labels["domain"], sample.labels["result"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "ratekeeper_decisions_total"
+    }
+
+
+def test_shadow_mode_lets_every_refusal_through_and_counts_it(
+    tmp_path: Path, runtime: Path
+) -> None:
+    environ = {
+        "RUNTIME_ROOT": str(runtime),
+        "RUNTIME_SUBDIRECTORY": "ratelimit",
+        "RATEKEEPER_STORE": "memory://",
+        "SHADOW_MODE": "true",
+        "USE_STATSD": "false",
+    }
+    served = Served(tmp_path, environ=environ, stderr=subprocess.PIPE, reference_addresses=True)
+    try:
+        with httpx.Client(base_url=served.url, timeout=5) as client:
+            answers = [client.post("/json", json=body("bob")) for _ in range(4)]
+            counted = decisions(served.url)
+    finally:
+        assert served.stop() == 0
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 200]
+    assert [answer.json()["statuses"][0].get("limitRemaining", 0) for answer in answers] == [
+        1,
+        0,
+        0,
+        0,
+    ]
+    assert counted == {("rl", "allowed"): 2, ("rl", "shadowed"): 2}
+    log = served.log()
+    assert "shadow mode: every refusal is let through, counted as shadowed" in log
+    assert "$REDIS_URL" not in log  # RATEKEEPER_STORE won: the Redis variables are not read
+
+
+def test_a_variable_ratekeeper_cannot_honour_stops_the_start(tmp_path: Path, runtime: Path) -> None:
+    environ = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")},
+        "RUNTIME_ROOT": str(runtime),
+        "RUNTIME_SUBDIRECTORY": "ratelimit",
+        "BACKEND_TYPE": "memcache",
+        "GRPC_SERVER_USE_TLS": "true",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "serve"],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert [line.split(":", 2)[1].strip() for line in lines] == [
+        "$BACKEND_TYPE=memcache",
+        "$GRPC_SERVER_USE_TLS=true",
+    ]
+    assert all(line.startswith("error: ") and "not supported" in line for line in lines)
+
+
+def test_merge_domain_config_lets_two_files_share_a_domain(tmp_path: Path, runtime: Path) -> None:
+    config = runtime / "ratelimit" / "config"
+    (config / "rl-more.yaml").write_text(
+        "domain: rl\ndescriptors:\n"
+        "  - key: team\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+    )
+    base = {"RUNTIME_ROOT": str(runtime), "RUNTIME_SUBDIRECTORY": "ratelimit"}
+    environ = {**base, "RATEKEEPER_STORE": "memory://", "USE_STATSD": "false"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "serve"],
+        cwd=tmp_path,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}, **environ},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert f"{config / 'rl.yaml'}: domain: duplicate domain 'rl'" in refused.stderr
+    environ["MERGE_DOMAIN_CONFIG"] = "true"
+    served = Served(tmp_path, environ=environ, reference_addresses=True)
+    try:
+        with httpx.Client(base_url=served.url, timeout=5) as client:
+            team = {"domain": "rl", "descriptors": [{"entries": [{"key": "team", "value": "a"}]}]}
+            answers = [client.post("/json", json=team).status_code for _ in range(2)]
+            answers += [client.post("/json", json=body("carol")).status_code for _ in range(3)]
+    finally:
+        assert served.stop() == 0
+    assert answers == [200, 429, 200, 200, 429]
