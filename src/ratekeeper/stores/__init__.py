@@ -28,9 +28,10 @@ class Store(Protocol):
     state and returns the ``Decision``; ``now`` (seconds since the epoch) defaults to the store's
     clock. ``apply_many(hits, all_or_nothing=False, now=None)`` applies ``(key, limit, cost)``
     triples atomically as one batch; with ``all_or_nothing`` nothing is consumed unless every
-    hit is allowed. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots``
-    leases of a concurrency limit, the earliest-expiring first (its decision's ``granted`` is
-    the number released). ``reset(key, limit)`` forgets the key's state. ``ping()`` says
+    hit is allowed, but for the hits under a limit with debt, which count whatever the others
+    do. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots`` leases of a
+    concurrency limit, the earliest-expiring first (its decision's ``granted`` is the number
+    released). ``reset(key, limit)`` forgets the key's state. ``ping()`` says
     whether the store answers now, as a ``Health``. ``close()`` releases connections.
 
     Keys and costs are checked before anything is counted (``ratekeeper.core.inputs``): a bad one

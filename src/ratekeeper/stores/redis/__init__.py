@@ -24,9 +24,10 @@ in two phases:
    decision is reported with ``granted`` 0, as for a refused batch on one server.
 
 So such a batch never admits beyond any of its limits (a hit is counted before it is reported
-allowed), and a refused batch has consumed nothing once ``apply_many`` returns. It is not
-isolated: between the two phases another client can find the refused batch's hits counted
-and be refused for them. A refund is the exact inverse of its step when no other hit came in
+allowed), and a refused batch has consumed nothing once ``apply_many`` returns (but for its
+hits under a limit with debt, which count whatever the others do). It is not isolated:
+between the two phases another client can find the refused batch's hits counted and be
+refused for them. A refund is the exact inverse of its step when no other hit came in
 between (else see ``ratekeeper.algorithms``: the refill-based algorithms may give back up to
 that interval's refill more). If a part raises, the parts that admitted are refunded before
 ``StoreError`` is raised; if a refund itself fails, the decisions still say refused and the
