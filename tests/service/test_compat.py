@@ -501,3 +501,23 @@ def test_serve_takes_a_unix_socket_store() -> None:
     assert errors_of(["--store", "socket:///run/redis.sock"], {})[0].startswith(
         "--store: expected a URL starting with one of memory://, redis://, rediss://, unix://"
     )
+
+
+def test_the_references_variables_without_runtime_root_are_a_warning_not_silence() -> None:
+    environ = {"REDIS_URL": "127.0.0.1:6379", "REDIS_SOCKET_TYPE": "tcp", "PORT": "9000"}
+    settings = read([], environ)
+    assert settings.compat == "none"
+    assert settings.store == "memory://"
+    assert settings.notes == (
+        (
+            logging.WARNING,
+            "$REDIS_URL, $REDIS_SOCKET_TYPE: set but not read: ratekeeper reads "
+            "envoyproxy/ratelimit's variables with --compat envoy-ratelimit (or "
+            "RATEKEEPER_COMPAT=envoy-ratelimit), or when RUNTIME_ROOT is set and no rules "
+            "are given",
+        ),
+    )
+    # asked for none, or only common variables set: nothing to say
+    assert read(["--compat", "none"], environ).notes == ()
+    assert read([], {"RATEKEEPER_COMPAT": "none", **environ}).notes == ()
+    assert read([], {"HOST": "0.0.0.0", "PORT": "9000", "LOG_LEVEL": "info"}).notes == ()

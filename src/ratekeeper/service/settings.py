@@ -183,6 +183,9 @@ def _compat(
         return {}
     values["compat"] = mode
     if mode == compat.NONE:
+        unread = None if why or "RUNTIME_ROOT" in env else compat.unread(env)
+        if unread is not None:
+            values["notes"] = ((logging.WARNING, unread),)
         return {}
     named = {
         name

@@ -5,6 +5,9 @@
 ``RATEKEEPER_COMPAT=envoy-ratelimit`` asks for it, ``none`` refuses it, and when neither is
 given it is read when ``RUNTIME_ROOT`` is set and no ``--rules`` nor ``RATEKEEPER_RULES`` is.
 
+``unread(environ)`` names the reference's distinctive variables that are set when the mode is
+``none`` without being asked for, so that ``serve`` can warn that they are not read.
+
 ``translate(environ, given)`` turns the variables (``variables.VARIABLES``: all 114 of the
 reference, each with its default when unset) into raw setting values for ``Settings.read``,
 each with the variables it came from. The flags and ``RATEKEEPER_*`` variables still win: a
@@ -52,6 +55,43 @@ def mode(flag: str | None, environ: Mapping[str, str], rules_given: bool) -> tup
     if "RUNTIME_ROOT" in environ and not rules_given:
         return ENVOY_RATELIMIT, "RUNTIME_ROOT is set and neither --rules nor $RATEKEEPER_RULES is"
     return NONE, ""
+
+
+#: Variables only the reference's deployments set: one of them set while ``RUNTIME_ROOT`` is
+#: not is a warning (``HOST``, ``PORT``, ``LOG_LEVEL`` and such are too common to tell).
+DISTINCTIVE = (
+    "REDIS_URL",
+    "REDIS_SOCKET_TYPE",
+    "REDIS_TYPE",
+    "REDIS_AUTH",
+    "REDIS_PERSECOND",
+    "RUNTIME_SUBDIRECTORY",
+    "RUNTIME_APPDIRECTORY",
+    "RUNTIME_WATCH_ROOT",
+    "RUNTIME_IGNOREDOTFILES",
+    "GRPC_PORT",
+    "USE_STATSD",
+    "BACKEND_TYPE",
+    "CACHE_KEY_PREFIX",
+    "LIMIT_RESPONSE_HEADERS_ENABLED",
+    "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+    "SHADOW_MODE",
+    "MERGE_DOMAIN_CONFIG",
+)
+
+
+def unread(environ: Mapping[str, str]) -> str | None:
+    """The warning to log when the mode is ``none`` though it was not asked for and some of
+    ``DISTINCTIVE`` are set in ``environ``: they name them and say how to read them; None
+    when none is set."""
+    present = [f"${name}" for name in DISTINCTIVE if name in environ]
+    if not present:
+        return None
+    return (
+        f"{', '.join(present)}: set but not read: ratekeeper reads envoyproxy/ratelimit's "
+        "variables with --compat envoy-ratelimit (or RATEKEEPER_COMPAT=envoy-ratelimit), or "
+        "when RUNTIME_ROOT is set and no rules are given"
+    )
 
 
 def translate(environ: Mapping[str, str], given: Collection[str] = ()) -> Translation:
