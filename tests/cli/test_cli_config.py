@@ -162,3 +162,13 @@ def test_limits_reports_a_store_it_cannot_open(tmp_path: Path) -> None:
     assert err == (
         f"error: SQLite configuration store {path}: cannot open: unable to open database file\n"
     )
+
+
+def test_validate_refuses_a_directory_without_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "rules.json").write_text("{}")  # not a rule file: skipped
+    assert main(["config", "validate", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"no rules: {tmp_path} hold no *.yaml or *.yml rule file with a rate limit\n"
+    )

@@ -84,3 +84,51 @@ def test_a_broken_file_at_start_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as raised:
         Engine(rules=path)
     assert raised.value.errors[0].startswith(f"{path}: descriptors[0].rate_limit.unit")
+
+
+def test_a_reload_to_no_rules_keeps_the_old_ones(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A symlink swapped to a version whose files are not rule files is refused, as a broken
+    file is; once rules are back, reloads apply again."""
+    for version, name in (("v1", "rules.yaml"), ("v2", "rules.json"), ("v3", "rules.yml")):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / name).write_text(RULES.format(amount=len(version) + int(version[1])))
+    current = tmp_path / "current"
+    current.symlink_to(tmp_path / "v1")
+    engine = Engine(rules=current, reload_interval=None)
+    try:
+        assert limit_of(engine) == Limit(3, 60)
+
+        def swap(version: str) -> None:
+            link = tmp_path / "next"
+            link.symlink_to(tmp_path / version)
+            os.replace(link, current)
+
+        swap("v2")
+        with caplog.at_level(logging.ERROR, logger="ratekeeper.rules"):
+            assert engine.reload() is False
+        assert (engine.watcher.errors, engine.watcher.reloads) == (1, 0)
+        assert engine.watcher.last_error == (
+            f"{current}: no rule files, or no rules in them, where 1 rules were loaded: an "
+            "emptied rule directory is refused, as it would let every request through"
+        )
+        assert "previous rules stay in force" in caplog.text
+        assert limit_of(engine) == Limit(3, 60)
+
+        swap("v3")
+        assert engine.reload() is True
+        assert limit_of(engine) == Limit(5, 60)
+    finally:
+        engine.close()
+
+
+def test_an_engine_started_without_rules_may_reload_to_none(tmp_path: Path) -> None:
+    engine = Engine(rules=tmp_path, reload_interval=None)
+    try:
+        (tmp_path / "rules.yaml").write_text("domain: api\ndescriptors:\n  - key: user\n")
+        assert engine.reload() is True
+        assert len(engine.rules) == 0
+        assert engine.watcher.errors == 0
+    finally:
+        engine.close()

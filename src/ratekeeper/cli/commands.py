@@ -59,7 +59,8 @@ def one_line(message: object) -> str:
 
 
 def validate(paths: list[str]) -> int:
-    """``ratekeeper config validate FILE...``: load the rule files as the engine would."""
+    """``ratekeeper config validate FILE...``: load the rule files as the engine would; no
+    rule at all is invalid too (exit 1), as a service would limit nothing."""
     out, err = sys.stdout, sys.stderr
     from ratekeeper.rules import load_rules
 
@@ -72,6 +73,12 @@ def validate(paths: list[str]) -> int:
         return INVALID
     except OSError as error:
         print(f"{error.filename}: {error.strerror}", file=err)
+        return INVALID
+    if not rules:  # an empty directory, or files the loader skips: nothing would be limited
+        print(
+            f"no rules: {', '.join(paths)} hold no *.yaml or *.yml rule file with a rate limit",
+            file=err,
+        )
         return INVALID
     print(
         f"ok: {len(rules)} rules in {len(rules.domains)} domains from {', '.join(paths)}", file=out

@@ -145,7 +145,11 @@ class EngineBase:
         )
         self.planner.debt = debt  # every limit the engine applies counts every hit
         self.watcher = RuleWatcher(
-            paths, self.planner.set_rules, reload_interval or 1.0, merge_domains=merge_domains
+            paths,
+            self.planner.set_rules,
+            reload_interval or 1.0,
+            merge_domains=merge_domains,
+            loaded=len(ruleset),
         )
         self._watching = bool(paths) and reload_interval is not None
         self.store = opened

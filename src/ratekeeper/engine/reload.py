@@ -2,7 +2,10 @@
 
 A file is seen as changed when its modification time, size or inode changes (an editor's
 atomic rename included), and a directory when a rule file in it appears, goes or changes. A file
-that fails validation leaves the previous rules in force: the error is logged and counted.
+that fails validation leaves the previous rules in force: the error is logged and counted. So
+does a reload that would load no rule where rules were in force (a directory emptied, or a
+symlink swapped to a version whose files are not rule files): it would let every request
+through unnoticed.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ class RuleWatcher:
     """Reloads the rule files ``paths`` when they change, and hands new rules to ``apply``.
 
     ``check()`` looks once; ``start()`` runs it every ``interval`` seconds on a daemon thread
-    until ``stop()``. ``merge_domains`` loads them as ``load_rules`` does with it. ``reloads``
+    until ``stop()``. ``merge_domains`` loads them as ``load_rules`` does with it; ``loaded``
+    is the number of rules in force at the start (a reload to none is refused unless it is
+    0). ``reloads``
     and ``errors`` count successful and failed reloads; ``last_error`` keeps the latest
     failure's message.
     """
@@ -59,9 +64,11 @@ class RuleWatcher:
         interval: float = 1.0,
         *,
         merge_domains: bool = False,
+        loaded: int = 0,
     ) -> None:
         self.paths = [Path(path) for path in paths]
         self.merge_domains = merge_domains
+        self.loaded = loaded
         self.apply = apply
         self.interval = interval
         self.reloads = 0
@@ -80,12 +87,19 @@ class RuleWatcher:
         self._seen = current
         try:
             rules = load_rules(self.paths, merge_domains=self.merge_domains)
+            if not rules and self.loaded:
+                raise ConfigError(
+                    f"{', '.join(map(str, self.paths))}: no rule files, or no rules in them, "
+                    f"where {self.loaded} rules were loaded: an emptied rule directory is "
+                    "refused, as it would let every request through"
+                )
         except (ConfigError, OSError) as error:
             log.error("rule files not reloaded, the previous rules stay in force:\n%s", error)
             self.last_error = str(error)
             self.errors += 1  # counted last: whoever waits on the count sees the rest done
             return False
         self.apply(rules)
+        self.loaded = len(rules)
         log.info("rules reloaded from %s: %d rules", ", ".join(map(str, self.paths)), len(rules))
         self.last_error = None
         self.reloads += 1
