@@ -521,3 +521,20 @@ def test_the_references_variables_without_runtime_root_are_a_warning_not_silence
     assert read(["--compat", "none"], environ).notes == ()
     assert read([], {"RATEKEEPER_COMPAT": "none", **environ}).notes == ()
     assert read([], {"HOST": "0.0.0.0", "PORT": "9000", "LOG_LEVEL": "info"}).notes == ()
+
+
+def test_compat_mode_keeps_the_overrides_in_memory_unless_told(
+    reference: dict[str, str], tmp_path: Path
+) -> None:
+    settings = read([], reference)
+    assert settings.config == "sqlite://:memory:"
+    assert (
+        logging.INFO,
+        "configuration store: sqlite://:memory:, as envoyproxy/ratelimit keeps no overrides: "
+        "the overrides last until the process stops; --config (or RATEKEEPER_CONFIG) "
+        "sqlite:///PATH or postgresql://... keeps them",
+    ) in settings.notes
+    durable = f"sqlite:///{tmp_path}/overrides.db"
+    assert read(["--config", durable], reference).config == durable
+    assert read([], {**reference, "RATEKEEPER_CONFIG": durable}).config == durable
+    assert read(["--compat", "none"], reference).config == "sqlite:///ratekeeper.db"

@@ -43,7 +43,8 @@ flag                      variable                      default
 service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: ``envoy-ratelimit``
 reads its environment variables (``REDIS_URL``, ``RUNTIME_ROOT``, ``HOST``, ...) and its runtime
 directory, and stops the start on a variable ratekeeper cannot honour (``service.compat``);
-``none`` does not. Not given, it is ``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no
+``none`` does not; ``envoy-ratelimit`` keeps the overrides in memory (``sqlite://:memory:``)
+unless ``--config`` says otherwise, as the reference has no overrides store. Not given, it is ``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no
 ``--rules`` nor ``RATEKEEPER_RULES`` is, else ``none``. ``--merge-domains``
 (``RATEKEEPER_MERGE_DOMAINS``, the reference's ``MERGE_DOMAIN_CONFIG``) lets rule files share a
 domain.
@@ -78,6 +79,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
 CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
+#: The configuration store of ``--compat envoy-ratelimit`` when none is given.
+IN_MEMORY_CONFIG = "sqlite://:memory:"
 MAX_WORKERS = 512
 #: The most plans a worker may cache: about 0.5 KB each, so some 50 GB.
 MAX_PLAN_CACHE_SIZE = 100_000_000
@@ -194,6 +197,16 @@ def _compat(
     }
     translation = compat.translate(env, named)
     errors.extend(translation.errors)
+    if "config" not in named:  # the reference keeps no overrides: write no file unasked
+        translation.values["config"] = (IN_MEMORY_CONFIG, f"--compat {mode}")
+        translation.notes.append(
+            (
+                logging.INFO,
+                f"configuration store: {IN_MEMORY_CONFIG}, as envoyproxy/ratelimit keeps no "
+                "overrides: the overrides last until the process stops; --config (or "
+                "RATEKEEPER_CONFIG) sqlite:///PATH or postgresql://... keeps them",
+            )
+        )
     level = logging.INFO if why.startswith(("--", "$")) else logging.WARNING
     values["notes"] = (
         (
