@@ -298,6 +298,16 @@ MSG = "(docs/migrating.md says what ratekeeper reads)"
         ),
         ({"REDIS_URL": "redis://r:6379"}, "$REDIS_URL: expected host:port, not 'redis://r:6379'"),
         (
+            {"REDIS_SOCKET_TYPE": "unix", "REDIS_URL": "127.0.0.1:6379"},
+            "$REDIS_URL=127.0.0.1:6379: expected the absolute path of Redis's Unix socket, as "
+            "$REDIS_SOCKET_TYPE is set to unix; for host:port set REDIS_SOCKET_TYPE=tcp",
+        ),
+        (
+            {"REDIS_SOCKET_TYPE": None, "REDIS_URL": "redis:6379"},
+            "$REDIS_URL=redis:6379: expected the absolute path of Redis's Unix socket, as "
+            "$REDIS_SOCKET_TYPE is unix by default; for host:port set REDIS_SOCKET_TYPE=tcp",
+        ),
+        (
             {"REDIS_TYPE": "SENTINEL", "REDIS_URL": "s1:26379"},
             "$REDIS_URL: expected master,host:port,... for a Sentinel, not 's1:26379'",
         ),
@@ -327,9 +337,12 @@ MSG = "(docs/migrating.md says what ratekeeper reads)"
     ],
 )
 def test_a_value_ratekeeper_cannot_honour_stops_the_start_by_name(
-    reference: dict[str, str], variables: dict[str, str], error: str
+    reference: dict[str, str], variables: dict[str, str | None], error: str
 ) -> None:
-    assert errors_of([], {**reference, **variables}) == [error]
+    environ = {
+        name: value for name, value in {**reference, **variables}.items() if value is not None
+    }
+    assert errors_of([], environ) == [error]
 
 
 def test_a_bad_setting_the_reference_gives_is_named_with_its_variables(

@@ -6,7 +6,7 @@
 ``SINGLE``, ``tcp``                  ``redis://[user:password@]REDIS_URL/0`` (``rediss://``
                                      with ``REDIS_TLS``); ``REDIS_URL`` is ``host:port``
 ``SINGLE``, ``unix``                 ``unix://[user:password@]REDIS_URL?db=0``; ``REDIS_URL``
-                                     is the socket's path
+                                     is the socket's absolute path
 ``CLUSTER``                          ``redis+cluster://[...@]REDIS_URL``: ``host:port,...``
 ``SENTINEL``                         ``redis+sentinel://[...@]host:port,.../master`` from
                                      ``REDIS_URL``, ``master,host:port,...``
@@ -100,6 +100,13 @@ def _redis(env: Reader, prefix: str) -> str:
     if socket == "unix":
         if not address:
             raise Refused(f"${prefix}URL: expected the path of Redis's Unix socket")
+        if not os.path.isabs(address):  # host:port, most likely, with tcp forgotten
+            given = "set to unix" if env.given(prefix + "SOCKET_TYPE") else "unix by default"
+            raise Refused(
+                f"${prefix}URL={address}: expected the absolute path of Redis's Unix socket, "
+                f"as ${prefix}SOCKET_TYPE is {given}; for host:port set "
+                f"{prefix}SOCKET_TYPE=tcp"
+            )
         path = quote(os.path.abspath(address), safe="/")
         return f"unix://{userinfo}{path}?db=0{'&' + query[1:] if query else ''}"
     if socket not in ("tcp", "tcp4", "tcp6"):
