@@ -551,3 +551,18 @@ def test_compat_mode_keeps_the_overrides_in_memory_unless_told(
     assert read(["--config", durable], reference).config == durable
     assert read([], {**reference, "RATEKEEPER_CONFIG": durable}).config == durable
     assert read(["--compat", "none"], reference).config == "sqlite:///ratekeeper.db"
+
+
+def test_healthy_with_at_least_one_config_loaded_needs_a_rule_file(
+    reference: dict[str, str], runtime: Path
+) -> None:
+    environ = {**reference, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"}
+    assert read([], environ).rules == (str(runtime / "ratelimit" / "config"),)
+    empty = runtime.parent / "v1" / "ratelimit" / "config"
+    (empty / "rl.yaml").unlink()
+    assert errors_of([], environ) == [
+        f"$HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true: {runtime / 'ratelimit' / 'config'} "
+        "holds no *.yaml or *.yml rule file, and the reference would report unhealthy until "
+        "one is loaded: ratekeeper does not start without one (and refuses a reload to no rule)"
+    ]
+    assert read([], reference).rules == (str(runtime / "ratelimit" / "config"),)

@@ -5,6 +5,7 @@ no web framework in, and a missing extra is named."""
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import socket
 import subprocess
@@ -189,3 +190,19 @@ def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) 
     assert f"listening on http://127.0.0.1:{port} with 2 workers" in messages
     assert messages.count(f"request store: {url}") == 2
     assert not any("POST /v1/check" in message for message in messages)  # no access log
+
+
+def test_a_service_without_rules_warns_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ratekeeper.service.app import build_app
+    from ratekeeper.service.settings import Settings
+    from tests.service.asgi import AppClient
+
+    with caplog.at_level(logging.WARNING, logger="ratekeeper.service"):
+        app = build_app(Settings(rules=(str(tmp_path),), config="sqlite://:memory:"))
+        with AppClient(app) as client:
+            assert client.get("/healthz").status_code == 200
+    assert [record.getMessage() for record in caplog.records] == [
+        f"no rules loaded from {tmp_path}: every request is allowed until rules are added"
+    ]

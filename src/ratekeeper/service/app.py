@@ -93,6 +93,11 @@ def build_app(settings: Settings) -> Starlette:
         "" if domains == 1 else "s",
         ", ".join(rules.sources) or "no files",
     )
+    if not rules:
+        log.warning(
+            "no rules loaded from %s: every request is allowed until rules are added",
+            ", ".join(settings.rules),
+        )
     names: dict[str, list[str]] = {}
     for rule in rules:
         names.setdefault(rule.domain, []).append(rule.name or rule.path)

@@ -166,12 +166,7 @@ VARIABLES: dict[str, Variable] = {
     "LIMIT_LIMIT_HEADER": Variable("RateLimit-Limit", HONOURED, "--envoy-header-names"),
     "LIMIT_REMAINING_HEADER": Variable("RateLimit-Remaining", HONOURED, "--envoy-header-names"),
     "LIMIT_RESET_HEADER": Variable("RateLimit-Reset", HONOURED, "--envoy-header-names"),
-    "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": Variable(
-        "false",
-        IGNORED,
-        note="ratekeeper loads the rule files before it listens, and does not start on an "
-        "invalid one",
-    ),
+    "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": Variable("false", HONOURED, "--rules"),
     "REDIS_SOCKET_TYPE": Variable("unix", HONOURED, "--store"),
     "REDIS_TYPE": Variable("SINGLE", HONOURED, "--store"),
     "REDIS_URL": Variable("/var/run/nutcracker/ratelimit.sock", HONOURED, "--store"),
