@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -206,3 +207,51 @@ def test_a_service_without_rules_warns_at_start(
     assert [record.getMessage() for record in caplog.records] == [
         f"no rules loaded from {tmp_path}: every request is allowed until rules are added"
     ]
+
+
+def test_serve_refuses_an_http_address_it_cannot_listen_on_in_one_line(tmp_path: Path) -> None:
+    grpc = ("--grpc", f"127.0.0.1:{free_port()}")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        result = _serve_once(tmp_path, "--http", f"127.0.0.1:{taken}", *grpc)
+    assert result.returncode == 3
+    (line,) = result.stderr.splitlines()
+    assert line.endswith(
+        f" ERROR ratekeeper.service: could not listen on HTTP 127.0.0.1:{taken} (--http): "
+        "Address already in use"
+    )
+    assert "listening" not in result.stdout + result.stderr
+
+    result = subprocess.run(
+        [sys.executable, "-m", "ratekeeper.cli", "serve", "--compat", "envoy-ratelimit", *grpc]
+        + ["--rules", EXAMPLE_RULES],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            **_environ(),
+            "HOST": "not_a_host",
+            "PORT": str(free_port()),
+            "REDIS_SOCKET_TYPE": "tcp",
+            "REDIS_URL": "127.0.0.1:6379",
+        },
+    )
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1
+    assert "could not listen on HTTP not_a_host:" in errors[0]
+    assert "(--http (from $HOST, $PORT))" in errors[0]
+    assert "listening" not in result.stdout + result.stderr
+
+
+def _environ() -> dict[str, str]:
+    """This process's environment, less any variable of the reference set around the test."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith(("PATH", "PYTHON", "HOME"))
+    }

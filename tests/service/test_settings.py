@@ -246,3 +246,20 @@ def test_the_workers_read_back_every_setting_serve_was_given(tmp_path: Path) -> 
         ]
     )
     assert Settings.read(None, _environment(given)) == given
+
+
+def test_http_and_grpc_need_ports_of_their_own() -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.read(
+            None, {"RATEKEEPER_HTTP": "127.0.0.1:9000", "RATEKEEPER_GRPC": "0.0.0.0:9000"}
+        )
+    assert caught.value.errors == [
+        "--http (from $RATEKEEPER_HTTP) and --grpc (from $RATEKEEPER_GRPC): HTTP "
+        "(127.0.0.1:9000) and gRPC (0.0.0.0:9000) need ports of their own"
+    ]
+    assert (
+        Settings.read(
+            None, {"RATEKEEPER_HTTP": "127.0.0.1:9000", "RATEKEEPER_GRPC": "127.0.0.2:9000"}
+        ).grpc.port
+        == 9000
+    )

@@ -7,7 +7,9 @@ many rules it loaded from which files, then serves HTTP with uvicorn until SIGTE
 it stops accepting, finishes the requests in flight, closes the engine, and returns 0 (SIGINT
 ends as an interrupt). With ``workers`` above 1, each worker process builds its own engine from
 the same settings (``from_environment``), and their gRPC servers share the port. An address
-something else listens on is refused (exit 3), the gRPC one included.
+something else listens on, or no address of this machine, is refused before anything listens
+(exit 3, one line naming the address and the flag or variable it came from), HTTP's and
+gRPC's alike.
 
 The workers write their metrics into a directory made for the run (``PROMETHEUS_MULTIPROC_DIR``,
 removed at exit), so that every scrape of ``/metrics`` reports the totals of them all (see
@@ -191,8 +193,10 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _unlistenable(address: Address) -> str | None:
-    """Why nothing can listen on ``address`` now (another process does, say); None if it can.
+def _unlistenable(address: Address, reuse: bool = False) -> str | None:
+    """Why nothing can listen on ``address`` now (another process does, or the host is no
+    address of this machine, say); None if it can. ``reuse`` binds as uvicorn does
+    (SO_REUSEADDR: a port whose last connections are closing is free).
 
     gRPC's own servers share a port (SO_REUSEPORT, as the workers of one service do), so a
     second service would quietly take half of the first one's calls: it is refused here.
@@ -200,6 +204,8 @@ def _unlistenable(address: Address) -> str | None:
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     try:
         with socket.socket(family) as probe:
+            if reuse:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((address.host, address.port))
     except OSError as error:
         return error.strerror or str(error)
@@ -238,9 +244,15 @@ def serve(settings: Settings) -> int:
         log.log(level, message)
     if settings.shadow_mode:
         log.warning("shadow mode: every refusal is let through, counted as shadowed")
+    refused = _unlistenable(settings.http, reuse=True)
+    if refused is not None:
+        where = settings.sources.get("http", "--http, by default")
+        log.error("could not listen on HTTP %s (%s): %s", settings.http, where, refused)
+        return 3
     refused = _unlistenable(settings.grpc)
     if refused is not None:  # else gRPC's SO_REUSEPORT would share it with its holder
-        log.error("could not listen on gRPC %s: %s", settings.grpc, refused)
+        where = settings.sources.get("grpc", "--grpc, by default")
+        log.error("could not listen on gRPC %s (%s): %s", settings.grpc, where, refused)
         return 3
     unopenable = _unopenable(settings.config)
     if unopenable is not None:

@@ -54,7 +54,8 @@ each worker process caches (its plans, about 0.5 KB each, the stale ones kept fo
 store outage included), and so its memory.
 
 ``Settings.read(args, environ)`` checks every value and raises ``ConfigError`` listing each bad
-one, named by its flag (and its variable when it came from there).
+one, named by its flag (and its variable when it came from there); ``Settings.sources`` keeps
+those names. HTTP and gRPC listening on the same port of one address is an error too.
 """
 
 from __future__ import annotations
@@ -125,6 +126,9 @@ class Settings:
     merge_domains: bool = False
     #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
     notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
+    #: Where each setting read came from, as its errors name it (``--http (from $HOST,
+    #: $PORT)``); a setting not in it has its default.
+    sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def read(
@@ -136,6 +140,7 @@ class Settings:
         env = os.environ if environ is None else environ
         errors: list[str] = []
         values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
         translated = _compat(given, env, values, errors)
         for name, parse in _PARSERS.items():
             flag = "--" + name.replace("_", "-")
@@ -156,7 +161,14 @@ class Settings:
                 values[name] = parse(raw)
             except ValueError as error:
                 errors.append(f"{where}: {error}")
-        settings = cls(**values)
+            sources[name] = where
+        settings = cls(**values, sources=sources)
+        if _overlap(settings.http, settings.grpc):
+            errors.append(
+                f"{settings.sources.get('http', '--http')} and "
+                f"{settings.sources.get('grpc', '--grpc')}: HTTP ({settings.http}) and gRPC "
+                f"({settings.grpc}) need ports of their own"
+            )
         if settings.workers > 1 and settings.store.startswith("memory:"):
             errors.append(
                 "--workers: more than one worker needs a shared store such as redis://; "
@@ -165,6 +177,16 @@ class Settings:
         if errors:
             raise ConfigError(errors)
         return settings
+
+
+_WILDCARDS = ("0.0.0.0", "::")
+
+
+def _overlap(one: Address, other: Address) -> bool:
+    """Whether two listeners would need the same port of the same address."""
+    return one.port == other.port and (
+        one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS
+    )
 
 
 def _compat(
