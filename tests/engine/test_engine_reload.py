@@ -132,3 +132,28 @@ def test_an_engine_started_without_rules_may_reload_to_none(tmp_path: Path) -> N
         assert engine.watcher.errors == 0
     finally:
         engine.close()
+
+
+def test_a_write_in_place_that_keeps_size_and_mtime_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(RULES.format(amount=5))
+    engine = Engine(rules=path, reload_interval=None)
+    try:
+        assert limit_of(engine) == Limit(5, 60)
+        before = path.stat()
+        probe = tmp_path / "probe"  # the clock of change times is coarse: wait for its next tick
+        while probe.touch() or probe.stat().st_ctime_ns <= before.st_ctime_ns:
+            pass
+        with path.open("r+") as file:  # same inode, same size
+            file.write(RULES.format(amount=7))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # touch -r
+        after = path.stat()
+        assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+            before.st_size,
+            before.st_mtime_ns,
+            before.st_ino,
+        )
+        assert engine.reload() is True
+        assert limit_of(engine) == Limit(7, 60)
+    finally:
+        engine.close()

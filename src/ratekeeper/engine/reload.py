@@ -1,7 +1,8 @@
 """Hot reload of rule files: a watcher that polls them and swaps in the new rules.
 
-A file is seen as changed when its modification time, size or inode changes (an editor's
-atomic rename included), and a directory when a rule file in it appears, goes or changes. A file
+A file is seen as changed when its modification time, change time, size or inode changes (an
+editor's atomic rename included, and a write in place that keeps the size and sets the
+modification time back, as ``touch -r`` does: the change time cannot be set), and a directory when a rule file in it appears, goes or changes. A file
 that fails validation leaves the previous rules in force: the error is logged and counted. So
 does a reload that would load no rule where rules were in force (a directory emptied, or a
 symlink swapped to a version whose files are not rule files): it would let every request
@@ -24,12 +25,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ratekeeper.rules")
 
-Signature = tuple[tuple[str, int, int, int] | tuple[str], ...]
+Signature = tuple[tuple[str, int, int, int, int] | tuple[str], ...]
 
 
 def signature(paths: Sequence[Path]) -> Signature:
-    """What the watcher compares: each rule file's path, mtime, size and inode."""
-    seen: list[tuple[str, int, int, int] | tuple[str]] = []
+    """What the watcher compares: each rule file's path, mtime, ctime, size and inode."""
+    seen: list[tuple[str, int, int, int, int] | tuple[str]] = []
     for path in paths:
         files = (
             sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
@@ -42,7 +43,9 @@ def signature(paths: Sequence[Path]) -> Signature:
             except OSError:
                 seen.append((str(file),))
             else:
-                seen.append((str(file), stat.st_mtime_ns, stat.st_size, stat.st_ino))
+                seen.append(
+                    (str(file), stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+                )
     return tuple(seen)
 
 
