@@ -350,7 +350,8 @@ def test_a_bad_setting_the_reference_gives_is_named_with_its_variables(
 ) -> None:
     errors = errors_of([], {**reference, "LOG_LEVEL": "loud", "LIMIT_RESET_HEADER": "a b"})
     assert errors == [
-        "--log-level (from $LOG_LEVEL): expected one of debug, info, warning, error, not 'loud'",
+        "--log-level (from $LOG_LEVEL): expected one of debug, info, warn (or warning), "
+        "error, not 'loud'",
         "--envoy-header-names (from $LIMIT_RESET_HEADER): expected three header names "
         "LIMIT,REMAINING,RESET, such as X-RateLimit-Limit,X-RateLimit-Remaining,"
         "X-RateLimit-Reset, not 'RateLimit-Limit,RateLimit-Remaining,a b'",

@@ -190,6 +190,7 @@ def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) 
     assert {"time", "level", "logger", "message"} <= set(lines[0])
     assert f"listening on http://127.0.0.1:{port} with 2 workers" in messages
     assert messages.count(f"request store: {url}") == 2
+    assert messages[-1] == "stopped"  # by the supervisor, once its workers have
     assert not any("POST /v1/check" in message for message in messages)  # no access log
 
 

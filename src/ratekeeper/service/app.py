@@ -275,6 +275,7 @@ def serve(settings: Settings) -> int:
                 workers=settings.workers,
                 **common,
             )
+        log.info("stopped")
         return 0
     app = build_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, **common))

@@ -319,7 +319,7 @@ def _log_level(value: str) -> str:
     text = value.strip().lower()
     text = {"warn": "warning", "fatal": "error", "panic": "error", "trace": "debug"}.get(text, text)
     if text not in LOG_LEVELS:
-        raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, not {value!r}")
+        raise ValueError(f"expected one of debug, info, warn (or warning), error, not {value!r}")
     return text
 
 
