@@ -226,8 +226,10 @@ def test_serve_refuses_an_http_address_it_cannot_listen_on_in_one_line(tmp_path:
     assert "listening" not in result.stdout + result.stderr
 
     result = subprocess.run(
-        [sys.executable, "-m", "ratekeeper.cli", "serve", "--compat", "envoy-ratelimit", *grpc]
-        + ["--rules", EXAMPLE_RULES],
+        [
+            *(sys.executable, "-m", "ratekeeper.cli", "serve"),
+            *("--compat", "envoy-ratelimit", "--rules", EXAMPLE_RULES, *grpc),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -2,11 +2,11 @@
 
 A file is seen as changed when its modification time, change time, size or inode changes (an
 editor's atomic rename included, and a write in place that keeps the size and sets the
-modification time back, as ``touch -r`` does: the change time cannot be set), and a directory when a rule file in it appears, goes or changes. A file
-that fails validation leaves the previous rules in force: the error is logged and counted. So
-does a reload that would load no rule where rules were in force (a directory emptied, or a
-symlink swapped to a version whose files are not rule files): it would let every request
-through unnoticed.
+modification time back, as ``touch -r`` does: the change time cannot be set), and a directory
+when a rule file in it appears, goes or changes. A file that fails validation leaves the
+previous rules in force: the error is logged and counted. So does a reload that would load no
+rule where rules were in force (a directory emptied, or a symlink swapped to a version whose
+files are not rule files): it would let every request through unnoticed.
 """
 
 from __future__ import annotations

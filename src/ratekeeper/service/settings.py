@@ -44,10 +44,10 @@ service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: `
 reads its environment variables (``REDIS_URL``, ``RUNTIME_ROOT``, ``HOST``, ...) and its runtime
 directory, and stops the start on a variable ratekeeper cannot honour (``service.compat``);
 ``none`` does not; ``envoy-ratelimit`` keeps the overrides in memory (``sqlite://:memory:``)
-unless ``--config`` says otherwise, as the reference has no overrides store. Not given, it is ``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no
-``--rules`` nor ``RATEKEEPER_RULES`` is, else ``none``. ``--merge-domains``
-(``RATEKEEPER_MERGE_DOMAINS``, the reference's ``MERGE_DOMAIN_CONFIG``) lets rule files share a
-domain.
+unless ``--config`` says otherwise, as the reference has no overrides store. Not given, it is
+``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no ``--rules`` nor ``RATEKEEPER_RULES``
+is, else ``none``. ``--merge-domains`` (``RATEKEEPER_MERGE_DOMAINS``, the reference's
+``MERGE_DOMAIN_CONFIG``) lets rule files share a domain.
 
 ``--plan-cache-size N`` (``RATEKEEPER_PLAN_CACHE_SIZE``, default ``100000``) bounds the limits
 each worker process caches (its plans, about 0.5 KB each, the stale ones kept for a configuration
