@@ -16,7 +16,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import RedisServer, command
+from tests.servers import RedisServer, command, free_ports
 from tests.service.served import Served
 
 RULES = """\
@@ -157,10 +157,17 @@ def test_merge_domain_config_lets_two_files_share_a_domain(tmp_path: Path, runti
     )
     base = {"RUNTIME_ROOT": str(runtime), "RUNTIME_SUBDIRECTORY": "ratelimit"}
     environ = {**base, "RATEKEEPER_STORE": "memory://", "USE_STATSD": "false"}
+    http, grpc = free_ports(2)  # never the reference's 0.0.0.0:8080 and 8081
+    addresses = {"HOST": "127.0.0.1", "PORT": str(http), "GRPC_HOST": "127.0.0.1"}
     refused = subprocess.run(
         [sys.executable, "-m", "ratekeeper.cli", "serve"],
         cwd=tmp_path,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}, **environ},
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")},
+            **environ,
+            **addresses,
+            "GRPC_PORT": str(grpc),
+        },
         capture_output=True,
         text=True,
         timeout=60,
