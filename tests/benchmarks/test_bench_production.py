@@ -6,6 +6,7 @@ reads a timing: only that each row was measured on the path it names."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from benchmarks.service.measurement import (
     Row,
     ServiceSizes,
 )
-from benchmarks.service.servers import Server
+from benchmarks.service.servers import Server, environment
 from benchmarks.trials import BenchmarkError
 
 import ratekeeper as rk
@@ -146,3 +147,17 @@ def test_an_option_row_on_a_server_without_the_option_stops_the_run(
             BenchmarkError, match=r"the access log holds 0 lines for [\d,]+ answers"
         ):
             Measurement(logged, server, TINY, "access").run(None)
+
+
+def test_the_servers_run_the_source_the_benchmark_measures(tmp_path: Path) -> None:
+    """Not the copy of ratekeeper a virtualenv has installed: a run from another checkout must
+    time that checkout's source in its servers too."""
+    where = subprocess.run(
+        [sys.executable, "-c", "import ratekeeper, benchmarks; print(ratekeeper.__file__)"],
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(where.stdout.strip()).resolve() == Path(rk.__file__).resolve()
