@@ -2,8 +2,9 @@
 
 The peer libraries, the algorithms each shares with ratekeeper (and its name for them),
 ratekeeper's limit for an algorithm and amount, and ``limiter_contender``: a ``Limiter`` on any
-store driven through ``Limiter.hit``. The in-memory adapters are in ``benchmarks.memory.peers``,
-the Redis ones in ``benchmarks.redis_store.peers``.
+store driven through ``Limiter.hit`` (``verb_contender``: through ``hit`` or ``charge``, with a
+rate string, for the charges' rows, which no peer has). The in-memory adapters are in
+``benchmarks.memory.peers``, the Redis ones in ``benchmarks.redis_store.peers``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 
 import ratekeeper as rk
+from ratekeeper.core.limits import NO_DEBT
 
 #: Every limit in the benchmarks is per hour, but for the steady-state sliding log's, per second.
 PERIOD = 3600
@@ -122,6 +124,34 @@ def limiter_contender(
         return hit(key, limit, cost).allowed
 
     return Contender(library, run, check, close=close)
+
+
+#: The two verbs of the charges' rows: a hit, and a charge of work already done.
+HIT, CHARGE = "Limiter.hit", "Limiter.charge"
+
+
+def debt_algorithms() -> list[str]:
+    """The algorithms whose limits can hold a debt (and so be charged), in ``Algorithm`` order."""
+    return [algorithm.value for algorithm in rk.Algorithm if algorithm not in NO_DEBT]
+
+
+def verb_contender(
+    limiter: rk.Limiter, verb: str, amount: int, close: Callable[[], None] = _nothing
+) -> Contender:
+    """``limiter.hit(key, "<amount>/hour")`` or ``limiter.charge(key, "<amount>/hour")`` (by
+    ``verb``, ``HIT`` or ``CHARGE``), as the README calls them, whatever store the limiter is on.
+    Its ``hit`` is a call of the same verb with a cost."""
+    rate = f"{amount}/hour"
+    call = limiter.hit if verb == HIT else limiter.charge
+
+    def run(keys: Sequence[str]) -> None:
+        for key in keys:
+            call(key, rate)
+
+    def check(key: str, cost: int) -> bool:
+        return call(key, rate, cost).allowed
+
+    return Contender(verb, run, check, close=close)
 
 
 def versions() -> dict[str, str]:

@@ -3,7 +3,8 @@
 1. ratekeeper against its peers: decisions per second for every algorithm it shares with
    ``limits``, ``pyrate-limiter`` and ``throttled-py``, in every scenario, on three public paths;
 2. ratekeeper alone: every algorithm on a hot key, allow path, against its own target;
-3. bytes per idle key, ratekeeper and its peers (``footprint``).
+3. bytes per idle key, ratekeeper and its peers (``footprint``);
+4. ``Limiter.charge`` beside ``Limiter.hit``, ratekeeper alone (``charges``: no peer has it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import gc
 
 from benchmarks import report
 from benchmarks.contenders import PEER_LIBRARIES, RATEKEEPER, SHARED, ratekeeper_algorithms
+from benchmarks.memory.charges import charges
 from benchmarks.memory.footprint import AMOUNT, bytes_per_key
 from benchmarks.memory.peers import FACTORIES, PATHS, RATE_STRING, ratekeeper
 from benchmarks.memory.scenarios import QUICK, SCENARIOS, Sizes, plan
@@ -209,7 +211,7 @@ def footprint(out: Output, sizes: Sizes, available: list[str]) -> None:
 
 
 def in_memory(out: Output, sizes: Sizes) -> None:
-    """Every in-memory benchmark: parts 1 to 3."""
+    """Every in-memory benchmark: parts 1 to 4."""
     out.emit(*report.header())
     available, missing = ratekeeper_algorithms()
     if missing:
@@ -218,6 +220,7 @@ def in_memory(out: Output, sizes: Sizes) -> None:
     summarise(out, ratios, costs, sizes)
     alone(out, sizes, available, missing)
     footprint(out, sizes, available)
+    charges(out, sizes)
 
 
 __all__ = ["QUICK", "Sizes", "in_memory"]

@@ -10,7 +10,9 @@ In one run, against a redis-server the benchmark starts itself on a free 127.0.0
 3. the deny path on one hot key already over its limit, with the over-limit cache, against the
    peers' deny path (ratekeeper without the cache is shown too);
 4. Redis memory per key after one hit on each of many keys, for every ratekeeper algorithm and
-   the peers' equivalents.
+   the peers' equivalents;
+5. ``Limiter.charge`` beside ``Limiter.hit`` on one hot key, ratekeeper alone (no peer has a
+   charge verb), on the allow and deny paths (``charges``).
 
 Every measurement is sized to last about ``RedisSizes.seconds`` from a timed warm-up, and
 checked as in ``benchmarks.trials``: a sample of hits before and after must all be allowed
@@ -28,6 +30,7 @@ from benchmarks import report
 from benchmarks.contenders import (
     ratekeeper_algorithms,
 )
+from benchmarks.redis_store.charges import charges
 from benchmarks.redis_store.concurrent_callers import concurrent
 from benchmarks.redis_store.deny import deny
 from benchmarks.redis_store.footprint import memory
@@ -79,6 +82,7 @@ def run(out: Output, sizes: RedisSizes, alone: bool) -> None:
         to_peer, rates = concurrent(out, server, sizes)
         cached = deny(out, server, sizes)
         memory(out, server, sizes, available)
+        charges(out, server, sizes)
     summary(
         out,
         [

@@ -1,7 +1,10 @@
 """The rows of the service benchmark, and one row's measurement on a fresh key.
 
 A ``Measurement`` checks its row's answer through a real client, warms up, runs the load
-generator and checks the key's count afterwards (see ``benchmarks.service.suite``).
+generator and checks the key's count afterwards (see ``benchmarks.service.suite``). A row may
+run on a server started with one of ``ratekeeper serve``'s production options (``OPTIONS``);
+its answer, or the server's log, then shows the option at work, and the row is compared with
+the same row without it.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,13 +35,31 @@ descriptors:
 BASELINE, MEMORY, REDIS = "hello world", "memory", "redis"
 STARLETTE, STARLETTE_PATH = "hello (Starlette)", "/starlette"
 
+#: The production options some rows' servers run with, and what each makes the server do.
+ENVOY_HEADERS, ACCESS_LOG = "--envoy-headers", "--access-log"
+OPTIONS = {
+    ENVOY_HEADERS: "the gRPC answer carries `response_headers_to_add`: `X-RateLimit-Limit`, "
+    "`-Remaining`, `-Reset`, and `Retry-After` when refused (checked on the row's first answer; "
+    "every other gRPC row is checked to carry none)",
+    ACCESS_LOG: "one INFO line a request from the `ratekeeper.access` logger, in the text "
+    "format, on stderr, which the benchmark writes to the server's log file as it does every "
+    "server's output; after each run the file must hold a line for every answer",
+}
+#: The headers ``--envoy-headers`` adds to an answer, and to a refusal.
+ENVOY_NAMES = frozenset({"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"})
+ENVOY_REFUSED = ENVOY_NAMES | {"Retry-After"}
+#: What starts the access log's line of a ``POST /v1/check``.
+ACCESS_LINE = b" ratekeeper.access: POST /v1/check "
+#: How long the access log may lag behind the last answer the load generator read.
+LOG_LAG = 5.0
+
 
 @dataclass(frozen=True)
 class ServiceSizes:
     """How long a service run takes: ``--quick`` shrinks it."""
 
     seconds: float = 5.0  # one timed measurement
-    warmup: float = 2.0  # before each measurement, on the same key
+    warmup: float = 2.0  # before each measurement, on the same key (0: none)
     rounds: int = 3
     connections: int = 64
 
@@ -53,6 +74,17 @@ class Row:
     surface: str  # "HTTP" or "gRPC"
     shape: str  # "hello", "hello (Starlette)", "key", "descriptor", "refused key", ...
     server: str  # BASELINE, MEMORY or REDIS
+    option: str = ""  # one of OPTIONS that its server runs with, or none
+
+    @property
+    def instance(self) -> str:
+        """The server process it runs on: its store, and its option if it has one."""
+        return f"{self.server} {self.option}" if self.option else self.server
+
+    @property
+    def without(self) -> Row:
+        """The same row on the server without the option."""
+        return replace(self, option="")
 
     @property
     def refused(self) -> bool:
@@ -65,21 +97,24 @@ class Row:
 
     @property
     def label(self) -> str:
-        return f"{self.surface} {self.shape} ({self.server})"
+        return f"{self.surface} {self.shape} ({self.instance})"
 
 
 ROWS = (
     Row("HTTP", "hello", BASELINE),
     Row("HTTP", STARLETTE, BASELINE),
     Row("HTTP", "key", MEMORY),
+    Row("HTTP", "key", MEMORY, ACCESS_LOG),
     Row("HTTP", "descriptor", MEMORY),
     Row("HTTP", "key", REDIS),
     Row("HTTP", "descriptor", REDIS),
     Row("HTTP", "refused key", MEMORY),
     Row("gRPC", "hello", BASELINE),
     Row("gRPC", "descriptor", MEMORY),
+    Row("gRPC", "descriptor", MEMORY, ENVOY_HEADERS),
     Row("gRPC", "descriptor", REDIS),
     Row("gRPC", "refused descriptor", MEMORY),
+    Row("gRPC", "refused descriptor", MEMORY, ENVOY_HEADERS),
 )
 
 #: What each request shape sends, as the table says it.
@@ -175,6 +210,15 @@ class Measurement:
         meant = Code.OVER_LIMIT if self.row.refused else Code.OK
         if response.overall_code != meant:
             raise BenchmarkError(f"{self.row.label}: ShouldRateLimit answered {response}")
+        headers = {header.key for header in response.response_headers_to_add}
+        added: frozenset[str] = frozenset()
+        if self.row.option == ENVOY_HEADERS:
+            added = ENVOY_REFUSED if self.row.refused else ENVOY_NAMES
+        if headers != added:
+            raise BenchmarkError(
+                f"{self.row.label}: the answer's response_headers_to_add are "
+                f"{sorted(headers)}, not {sorted(added)}"
+            )
         data = load.grpc_frame(request.SerializeToString())
         status = load.grpc_status(server.grpc_url + GRPC_METHOD, data)
         if status != "0":
@@ -190,6 +234,26 @@ class Measurement:
         if status != 200:
             raise BenchmarkError(f"{self.row.label}: a peek answered {status} {answer}")
         return AMOUNT - int(answer["statuses"][0]["remaining"])
+
+    def _log_size(self) -> int:
+        return self.server.log.stat().st_size
+
+    def _check_logged(self, offset: int, answers: int) -> None:
+        """The access log's lines past ``offset`` in the server's log file must number at least
+        ``answers``: the last ones are given ``LOG_LAG`` seconds to be written."""
+        deadline = time.monotonic() + LOG_LAG
+        while True:
+            with self.server.log.open("rb") as file:
+                file.seek(offset)
+                logged = file.read().count(ACCESS_LINE)
+            if logged >= answers:
+                return
+            if time.monotonic() > deadline:
+                raise BenchmarkError(
+                    f"{self.row.label}: the access log holds {logged:,} lines for "
+                    f"{answers:,} answers"
+                )
+            time.sleep(0.05)
 
     # The run.
 
@@ -217,18 +281,23 @@ class Measurement:
                     url, data, connections=sizes.connections, seconds=seconds, cpus=load_cpu
                 )
 
-        warm = generate(sizes.warmup)
+        offset = self._log_size()
+        runs = [generate(sizes.warmup)] if sizes.warmup > 0 else []
         before = cpu_seconds(self.server.process.pid)
         timed = generate(sizes.seconds)
         cpu = cpu_seconds(self.server.process.pid) - before
-        for one in (warm, timed):
+        runs.append(timed)
+        for one in runs:
             if one.failures:
                 raise BenchmarkError(
                     f"{row.label}: {one.failures} of {one.requests} answers were not "
                     f"{'refusals' if row.refused else 'successes'} {one.detail}".rstrip()
                 )
+        answers = sum(one.requests for one in runs)
+        if row.option == ACCESS_LOG:
+            self._check_logged(offset, answers)
         if row.server != BASELINE and not row.refused:
-            counted, meant = self._counted(), warm.requests + timed.requests
+            counted, meant = self._counted(), answers
             if counted < meant and datetime.now(UTC).date() == started:
                 raise BenchmarkError(
                     f"{row.label}: the key counted {counted:,} hits for {meant:,} answers: "

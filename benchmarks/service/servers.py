@@ -19,12 +19,16 @@ from typing import Any
 import grpc
 import httpx
 
+import ratekeeper
 from benchmarks.redis_store.server import free_port
 from benchmarks.trials import BenchmarkError
 from ratekeeper.service.proto import rls_pb2
 
 #: The repository's root: the servers run elsewhere, and import ``benchmarks`` from it.
 ROOT = Path(__file__).resolve().parents[2]
+#: Where the servers import ``ratekeeper`` from: where the benchmark itself imported it (the
+#: source ``report.source()`` names), not the copy a virtualenv may have installed.
+SOURCE = Path(ratekeeper.__file__).resolve().parents[1]
 GRPC_METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 
@@ -33,6 +37,14 @@ def cpus() -> tuple[str | None, str | None]:
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
         return None, None
     return "0", "1"
+
+
+def environment() -> dict[str, str]:
+    """The servers' environment: this one without ``RATEKEEPER_*`` variables, importing
+    ``ratekeeper`` from ``SOURCE`` and ``benchmarks`` from ``ROOT``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
+    clean["PYTHONPATH"] = os.pathsep.join([str(SOURCE), str(ROOT)])
+    return clean
 
 
 class Server:
@@ -48,13 +60,11 @@ class Server:
         addresses = ["--http", f"127.0.0.1:{self.http_port}", "--grpc", self.grpc_address]
         self.log = directory / f"{name}.log"
         pinned = ["taskset", "-c", cpu] if cpu else []
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
-        clean["PYTHONPATH"] = str(ROOT)  # for benchmarks.service.baseline, run elsewhere
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 [*pinned, *command, *addresses],
                 cwd=directory,
-                env=clean,
+                env=environment(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

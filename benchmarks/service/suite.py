@@ -11,20 +11,29 @@ same event loop):
 - gRPC ``envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`` under h2load, one
   descriptor matched by a rule, on each store; and one already over its limit.
 
-A Starlette app of one route answering the same hello is measured too, for reference. Every
-row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking turns
-round by round (in reverse order every other round), each keeping its best round. The ratio is
-a row's requests per second over its surface's hello world's; the CPU ratio is the hello
-world's server CPU time per request over the row's, which other work on the machine disturbs
-less (it cannot starve the load generator into flattering the rows).
+A Starlette app of one route answering the same hello is measured too, for reference. Three
+rows time production options as users run them, each on a server of its own started with the
+option, right after the same row without it: the HTTP key on memory with ``--access-log``, and
+the gRPC descriptor on memory, allowed and refused, with ``--envoy-headers``. Each prints its
+ratio to the row without the option and to the hello world, measured in the same run.
+``--workers`` has no row: the servers share one CPU, where two workers only take turns (see
+docs/benchmarks.md).
+
+Every row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking
+turns round by round (in reverse order every other round), each keeping its best round. The
+ratio is a row's requests per second over its surface's hello world's; the CPU ratio is the
+hello world's server CPU time per request over the row's, which other work on the machine
+disturbs less (it cannot starve the load generator into flattering the rows).
 
 No row can time the wrong path. Each measurement counts a fresh key. Before it, one request
 through a real client (httpx, grpcio) must get the answer meant (allowed, not degraded; or
-refused), and nghttp must read ``grpc-status: 0`` in the trailers of the very request h2load
-sends. During it, every answer must be 2xx (a 429 on the refusing rows) with no socket
-error. After it, the key's count (read with ``POST /v1/peek``) must hold at least every
-request the load generator completed: an error answered instead of a decision counts nothing.
-Anything else stops the run with an error.
+refused; a gRPC answer with the rate-limit headers in its ``response_headers_to_add`` exactly
+when its server runs ``--envoy-headers``), and nghttp must read ``grpc-status: 0`` in the
+trailers of the very request h2load sends. During it, every answer must be 2xx (a 429 on the
+refusing rows) with no socket error. After it, the key's count (read with ``POST /v1/peek``)
+must hold at least every request the load generator completed: an error answered instead of a
+decision counts nothing; with ``--access-log``, the server's log file must hold a line for
+each of them. Anything else stops the run with an error.
 
 With two or more CPUs and ``taskset``, the servers run on CPU 0, the load generator and
 redis-server on CPU 1.
@@ -35,6 +44,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
+from contextlib import ExitStack
 from importlib.metadata import version
 from pathlib import Path
 
@@ -45,7 +56,7 @@ from benchmarks.service import load
 from benchmarks.service.load import LoadError
 from benchmarks.service.measurement import (
     BASELINE,
-    MEMORY,
+    OPTIONS,
     REDIS,
     ROWS,
     RULES,
@@ -62,7 +73,7 @@ from benchmarks.trials import BenchmarkError
 #: The target: a row's requests per second over its surface's hello world's.
 TARGET = 0.6
 HEADERS = [
-    "surface", "request", "store", "requests/s", "p50 ms", "p99 ms", "/ hello world",
+    "surface", "request", "store", "option", "requests/s", "p50 ms", "p99 ms", "/ hello world",
     f"≥ {TARGET:g}x", "CPU µs / request", "CPU ratio", "each round (requests/s)",
 ]  # fmt: skip
 
@@ -97,8 +108,9 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f}"
 
 
-def run(out: Output, sizes: ServiceSizes) -> None:
-    """Run every row, round by round, and print the table."""
+def run(out: Output, sizes: ServiceSizes, rows: Sequence[Row] = ROWS) -> None:
+    """Run ``rows`` (by default every row), round by round, and print the tables. A row with
+    an option needs the same row without it among ``rows``, and every surface its hello world."""
     absent = load.missing()
     if absent:
         raise BenchmarkError(
@@ -111,48 +123,62 @@ def run(out: Output, sizes: ServiceSizes) -> None:
     with tempfile.TemporaryDirectory(prefix="ratekeeper-bench-service-") as name:
         directory = Path(name)
         (directory / "rules.yaml").write_text(RULES)
-        measured = _measure(out, sizes, directory, server_cpu, load_cpu)
+        measured = _measure(out, sizes, rows, directory, (server_cpu, load_cpu))
         stack = _stack(directory / "baseline.log")
     _emit(out, sizes, measured, stack, (server_cpu, load_cpu))
+    _emit_options(out, measured)
 
 
-def _serve(store: str) -> list[str]:
+def _command(row: Row, redis_url: str) -> list[str]:
+    """The command of the server ``row`` runs on."""
+    if row.server == BASELINE:
+        return [sys.executable, "-m", "benchmarks.service.baseline"]
+    store = redis_url if row.server == REDIS else "memory://"
     return [
         sys.executable, "-m", "ratekeeper.cli", "serve", "--store", store,
         "--rules", "rules.yaml", "--config", "sqlite:///config.db",
+        *([row.option] if row.option else []),
     ]  # fmt: skip
+
+
+def _log_name(instance: str) -> str:
+    """The name of a server (and of its log file), from its row's ``instance``."""
+    return "baseline" if instance == BASELINE else instance.replace(" --", "-")
 
 
 def _measure(
     out: Output,
     sizes: ServiceSizes,
+    rows: Sequence[Row],
     directory: Path,
-    server_cpu: str | None,
-    load_cpu: str | None,
+    pinned: tuple[str | None, str | None],
 ) -> dict[Row, Measured]:
-    measured = {row: Measured() for row in ROWS}
-    with RedisServer() as redis_server:
-        process = redis_server.process
-        if load_cpu is not None and process is not None:
-            command = ["taskset", "-pc", load_cpu, str(process.pid)]
-            subprocess.run(command, capture_output=True, check=True)
-        baseline = [sys.executable, "-m", "benchmarks.service.baseline"]
-        with (
-            Server("baseline", baseline, directory, server_cpu) as hello,
-            Server("memory", _serve("memory://"), directory, server_cpu) as memory,
-            Server("redis", _serve(redis_server.url), directory, server_cpu) as redis,
-        ):
-            servers = {BASELINE: hello, MEMORY: memory, REDIS: redis}
-            for round_number in range(sizes.rounds):
-                order = ROWS if round_number % 2 == 0 else ROWS[::-1]
-                for index, row in enumerate(order):
-                    out.progress(f"round {round_number + 1}/{sizes.rounds}: {row.label}")
-                    tag = f"r{round_number}-{index}"
-                    measurement = Measurement(row, servers[row.server], sizes, tag)
-                    try:
-                        measured[row].results.append(measurement.run(load_cpu))
-                    except LoadError as error:
-                        raise BenchmarkError(f"{row.label}: {error}") from None
+    server_cpu, load_cpu = pinned
+    measured = {row: Measured() for row in rows}
+    with ExitStack() as stack:
+        redis_url = ""
+        if any(row.server == REDIS for row in rows):
+            redis_server = stack.enter_context(RedisServer())
+            redis_url, process = redis_server.url, redis_server.process
+            if load_cpu is not None and process is not None:
+                command = ["taskset", "-pc", load_cpu, str(process.pid)]
+                subprocess.run(command, capture_output=True, check=True)
+        servers: dict[str, Server] = {}
+        for row in rows:  # one server per store and option, in the order of the rows
+            if row.instance not in servers:
+                name, command = _log_name(row.instance), _command(row, redis_url)
+                server = Server(name, command, directory, server_cpu)
+                servers[row.instance] = stack.enter_context(server)
+        for round_number in range(sizes.rounds):
+            order = rows if round_number % 2 == 0 else rows[::-1]
+            for index, row in enumerate(order):
+                out.progress(f"round {round_number + 1}/{sizes.rounds}: {row.label}")
+                tag = f"r{round_number}-{index}"
+                measurement = Measurement(row, servers[row.instance], sizes, tag)
+                try:
+                    measured[row].results.append(measurement.run(load_cpu))
+                except LoadError as error:
+                    raise BenchmarkError(f"{row.label}: {error}") from None
     return measured
 
 
@@ -164,9 +190,10 @@ def _emit(
     pinned: tuple[str | None, str | None],
 ) -> None:
     server_cpu, load_cpu = pinned
+    instances = len({row.instance for row in measured})
     pinning = (
-        f"the three server processes on CPU {server_cpu} (`taskset`), the load generator and "
-        f"redis-server on CPU {load_cpu}"
+        f"the {instances} server processes on CPU {server_cpu} (`taskset`), the load generator "
+        f"and redis-server on CPU {load_cpu}"
         if server_cpu is not None
         else "nothing pinned (fewer than 2 CPUs, or no taskset)"
     )
@@ -181,10 +208,10 @@ def _emit(
         f"{sizes.rounds} round(s), each row's best kept.",
         "",
     )
-    baselines = {row.surface: measured[row] for row in ROWS if row.shape == "hello"}
+    baselines = {row.surface: measured[row] for row in measured if row.shape == "hello"}
     rows = []
-    for row in ROWS:
-        result, baseline = measured[row], baselines[row.surface]
+    for row, result in measured.items():
+        baseline = baselines[row.surface]
         best = result.best.load
         ratio = best.rate / baseline.best.load.rate
         target = report.MISSING
@@ -192,7 +219,8 @@ def _emit(
             target = "✓" if ratio >= TARGET else "✗"
         rounds = ", ".join(f"{one.load.rate:,.0f}" for one in result.results)
         rows.append([
-            row.surface, row.shape, row.server, f"{best.rate:,.0f}", _ms(best.p50), _ms(best.p99),
+            row.surface, row.shape, row.server, row.option or report.MISSING, f"{best.rate:,.0f}",
+            _ms(best.p50), _ms(best.p99),
             f"{ratio:.2f}x", target, f"{result.cpu * 1e6:,.0f}",
             f"{baseline.cpu / result.cpu:.2f}x", rounds,
         ])  # fmt: skip
@@ -208,7 +236,52 @@ def _emit(
     )
     out.emit("", "Requests:", "")
     for (surface, shape), text in SHAPES.items():
-        out.emit(f"- {surface} {shape}: {text}")
+        if any((row.surface, row.shape) == (surface, shape) for row in measured):
+            out.emit(f"- {surface} {shape}: {text}")
+
+
+#: The table of what each option costs.
+OPTION_HEADERS = [
+    "surface", "request", "store", "option", "requests/s (without → with)",
+    "/ without the option", "CPU µs / request (without → with)", "CPU / without",
+    "/ hello world (without → with)", "CPU ratio to hello world (without → with)",
+]  # fmt: skip
+
+
+def _emit_options(out: Output, measured: dict[Row, Measured]) -> None:
+    """What each option costs: its rows against the same rows without it and the hello world,
+    measured in the same run."""
+    options = [row for row in measured if row.option]
+    if not options:
+        return
+    baselines = {row.surface: measured[row] for row in measured if row.shape == "hello"}
+    rows = []
+    for row in options:
+        with_, without, hello = measured[row], measured[row.without], baselines[row.surface]
+        rate, bare = with_.best.load.rate, without.best.load.rate
+        hello_rate = hello.best.load.rate
+        rows.append([
+            row.surface, row.shape, row.server, row.option, f"{bare:,.0f} → {rate:,.0f}",
+            f"{rate / bare:.2f}x", f"{without.cpu * 1e6:,.0f} → {with_.cpu * 1e6:,.0f}",
+            f"{without.cpu / with_.cpu:.2f}x",
+            f"{bare / hello_rate:.2f}x → {rate / hello_rate:.2f}x",
+            f"{hello.cpu / without.cpu:.2f}x → {hello.cpu / with_.cpu:.2f}x",
+        ])  # fmt: skip
+    out.emit("", "### What each production option costs", "")
+    out.emit(*report.table(OPTION_HEADERS, rows))
+    out.emit(
+        "",
+        "*/ without the option* is the row's requests per second over the same row's on the "
+        "server without the option (best round each); *CPU / without* is the server's CPU time "
+        "per request without the option over with it (below 1x: the option costs CPU). The "
+        "hello-world ratios are those of the table above, without and with the option.",
+        "",
+        "Options:",
+        "",
+    )
+    for option, text in OPTIONS.items():
+        if any(row.option == option for row in options):
+            out.emit(f"- `{option}`: {text}")
 
 
 __all__ = ["SERVICE_QUICK", "ServiceSizes", "run"]
