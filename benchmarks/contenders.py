@@ -19,10 +19,15 @@ from ratekeeper.core.limits import NO_DEBT
 #: Every limit in the benchmarks is per hour, but for the steady-state sliding log's, per second.
 PERIOD = 3600
 RATEKEEPER = "ratekeeper"
+#: ratekeeper on Redis with its over-limit cache, a contender of its own on the deny path.
+RATEKEEPER_CACHED = "ratekeeper + over-limit cache"
 LIMITS = "limits"
 PYRATE = "pyrate-limiter"
 THROTTLED = "throttled-py"
 PEER_LIBRARIES = (LIMITS, PYRATE, THROTTLED)
+
+#: The key capacity given to every store that has one (ratekeeper's default).
+MAX_KEYS = 1_000_000
 
 #: Algorithms whose bucket size is a parameter; it is set to ``amount`` everywhere.
 BURST_ALGORITHMS = frozenset({"token_bucket", "gcra", "leaky_bucket", "leaky_shaper"})

@@ -19,8 +19,14 @@ from collections.abc import Callable
 
 import ratekeeper as rk
 from benchmarks import report
-from benchmarks.contenders import CHARGE, HIT, Contender, debt_algorithms, verb_contender
-from benchmarks.memory.peers import MAX_KEYS
+from benchmarks.contenders import (
+    CHARGE,
+    HIT,
+    MAX_KEYS,
+    Contender,
+    debt_algorithms,
+    verb_contender,
+)
 from benchmarks.memory.scenarios import SCENARIOS, Sizes, plan
 from benchmarks.report import Output
 from benchmarks.trials import run_row

@@ -19,6 +19,7 @@ from throttled import Throttled, rate_limiter, store
 import ratekeeper as rk
 from benchmarks.contenders import (
     LIMITS,
+    MAX_KEYS,
     PERIOD,
     PYRATE,
     RATEKEEPER,
@@ -31,9 +32,6 @@ from benchmarks.contenders import (
 
 #: The units of the periods a benchmark uses, as rate strings name them.
 UNITS = {3600: "hour", 1: "second"}
-
-#: The key capacity given to every store that has one (ratekeeper's default).
-MAX_KEYS = 1_000_000
 
 
 def ratekeeper(algorithm: str, amount: int, period: int = PERIOD) -> Contender:

@@ -34,6 +34,7 @@ from benchmarks.contenders import (
     PERIOD,
     PYRATE,
     RATEKEEPER,
+    RATEKEEPER_CACHED,
     SHARED,
     THROTTLED,
     Contender,
@@ -46,7 +47,6 @@ from ratekeeper.stores.redis.clients import open_client
 #: Concurrent callers in the asyncio benchmark.
 CALLERS = 64
 
-RATEKEEPER_CACHED = "ratekeeper + over-limit cache"
 BASELINE = "EVALSHA return 1"
 SAME_WORK = "same-work floor"
 
@@ -55,14 +55,6 @@ SAME_WORK = "same-work floor"
 SAME_WORK_SCRIPT = """local v = redis.call('GET', KEYS[1])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, 2}"""
-
-#: pyrate-limiter's Redis buckets for each algorithm ratekeeper shares with it.
-PYRATE_REDIS = {
-    "fixed_window": "RedisBucket + FixedWindow",
-    "sliding_log": "RedisBucket (sliding log)",
-    "token_bucket": "StateBucket + TokenBucket + RedisStateStore",
-    "gcra": "StateBucket + GCRA + RedisStateStore",
-}
 
 SyncFactory = Callable[[str, str, int, str], Contender]
 AsyncFactory = Callable[[asyncio.AbstractEventLoop, str, str, int, str], Contender]

@@ -12,9 +12,6 @@ from benchmarks.contenders import (
     SHARED,
     Contender,
 )
-from benchmarks.redis_store.peers import (
-    PYRATE_REDIS,
-)
 from benchmarks.redis_store.trials import Result
 from benchmarks.report import Output
 from benchmarks.trials import (
@@ -22,6 +19,14 @@ from benchmarks.trials import (
     LOG_AMOUNT,
     UNREACHABLE,
 )
+
+#: pyrate-limiter's Redis buckets for each algorithm ratekeeper shares with it.
+PYRATE_REDIS = {
+    "fixed_window": "RedisBucket + FixedWindow",
+    "sliding_log": "RedisBucket (sliding log)",
+    "token_bucket": "StateBucket + TokenBucket + RedisStateStore",
+    "gcra": "StateBucket + GCRA + RedisStateStore",
+}
 
 #: Targets: ratekeeper sequential / the same-work floor (and, stricter, / raw EVALSHA of
 #: ``return 1``); concurrent / fastest peer and absolute; deny path with the over-limit cache /

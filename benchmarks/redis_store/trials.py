@@ -16,10 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from benchmarks.contenders import (
-    Contender,
-)
-from benchmarks.redis_store.peers import (
     RATEKEEPER_CACHED,
+    Contender,
 )
 from benchmarks.redis_store.server import RedisServer, server_usec
 from benchmarks.trials import (
