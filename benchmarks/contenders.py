@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 import ratekeeper as rk
 from ratekeeper.core.limits import NO_DEBT
@@ -160,10 +160,16 @@ def verb_contender(
 
 
 def versions() -> dict[str, str]:
-    """The installed version of each library."""
-    return {
-        RATEKEEPER: rk.__version__,
-        LIMITS: version("limits"),
-        PYRATE: version("pyrate-limiter"),
-        THROTTLED: version("throttled-py"),
-    }
+    """The installed version of each library ("not installed" for a peer the ``bench`` extra
+    would bring: the service and charge rows run without them)."""
+    found = {RATEKEEPER: rk.__version__}
+    for library, package in (
+        (LIMITS, "limits"),
+        (PYRATE, "pyrate-limiter"),
+        (THROTTLED, "throttled-py"),
+    ):
+        try:
+            found[library] = version(package)
+        except PackageNotFoundError:
+            found[library] = "not installed"
+    return found
