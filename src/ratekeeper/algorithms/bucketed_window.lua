@@ -4,6 +4,22 @@
 -- only the newest.
 local bucketed_window, bucketed_window_refund
 if NEEDS.bucketed_window then
+  -- Count `cost` in the current bucket (or a later one if the clock went backwards), else in a
+  -- new bucket at `current` after the kept ones: the state to write back, the newest bucket's
+  -- start, and the number of kept buckets.
+  local function count_in(raw, first, last, starts, counts, n, newest, current, half, cost)
+    if newest and newest > current - half then
+      counts[n] = counts[n] + cost
+      return string.sub(raw, first, last - 1) .. starts[n] .. format(' %d', counts[n]), newest, n
+    end
+    local value = format('%.17g %d', current, cost)
+    if n > 0 then value = string.sub(raw, first) .. ' ' .. value end
+    n = n + 1
+    starts[n] = current
+    counts[n] = cost
+    return value, current, n
+  end
+
   function bucketed_window(key, now, cost, a)
     local amount = tonumber(ARGV[a + AMOUNT])
     local width = tonumber(ARGV[a + BUCKET])
@@ -37,15 +53,7 @@ if NEEDS.bucketed_window then
     if total + cost <= amount then
       if cost ~= 0 then
         local value
-        if newest and newest > current - half then
-          -- The current bucket, or a later one if the clock went backwards.
-          counts[n] = counts[n] + cost
-          value = string.sub(raw, first, last - 1) .. starts[n] .. format(' %d', counts[n])
-        else
-          newest = current
-          value = format('%.17g %d', current, cost)
-          if n > 0 then value = string.sub(raw, first) .. ' ' .. value end
-        end
+        value, newest, n = count_in(raw, first, last, starts, counts, n, newest, current, half, cost)
         total = total + cost
         local reset_after = newest + span - now
         redis.call('SET', key, value, 'PX', ttl_ms(reset_after))
@@ -59,17 +67,7 @@ if NEEDS.bucketed_window then
     if cost ~= 0 and ARGV[a + DEBT] == '1' then
       -- Counted all the same, in the current bucket, as if admitted.
       local value
-      if newest and newest > current - half then
-        counts[n] = counts[n] + cost
-        value = string.sub(raw, first, last - 1) .. starts[n] .. format(' %d', counts[n])
-      else
-        newest = current
-        value = format('%.17g %d', current, cost)
-        if n > 0 then value = string.sub(raw, first) .. ' ' .. value end
-        n = n + 1
-        starts[n] = current
-        counts[n] = cost
-      end
+      value, newest, n = count_in(raw, first, last, starts, counts, n, newest, current, half, cost)
       total = total + cost
       redis.call('SET', key, value, 'PX', ttl_ms(newest + span - now))
       granted = cost

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from prometheus_client import Counter, Gauge, values
 from prometheus_client.core import Metric
@@ -139,49 +140,39 @@ class Published:
     nothing), a gauge as it is, in its mode of ``COMBINE``. Not thread-safe."""
 
     def __init__(self) -> None:
-        self._counters: dict[str, Counter] = {}
-        self._gauges: dict[str, Gauge] = {}
-        self._counted: dict[tuple[str, tuple[str, ...]], tuple[Counter, float]] = {}
-        self._set: dict[tuple[str, tuple[str, ...]], Gauge] = {}
+        self._parents: dict[str, Counter | Gauge] = {}
+        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._published: dict[tuple[str, tuple[str, ...]], float] = {}  # a counter's, so far
 
     def publish(self, families: Iterable[Metric]) -> None:
         for family in families:
             for sample in family.samples:
-                if family.type == "counter":
-                    self._count(family, sample)
-                else:
-                    self._gauge(family, sample).set(sample.value)
+                key = (family.name, tuple(sample.labels.values()))
+                child = self._children.get(key)
+                if child is None:
+                    child = self._children[key] = self._child(family, sample)
+                if family.type != "counter":
+                    child.set(sample.value)
+                    continue
+                published = self._published.get(key, 0.0)
+                if sample.value > published:
+                    child.inc(sample.value - published)
+                    self._published[key] = sample.value
 
-    def _count(self, family: Metric, sample: Sample) -> None:
-        key = (family.name, tuple(sample.labels.values()))
-        counted = self._counted.get(key)
-        if counted is None:
-            parent = self._counters.get(family.name)
-            if parent is None:
-                parent = Counter(
-                    family.name, family.documentation, list(sample.labels), registry=None
-                )
-                self._counters[family.name] = parent
-            counted = (parent.labels(**sample.labels) if sample.labels else parent, 0.0)
-        child, published = counted
-        if sample.value > published:
-            child.inc(sample.value - published)
-            published = sample.value
-        self._counted[key] = (child, published)
-
-    def _gauge(self, family: Metric, sample: Sample) -> Gauge:
-        key = (family.name, tuple(sample.labels.values()))
-        child = self._set.get(key)
-        if child is None:
-            parent = self._gauges.get(family.name)
-            if parent is None:
-                parent = Gauge(
+    def _child(self, family: Metric, sample: Sample) -> Any:
+        """The counter or gauge (in its mode of ``COMBINE``) ``sample`` is published into."""
+        parent = self._parents.get(family.name)
+        if parent is None:
+            labels = list(sample.labels)
+            parent = self._parents[family.name] = (
+                Counter(family.name, family.documentation, labels, registry=None)
+                if family.type == "counter"
+                else Gauge(
                     family.name,
                     family.documentation,
-                    list(sample.labels),
+                    labels,
                     registry=None,
                     multiprocess_mode=COMBINE[family.name],
                 )
-                self._gauges[family.name] = parent
-            child = self._set[key] = parent.labels(**sample.labels) if sample.labels else parent
-        return child
+            )
+        return parent.labels(**sample.labels) if sample.labels else parent
