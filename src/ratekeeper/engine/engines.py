@@ -123,7 +123,15 @@ class Engine(EngineBase, Closing):
                 else:
                     decision = self._apply(plan.identity, plan.limit, hits, None)
                     if decision[0]:  # single(plan, decision), inlined for an allowed hit
-                        one = (True, decision, plan.limit, plan.rule, plan.overridden, False)
+                        one = (
+                            True,
+                            decision,
+                            plan.limit,
+                            plan.rule,
+                            plan.overridden,
+                            False,
+                            plan.identity,
+                        )
                         result = _new(Verdict, (True, (_new(Status, one),)))
                     else:
                         result = single(plan, decision)
@@ -264,7 +272,15 @@ class AsyncEngine(EngineBase, AsyncClosing):
                 else:
                     decision = await self._apply(plan.identity, plan.limit, hits, None)
                     if decision[0]:  # single(plan, decision), inlined for an allowed hit
-                        one = (True, decision, plan.limit, plan.rule, plan.overridden, False)
+                        one = (
+                            True,
+                            decision,
+                            plan.limit,
+                            plan.rule,
+                            plan.overridden,
+                            False,
+                            plan.identity,
+                        )
                         result = _new(Verdict, (True, (_new(Status, one),)))
                     else:
                         result = single(plan, decision)

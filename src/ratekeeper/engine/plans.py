@@ -346,11 +346,16 @@ def status(plan: Plan, decision: Decision | None) -> Status:
     if decision is None:
         if plan.refused:
             return _refused(plan)
-        return _new(Status, (True, None, None, plan.rule, plan.overridden, False))
+        return _new(Status, (True, None, None, plan.rule, plan.overridden, False, plan.identity))
     if decision.allowed:
-        return _new(Status, (True, decision, plan.limit, plan.rule, plan.overridden, False))
+        return _new(
+            Status, (True, decision, plan.limit, plan.rule, plan.overridden, False, plan.identity)
+        )
     shadowed = plan.rule is not None and plan.rule.shadow_mode
-    return _new(Status, (shadowed, decision, plan.limit, plan.rule, plan.overridden, shadowed))
+    return _new(
+        Status,
+        (shadowed, decision, plan.limit, plan.rule, plan.overridden, shadowed, plan.identity),
+    )
 
 
 def single(plan: Plan, decision: Decision | None) -> Verdict:
@@ -359,9 +364,11 @@ def single(plan: Plan, decision: Decision | None) -> Verdict:
         if plan.refused:
             one = _refused(plan)
         else:
-            one = _new(Status, (True, None, None, plan.rule, plan.overridden, False))
+            one = _new(Status, (True, None, None, plan.rule, plan.overridden, False, plan.identity))
     elif decision[0]:
-        one = _new(Status, (True, decision, plan.limit, plan.rule, plan.overridden, False))
+        one = _new(
+            Status, (True, decision, plan.limit, plan.rule, plan.overridden, False, plan.identity)
+        )
     else:
         one = status(plan, decision)
     return _new(Verdict, (one[0], (one,)))
@@ -392,14 +399,16 @@ def shadowed(domain: str, result: Verdict) -> Verdict:
             rule = one.rule
             what = "no rule" if rule is None else f"rule {rule.name or rule.path}"
             log.debug("shadow mode: domain %s, %s: over its limit, let through", domain, what)
-        let_through.append(_new(Status, (True, *one[1:5], True)))
+        let_through.append(_new(Status, (True, *one[1:5], True, one[6])))
     return _new(Verdict, (True, tuple(let_through)))
 
 
 def _refused(plan: Plan) -> Status:
     """The status of a plan that refuses every hit: let through only in shadow mode."""
     shadowed = plan.rule is not None and plan.rule.shadow_mode
-    return _new(Status, (shadowed, ALWAYS_OVER, None, plan.rule, plan.overridden, shadowed))
+    return _new(
+        Status, (shadowed, ALWAYS_OVER, None, plan.rule, plan.overridden, shadowed, plan.identity)
+    )
 
 
 def _allowed(statuses: tuple[Status, ...]) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,7 +58,8 @@ class RuleWatcher:
     is the number of rules in force at the start (a reload to none is refused unless it is
     0). ``reloads``
     and ``errors`` count successful and failed reloads; ``last_error`` keeps the latest
-    failure's message.
+    failure's message (None once a reload succeeds), ``last_error_at`` and ``last_reload_at``
+    when the latest failure and the latest reload happened (``time.time()``; None before any).
     """
 
     def __init__(
@@ -77,6 +79,8 @@ class RuleWatcher:
         self.reloads = 0
         self.errors = 0
         self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self.last_reload_at: float | None = None
         self._seen = signature(self.paths)
         self._ticker = Ticker(interval, self.check, "ratekeeper-rules")
 
@@ -99,12 +103,14 @@ class RuleWatcher:
         except (ConfigError, OSError) as error:
             log.error("rule files not reloaded, the previous rules stay in force:\n%s", error)
             self.last_error = str(error)
+            self.last_error_at = time.time()
             self.errors += 1  # counted last: whoever waits on the count sees the rest done
             return False
         self.apply(rules)
         self.loaded = len(rules)
         log.info("rules reloaded from %s: %d rules", ", ".join(map(str, self.paths)), len(rules))
         self.last_error = None
+        self.last_reload_at = time.time()
         self.reloads += 1
         return True
 

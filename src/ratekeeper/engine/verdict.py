@@ -41,7 +41,8 @@ class Status(NamedTuple):
     a decision of limit 0. ``limit`` is the limit applied and ``rule`` the rule that matched, if
     any; ``overridden`` says the limit came from the configuration store. ``shadowed`` says the
     limit refused but the rule's ``shadow_mode``, or the engine's ``shadow``, let the hit
-    through.
+    through. ``identity`` is what the descriptor, or key, is counted under (a ``Plan``'s);
+    empty when the status was not made by the engine.
     """
 
     allowed: bool
@@ -50,6 +51,7 @@ class Status(NamedTuple):
     rule: Rule | None
     overridden: bool
     shadowed: bool
+    identity: str = ""
 
     @property
     def remaining(self) -> int:

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ratekeeper.service.labels import rule_label
 from ratekeeper.service.logs import ACCESS
 
 if TYPE_CHECKING:
@@ -165,14 +166,4 @@ class AccessLog:
             result = "shadowed"
         else:
             result = "allowed"
-        return {"domain": domain, "rule": self._rule(status), "result": result}
-
-    def _rule(self, status: Status) -> str:
-        rule = status.rule
-        if rule is not None:
-            return rule.name or rule.path
-        if status.overridden:
-            return "override"
-        if status.limit is None:
-            return "none"
-        return "default" if status.limit is self._default else "given"
+        return {"domain": domain, "rule": rule_label(status, self._default), "result": result}

@@ -101,17 +101,21 @@ class Admin:
             return _refused(problem)
         domain = request.query_params.get("domain")
         prefix = request.query_params.get("prefix", "")
-
-        def listing() -> tuple[list[dict[str, Any]], bool]:
-            found: list[dict[str, Any]] = []
-            for one_domain, key, override in config.items(domain, prefix):
-                if len(found) == MAX_LISTING:
-                    return found, True
-                found.append({"domain": one_domain, "key": key, "override": override.to_dict()})
-            return found, False
-
-        found, truncated = await asyncio.to_thread(listing)
+        found, truncated = await asyncio.to_thread(listing, config, domain, prefix, MAX_LISTING)
         return json_response({"overrides": found, "truncated": truncated})
+
+
+def listing(
+    config: ConfigStore, domain: str | None, prefix: str, most: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """At most ``most`` of the overrides of ``domain`` (None: every domain) whose key starts
+    with ``prefix``, by domain then key, and whether there were more (calls the store)."""
+    found: list[dict[str, Any]] = []
+    for one_domain, key, override in config.items(domain, prefix):
+        if len(found) == most:
+            return found, True
+        found.append({"domain": one_domain, "key": key, "override": override.to_dict()})
+    return found, False
 
 
 def _refused(problem: Problem) -> Response:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.access import AccessLog
+    from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -114,6 +116,7 @@ def build_app(settings: Settings) -> Starlette:
 
     metrics = Metrics(multiprocess=settings.workers > 1)  # the workers' totals, shared
     metrics.track(engine)
+    dashboard = _dashboard(engine, metrics, settings)
     access_log = _access_log(engine, settings)
     return create_app(
         engine,
@@ -125,6 +128,21 @@ def build_app(settings: Settings) -> Starlette:
         admission=Admission(settings.max_in_flight),
         envoy_headers=settings.envoy_header_names if settings.envoy_headers else None,
         access_log=access_log,
+        dashboard=dashboard,
+    )
+
+
+def _dashboard(engine: AsyncEngine, metrics: Metrics, settings: Settings) -> Dashboard | None:
+    """The dashboard ``settings`` ask for, recording beside ``metrics`` (and, with many
+    workers, sharing each one's record in the directory of their metrics files)."""
+    if not settings.dashboard or settings.admin_token is None:
+        return None
+    from ratekeeper.service.dashboard import Dashboard, Recorder, SharedShots
+    from ratekeeper.service.multiprocess import directory
+
+    shared = SharedShots(directory()) if settings.workers > 1 else None
+    return Dashboard(
+        engine, metrics, Recorder(engine, metrics), settings.admin_token, shared=shared
     )
 
 
@@ -170,12 +188,18 @@ def _environment(settings: Settings) -> dict[str, str]:
         # what --compat read is in the variables above: the workers do not read it again
         "COMPAT": "none",
         "MERGE_DOMAINS": _flag(settings.merge_domains),
+        "DASHBOARD": _flag(settings.dashboard),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
 
 def _flag(value: bool) -> str:
     return "true" if value else "false"
+
+
+def _say_dashboard(settings: Settings) -> None:
+    if settings.dashboard:
+        log.info("dashboard: http://%s/dashboard (sign in with the admin token)", settings.http)
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
@@ -268,6 +292,7 @@ def serve(settings: Settings) -> int:
 
         os.environ.update(_environment(settings))
         log.info("listening on http://%s with %d workers", settings.http, settings.workers)
+        _say_dashboard(settings)
         with shared_directory():  # the workers' metrics files, for this run only
             uvicorn.run(
                 "ratekeeper.service.app:from_environment",
@@ -284,6 +309,7 @@ def serve(settings: Settings) -> int:
     previous = signal.signal(signal.SIGTERM, lambda number, frame: None)
     try:
         log.info("listening on http://%s", settings.http)
+        _say_dashboard(settings)
         server.run()
     finally:
         signal.signal(signal.SIGTERM, previous)

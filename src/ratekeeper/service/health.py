@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 READY_TIMEOUT = 2.0
 
 
-async def _config_error(config: ConfigStore) -> str | None:
+async def config_error(config: ConfigStore) -> str | None:
     """None when the configuration store answers within ``READY_TIMEOUT``, else why not."""
     try:
         await asyncio.wait_for(asyncio.to_thread(config.ping), READY_TIMEOUT)
@@ -35,7 +35,7 @@ async def _config_error(config: ConfigStore) -> str | None:
     return None
 
 
-def _past(message: str | None, at: float | None) -> dict[str, str] | None:
+def past_failure(message: str | None, at: float | None) -> dict[str, str] | None:
     """A past failure as ``/readyz`` reports it: its message and when it happened."""
     if message is None or at is None:
         return None
@@ -74,14 +74,14 @@ class Health:
             "breaker": health.breaker,
             "error": health.error,
             "open_shards": list(health.open_shards),
-            "last_error": _past(health.last_error, health.last_error_at),
+            "last_error": past_failure(health.last_error, health.last_error_at),
         }
         if not health.ok:
             return json_response({"status": "unavailable", "store": store}, 503)
         config = self.engine.config
         if config is None:
             return json_response({"status": "ready", "store": store})
-        problem = await _config_error(config)
+        problem = await config_error(config)
         status = "ready" if problem is None else "degraded"
         return json_response(
             {"status": status, "store": store, "config": {"ok": problem is None, "error": problem}}

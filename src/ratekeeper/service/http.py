@@ -69,6 +69,7 @@ from ratekeeper.wire.problems import Problem
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.access import AccessLog
+    from ratekeeper.service.dashboard import Dashboard
     from ratekeeper.service.metrics import Metrics
 
 __all__ = ["MAX_BODY", "create_app"]
@@ -94,6 +95,7 @@ def create_app(
     admission: Admission | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
+    dashboard: Dashboard | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
@@ -103,7 +105,9 @@ def create_app(
     bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed).
     ``envoy_headers`` (the names of the limit, remaining and reset headers) puts the rate-limit
     headers in Envoy's answers, over gRPC and ``POST /json`` (``response_headers_to_add``).
-    ``access_log`` (over ``engine``) logs every decision request, over HTTP and gRPC."""
+    ``access_log`` (over ``engine``) logs every decision request, over HTTP and gRPC.
+    ``dashboard`` (over ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and
+    records every second from startup to shutdown."""
     if metrics is not None and admission is not None:
         metrics.admission = admission
     checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
@@ -125,18 +129,21 @@ def create_app(
                 header_names=envoy_headers,
                 access_log=access_log,
             )
-        publishing = None  # with many workers, this one's figures written every second
+        tasks = []
         if metrics is not None and metrics.multiprocess:
-            publishing = asyncio.create_task(metrics.publish_every())
+            # with many workers, this one's figures written every second
+            tasks.append(asyncio.create_task(metrics.publish_every()))
+        if dashboard is not None:
+            tasks.append(asyncio.create_task(dashboard.run()))
         try:
             yield
         finally:
             if server is not None:
                 await server.stop(GRPC_GRACE)
-            if publishing is not None:
-                publishing.cancel()
+            for task in tasks:
+                task.cancel()
                 with suppress(asyncio.CancelledError):
-                    await publishing
+                    await task
             if metrics is not None:
                 metrics.close()  # with many workers: the last figures, the gauges dropped
             if close_engine:
@@ -163,6 +170,15 @@ def create_app(
         route("/v1/nginx", checks.nginx, ["GET"], "nginx"),
         route("/openapi.json", health.openapi, ["GET"]),
     ]
+    if dashboard is not None:
+        routes += [
+            route("/dashboard", dashboard.page, ["GET"]),
+            route("/dashboard/login", dashboard.login, ["POST"]),
+            route("/dashboard/logout", dashboard.logout, ["POST"]),
+            route("/dashboard/assets/{name}", dashboard.asset, ["GET"]),
+            route("/v1/stats", dashboard.stats, ["GET"]),
+            route("/v1/top", dashboard.top, ["GET"]),
+        ]
     if metrics is not None:
         routes.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
     app = _CheckFirst if access_log is None else _AccessLogged

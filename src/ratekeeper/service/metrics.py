@@ -162,6 +162,7 @@ class Metrics:
             registry=None if multiprocess else self.registry,
         )
         self._latency = {surface: latency.labels(surface) for surface in SURFACES}
+        self._latency_histogram = latency
         # With many processes, each label set's counter child, made once: a decision adds 1.
         self._children: dict[tuple[str, str, str], Counter] | None = None
         self._published: Published | None = None
@@ -182,7 +183,7 @@ class Metrics:
         default = self._default
         with self._lock:
             for status in statuses:
-                allowed, decision, limit, rule, overridden, shadowed = status
+                allowed, decision, limit, rule, overridden, shadowed, _ = status
                 if decision is not None and decision.degraded:
                     result = DEGRADED
                 elif shadowed:
@@ -343,6 +344,23 @@ class Metrics:
         """A copy of this process's decision counts, by ``(domain, rule, result)``."""
         with self._lock:
             return dict(self._counts)
+
+    def latency_counts(self) -> dict[str, list[int]]:
+        """This process's decision latencies so far: per surface, how many fell in each bucket
+        of ``LATENCY_BUCKETS`` (the last count is those above the largest), not cumulated."""
+        found = {surface: [0] * (len(LATENCY_BUCKETS) + 1) for surface in SURFACES}
+        for metric in self._latency_histogram.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_bucket"):
+                    bound = float(sample.labels["le"])
+                    index = (
+                        len(LATENCY_BUCKETS) if bound == math.inf else LATENCY_BUCKETS.index(bound)
+                    )
+                    found[sample.labels["surface"]][index] = int(sample.value)
+        for counts in found.values():  # prometheus counts each bucket with those below it
+            for index in range(len(counts) - 1, 0, -1):
+                counts[index] -= counts[index - 1]
+        return found
 
     def cache_hits(self, misses: int) -> int:
         """The plan cache's hits: the decisions made by a plan, less the ``misses`` that

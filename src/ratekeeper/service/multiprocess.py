@@ -51,6 +51,7 @@ __all__ = [
     "VARIABLE",
     "Published",
     "SharedCollector",
+    "alive",
     "directory",
     "drop_ended",
     "drop_gauges",
@@ -99,7 +100,7 @@ def drop_ended(path: str) -> None:
         if found is not None:
             pids.add(int(found.group(1)))
     for pid in pids:
-        if not _alive(pid):
+        if not alive(pid):
             drop_gauges(pid, path)
 
 
@@ -108,7 +109,8 @@ def drop_gauges(pid: int, path: str) -> None:
     mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

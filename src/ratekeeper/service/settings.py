@@ -37,6 +37,9 @@ flag                      variable                      default
                                                         rate-limit headers for Envoy to add
 ``--envoy-header-names``  ``RATEKEEPER_ENVOY_HEADER_``  ``X-RateLimit-Limit,X-RateLimit-``
 ``LIMIT,REMAINING,RESET`` ``NAMES``                     ``Remaining,X-RateLimit-Reset``
+``--dashboard``           ``RATEKEEPER_DASHBOARD``      off; ``/dashboard``, ``/v1/stats`` and
+                                                        ``/v1/top``, behind the admin token
+                                                        (which it needs)
 ========================  ============================  =====================================
 
 ``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
@@ -124,6 +127,7 @@ class Settings:
     # -- compatibility with envoyproxy/ratelimit's settings (service.compat) --
     compat: str = "none"
     merge_domains: bool = False
+    dashboard: bool = False
     #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
     notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
     #: Where each setting read came from, as its errors name it (``--http (from $HOST,
@@ -173,6 +177,12 @@ class Settings:
             errors.append(
                 "--workers: more than one worker needs a shared store such as redis://; "
                 "with memory:// each worker would count alone"
+            )
+        if settings.dashboard and "admin_token" not in sources:
+            errors.append(
+                f"{settings.sources.get('dashboard', '--dashboard')}: the dashboard needs "
+                "--admin-token (or RATEKEEPER_ADMIN_TOKEN): it shows the clients' keys, "
+                "often personal data, and only to whoever holds the token"
             )
         if errors:
             raise ConfigError(errors)
@@ -375,6 +385,7 @@ _PARSERS: dict[str, Any] = {
     "envoy_headers": _switch,
     "envoy_header_names": _header_names,
     "merge_domains": _switch,
+    "dashboard": _switch,
 }
 
 
@@ -466,4 +477,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         help="let rule files share a domain: their descriptors join one tree",
+    )
+    parser.add_argument(
+        "--dashboard",
+        action="store_const",
+        const=True,
+        help="serve a live dashboard at /dashboard, and its figures at /v1/stats and /v1/top, "
+        "to the holder of --admin-token",
     )

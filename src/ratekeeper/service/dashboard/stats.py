@@ -1,0 +1,243 @@
+"""The dashboard's figures, from the records of one service's processes (``Shot``), as the
+bodies of ``GET /v1/stats`` and ``GET /v1/top``. No I/O here.
+
+- ``top``: the keys with the most decisions and with the most refusals over a window of whole
+  slots, each slot's summaries of every process merged into one. Each count is a lower bound,
+  at most ``error`` below the truth, and ``error`` never exceeds ``bound``,
+  ``total // (capacity + 1)`` (``ratekeeper.core.frequent``).
+- ``series``: decisions per second over the last ``HISTORY`` seconds, overall and by domain
+  and rule, by result.
+- ``latency``: each surface's median and 99th percentile over the last minute, estimated
+  from the metrics' histogram buckets as Prometheus's ``histogram_quantile`` does.
+- ``tree``: the rules of each domain as a tree, from their paths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import unquote
+
+from ratekeeper.core.frequent import Summary
+from ratekeeper.rules import RuleSet
+from ratekeeper.rules.model import Rule
+from ratekeeper.service.dashboard.recorder import HISTORY, SLOT, Latest, Shot, rate_text
+from ratekeeper.service.metrics import LATENCY_BUCKETS, SURFACES
+
+#: The results of a decision, as the metrics count them.
+RESULTS = ("allowed", "limited", "shadowed", "degraded")
+#: Seconds of the latency figures.
+LATENCY_WINDOW = 60
+#: The windows ``top`` takes, in seconds, and the most keys it lists.
+MIN_WINDOW, MAX_WINDOW, MAX_KEYS = SLOT, HISTORY, 100
+
+
+def top(shots: Sequence[Shot], now: float, window: int, n: int, capacity: int) -> dict[str, Any]:
+    """The body of ``GET /v1/top?window=&n=``: the ``n`` keys of most decisions and of most
+    refusals over the last ``window`` seconds, in whole slots (the current one included)."""
+    current = int(now // SLOT * SLOT)
+    first = current - (math.ceil(window / SLOT) - 1) * SLOT
+    requests: list[Summary] = []
+    refused: list[Summary] = []
+    for shot in shots:
+        for start, slot in shot.slots.items():
+            if first <= start <= current:
+                requests.append(slot.requests)
+                refused.append(slot.refused)
+    empty = Summary(capacity)
+    return {
+        "window": window,
+        "span": max(0, round(now - first)),
+        "slot": SLOT,
+        "capacity": capacity,
+        "requests": _listed(empty.merged(requests), n, shots),
+        "refused": _listed(empty.merged(refused), n, shots),
+    }
+
+
+def _listed(summary: Summary, n: int, shots: Sequence[Shot]) -> dict[str, Any]:
+    keys = []
+    for identity, count in summary.top(n):
+        domain, _, key = identity.partition("/")
+        if not _:  # a bounded identity: no domain to tell
+            domain, key = "", identity
+        listed: dict[str, Any] = {
+            "domain": unquote(domain),
+            "key": key,
+            "count": count,
+            "at_most": count + summary.error,
+        }
+        listed.update(_latest(identity, shots))
+        keys.append(listed)
+    return {
+        "total": summary.total,
+        "error": summary.error,
+        "bound": summary.bound,
+        "keys": keys,
+    }
+
+
+def _latest(identity: str, shots: Sequence[Shot]) -> dict[str, Any]:
+    """The rule, limit and hits remaining of a key's latest decision, as a process knows it
+    (the one that wrote most recently first)."""
+    found: Latest | None = None
+    seen = -math.inf
+    for shot in shots:
+        if shot.at > seen and identity in shot.latest:
+            found, seen = shot.latest[identity], shot.at
+    if found is None:
+        return {"rule": None, "limit": None, "algorithm": None, "remaining": None, "allowed": None}
+    rule, limit, algorithm, remaining, allowed = found
+    return {
+        "rule": rule,
+        "limit": limit,
+        "algorithm": algorithm,
+        "remaining": remaining,
+        "allowed": allowed,
+    }
+
+
+def series(
+    shots: Iterable[Shot], now: float, rules: RuleSet
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Decisions per second over the last ``HISTORY`` seconds, the current one last: overall,
+    and by domain and rule (with the rule's limit and algorithm, when it is one of ``rules``)."""
+    start = int(now) - HISTORY + 1
+    overall = {result: [0] * HISTORY for result in RESULTS}
+    by_rule: dict[tuple[str, str], dict[str, list[int]]] = {}
+    for shot in shots:
+        for second, counts in shot.seconds:
+            at = second - start
+            if not 0 <= at < HISTORY:
+                continue
+            for (domain, rule, result), n in counts.items():
+                if result not in overall:
+                    continue
+                overall[result][at] += n
+                row = by_rule.get((domain, rule))
+                if row is None:
+                    row = by_rule[(domain, rule)] = {one: [0] * HISTORY for one in RESULTS}
+                row[result][at] += n
+    named = _named(rules)
+    rows: list[dict[str, Any]] = []
+    for (domain, rule), row in sorted(by_rule.items()):
+        limit, algorithm = _limit_of(named.get((domain, rule)))
+        rows.append({"domain": domain, "rule": rule, "limit": limit, "algorithm": algorithm, **row})
+    return {"step": 1, "start": start, **overall}, rows
+
+
+def _named(rules: RuleSet) -> dict[tuple[str, str], Rule]:
+    """Each rule by its domain and the name the metrics give it."""
+    return {(rule.domain, rule.name or rule.path): rule for rule in rules}
+
+
+def _limit_of(rule: Rule | None) -> tuple[str | None, str | None]:
+    if rule is None or rule.limit is None:
+        return None, None
+    return rate_text(rule.limit.amount, rule.limit.period), rule.limit.algorithm.value
+
+
+def latency(shots: Iterable[Shot], now: float) -> dict[str, Any]:
+    """Each surface's decisions over the last ``LATENCY_WINDOW`` seconds: their count, and
+    their median and 99th percentile in seconds (None without decisions)."""
+    since = int(now) - LATENCY_WINDOW
+    totals = {surface: [0] * (len(LATENCY_BUCKETS) + 1) for surface in SURFACES}
+    for shot in shots:
+        for second, by_surface in shot.latency:
+            if second < since:
+                continue
+            for surface, counts in by_surface.items():
+                found = totals.get(surface)
+                if found is not None:
+                    for index, n in enumerate(counts):
+                        found[index] += n
+    surfaces = []
+    for surface, counts in totals.items():
+        count = sum(counts)
+        surfaces.append(
+            {
+                "surface": surface,
+                "count": count,
+                "p50": quantile(0.5, counts),
+                "p99": quantile(0.99, counts),
+            }
+        )
+    return {"window": LATENCY_WINDOW, "surfaces": surfaces}
+
+
+def quantile(q: float, counts: Sequence[int]) -> float | None:
+    """The ``q`` quantile of the latencies counted in ``counts`` (one count per bucket of
+    ``LATENCY_BUCKETS``, then those above it), interpolated within its bucket; the largest
+    bound when it lies above it; None when nothing was counted."""
+    total = sum(counts)
+    if total <= 0:
+        return None
+    rank = q * total
+    below = 0
+    lower = 0.0
+    for index, bound in enumerate(LATENCY_BUCKETS):
+        n = counts[index]
+        if n and below + n >= rank:
+            return lower + (bound - lower) * (rank - below) / n
+        below += n
+        lower = bound
+    return LATENCY_BUCKETS[-1]
+
+
+def tree(rules: RuleSet) -> list[dict[str, Any]]:
+    """The rules of each domain as a tree of descriptors (``key``, ``value``, and the rule of
+    those that have one), built from the rules' paths, in file order."""
+    domains: dict[str, list[dict[str, Any]]] = {}
+    for rule in rules:
+        level = domains.setdefault(rule.domain, [])
+        parts = rule.path.split("/")
+        for depth, part in enumerate(parts):
+            key, equals, value = part.partition("=")
+            node = next((one for one in level if one["part"] == part), None)
+            if node is None:
+                node = {
+                    "part": part,
+                    "key": unquote(key),
+                    "value": unquote(value) if equals else None,
+                    "path": "/".join(parts[: depth + 1]),
+                    **_NO_RULE,
+                    "children": [],
+                }
+                level.append(node)
+            if depth == len(parts) - 1:
+                node.update(_rule(rule))
+            level = node["children"]
+    return [{"domain": domain, "descriptors": _clean(nodes)} for domain, nodes in domains.items()]
+
+
+#: A descriptor of the tree without a rule of its own.
+_NO_RULE: dict[str, Any] = {
+    "name": None,
+    "limit": None,
+    "algorithm": None,
+    "unlimited": False,
+    "always_over": False,
+    "shadow_mode": False,
+    "quota_mode": False,
+}
+
+
+def _rule(rule: Rule) -> dict[str, Any]:
+    limit, algorithm = _limit_of(rule)
+    return {
+        "name": rule.name,
+        "limit": limit,
+        "algorithm": algorithm,
+        "unlimited": rule.unlimited,
+        "always_over": rule.always_over,
+        "shadow_mode": rule.shadow_mode,
+        "quota_mode": rule.quota_mode,
+    }
+
+
+def _clean(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for node in nodes:
+        del node["part"]
+        _clean(node["children"])
+    return nodes
