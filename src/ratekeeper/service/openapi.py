@@ -22,7 +22,14 @@ def document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "ratekeeper decision service", "version": VERSION},
-        "paths": {**_checks(), **_admin(), **_probes(), **_gateways(), **_itself()},
+        "paths": {
+            **_checks(),
+            **_admin(),
+            **_dashboard(),
+            **_probes(),
+            **_gateways(),
+            **_itself(),
+        },
         "components": {
             "schemas": schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -211,6 +218,101 @@ def _admin() -> dict[str, Any]:
                 "security": _SECURITY,
                 "responses": {"204": {"description": "removed"}, **_ADMIN},
             },
+        },
+    }
+
+
+#: The answers of a dashboard route without the admin token, or with the dashboard off.
+_LOOKING = _problems(
+    ("unauthorized", "no or a wrong bearer token (or sign-in cookie)"),
+    ("not-found", "the dashboard is off (serve --dashboard turns it on)"),
+)
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+
+
+def _dashboard() -> dict[str, Any]:
+    """The dashboard (``serve --dashboard``): its page, and its figures as JSON."""
+    window = {
+        "name": "window",
+        "in": "query",
+        "schema": {"type": "integer", "minimum": 10, "maximum": 300, "default": 60},
+    }
+    n = {
+        "name": "n",
+        "in": "query",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+    }
+    signed_in = {"303": {"description": "signed in: to /dashboard, with the sign-in cookie"}}
+    form = {"description": "the sign-in form", "content": _HTML}
+    return {
+        "/v1/stats": {
+            "get": {
+                "summary": "Everything the dashboard shows",
+                "security": _SECURITY,
+                "responses": {"200": _json(ref("Stats"), "the figures"), **_LOOKING},
+            }
+        },
+        "/v1/top": {
+            "get": {
+                "summary": "The keys of the most decisions and refusals over a window",
+                "security": _SECURITY,
+                "parameters": [window, n],
+                "responses": {
+                    "200": _json(ref("Top"), "the keys"),
+                    **_LOOKING,
+                    **_problems(("invalid", "a window or n out of its range")),
+                },
+            }
+        },
+        "/dashboard": {
+            "get": {
+                "summary": "The dashboard's page (with ?token=, sign in and come back)",
+                "parameters": [{"name": "token", "in": "query", "schema": {"type": "string"}}],
+                "responses": {
+                    "200": {"description": "the page", "content": _HTML},
+                    **signed_in,
+                    "401": form,
+                    "404": _LOOKING["404"],
+                },
+            }
+        },
+        "/dashboard/login": {
+            "post": {
+                "summary": "Sign in with the admin token (a form's token=)",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"token": {"type": "string"}},
+                                "required": ["token"],
+                            }
+                        }
+                    },
+                },
+                "responses": {**signed_in, "401": form, "404": _LOOKING["404"]},
+            }
+        },
+        "/dashboard/logout": {
+            "post": {
+                "summary": "Sign out: the cookie forgotten",
+                "responses": {"303": {"description": "to /dashboard"}, "404": _LOOKING["404"]},
+            }
+        },
+        "/dashboard/assets/{name}": {
+            "get": {
+                "summary": "The page's style sheet and script",
+                "parameters": [
+                    {
+                        "name": "name",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"enum": ["dashboard.css", "dashboard.js"]},
+                    }
+                ],
+                "responses": {"200": {"description": "the file"}, **_LOOKING},
+            }
         },
     }
 

@@ -65,7 +65,14 @@ def _once(name: str) -> dict[str, Any]:
 
 def schemas() -> dict[str, Any]:
     """Every schema of the document, by name."""
-    return {**_checks(), **_results(), **_overrides(), **_problems(), **_envoy()}
+    return {
+        **_checks(),
+        **_results(),
+        **_overrides(),
+        **_problems(),
+        **_envoy(),
+        **_dashboard(),
+    }
 
 
 def _checks() -> dict[str, Any]:
@@ -288,4 +295,122 @@ def _envoy() -> dict[str, Any]:
             "type": "object",
             "description": "envoy.service.ratelimit.v3.RateLimitResponse in protobuf's JSON",
         },
+    }
+
+
+def _object(properties: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    """An object of exactly ``properties``, all required."""
+    found: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+    if description is not None:
+        found["description"] = description
+    return found
+
+
+_TEXT_OR_NULL = {"type": ["string", "null"]}
+_WHOLE = {"type": "integer", "minimum": 0}
+_PER_SECOND = {"type": "array", "items": _WHOLE, "description": "one count a second"}
+_RESULTS = {"allowed": _PER_SECOND, "limited": _PER_SECOND, "shadowed": _PER_SECOND}
+
+
+def _dashboard() -> dict[str, Any]:
+    """The dashboard's figures: ``GET /v1/stats`` and ``GET /v1/top``."""
+    listed = _object(
+        {
+            "domain": {"type": "string"},
+            "key": {"type": "string"},
+            "count": {**_WHOLE, "description": "at most error below the true count"},
+            "at_most": {**_WHOLE, "description": "count + error: the true count is no more"},
+            "rule": _TEXT_OR_NULL,
+            "limit": _TEXT_OR_NULL,
+            "algorithm": _TEXT_OR_NULL,
+            "remaining": {"type": ["integer", "null"]},
+            "allowed": {"type": ["boolean", "null"]},
+        },
+        "a key, and its latest decision",
+    )
+    descriptor = _object(
+        {
+            "key": {"type": "string"},
+            "value": _TEXT_OR_NULL,
+            "path": {"type": "string"},
+            "name": _TEXT_OR_NULL,
+            "limit": _TEXT_OR_NULL,
+            "algorithm": _TEXT_OR_NULL,
+            "unlimited": {"type": "boolean"},
+            "always_over": {"type": "boolean"},
+            "shadow_mode": {"type": "boolean"},
+            "quota_mode": {"type": "boolean"},
+            "children": {"type": "array", "items": ref("RuleDescriptor")},
+        }
+    )
+    return {
+        "TopKeys": _object(
+            {
+                "total": {**_WHOLE, "description": "hits in the window, exactly"},
+                "error": {**_WHOLE, "description": "each count is at most this below the truth"},
+                "bound": {**_WHOLE, "description": "error never exceeds total // (capacity + 1)"},
+                "keys": {"type": "array", "items": listed},
+            }
+        ),
+        "Top": _object(
+            {
+                "window": {"type": "integer", "minimum": 10, "maximum": 300},
+                "span": {**_WHOLE, "description": "seconds covered: whole slots, the current one"},
+                "slot": {"type": "integer", "minimum": 1},
+                "capacity": {"type": "integer", "minimum": 1},
+                "requests": ref("TopKeys"),
+                "refused": ref("TopKeys"),
+            },
+            "the keys of the most decisions, and of the most refusals (limited or shadowed)",
+        ),
+        "RuleDescriptor": descriptor,
+        "Stats": _object(
+            {
+                "version": {"type": "string"},
+                "now": {"type": "number"},
+                "workers": {"type": "integer", "minimum": 1},
+                "series": _object(
+                    {
+                        "step": {"const": 1},
+                        "start": {"type": "integer"},
+                        **_RESULTS,
+                        "degraded": _PER_SECOND,
+                    }
+                ),
+                "rules": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "domain": {"type": "string"},
+                            "rule": {"type": "string"},
+                            "limit": _TEXT_OR_NULL,
+                            "algorithm": _TEXT_OR_NULL,
+                            **_RESULTS,
+                            "degraded": _PER_SECOND,
+                        }
+                    ),
+                },
+                "latency": {"type": "object"},
+                "store": {"type": "object"},
+                "config": {"type": ["object", "null"]},
+                "reload": {"type": "object"},
+                "tree": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "domain": {"type": "string"},
+                            "descriptors": {"type": "array", "items": ref("RuleDescriptor")},
+                        }
+                    ),
+                },
+                "overrides": {"type": "object"},
+                "top": ref("Top"),
+            },
+            "what the dashboard shows; the series are per second, the current one last",
+        ),
     }

@@ -11,7 +11,8 @@ The rest happens in ``tick()``, which the service runs once a second:
   distinct keys are waiting, so memory is bounded whatever the number of keys;
 - the decisions by domain, rule and result, and the latency histogram of each surface, are
   read from the metrics and kept as what changed in the second just ended;
-- what is older than ``HISTORY`` seconds is dropped.
+- what is older than ``HISTORY`` seconds is dropped; as each slot begins, so is the latest
+  decision of every key that no summary holds any more.
 
 ``shot()`` is this process's record as a ``Shot``; ``ratekeeper.service.dashboard.stats``
 reads any number of them (one per worker process) as one service. With many workers each
@@ -32,7 +33,7 @@ from ratekeeper.core.frequent import Summary
 from ratekeeper.service.labels import rule_label
 
 if TYPE_CHECKING:
-    from ratekeeper.engine import AsyncEngine, Status
+    from ratekeeper.engine import AsyncEngine, Engine, Status
     from ratekeeper.service.metrics import Metrics
 
 #: Seconds of one slot of the keys' summaries: a window is a whole number of them.
@@ -83,7 +84,7 @@ class Recorder:
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine | AsyncEngine,
         metrics: Metrics,
         *,
         capacity: int = CAPACITY,
@@ -98,6 +99,7 @@ class Recorder:
         self._pending: dict[str, list[Any]] = {}  # key: [decisions, refusals, latest status]
         self._slots: dict[int, Slot] = {}
         self._statuses: dict[str, Status] = {}  # the latest decision of each key in a slot
+        self._turned = 0  # the slot of the last tick (its first second // SLOT)
         self._seconds: deque[tuple[int, Counts]] = deque()
         self._latency: deque[tuple[int, dict[str, list[int]]]] = deque()
         self._counted = metrics.decisions()
@@ -142,8 +144,10 @@ class Recorder:
         if refused:
             slot.refused = slot.refused.merged((), refused)
         statuses = self._statuses
+        kept, refusing = slot.requests.counts, slot.refused.counts
         for key, one in pending.items():
-            statuses[key] = one[2]
+            if key in kept or key in refusing:
+                statuses[key] = one[2]
 
     def tick(self, now: float | None = None) -> None:
         """Once a second, just after it turns: fold the pending counts, note what the metrics
@@ -174,10 +178,11 @@ class Recorder:
             for kept in (self._seconds, self._latency):
                 while kept and kept[0][0] <= oldest:
                     kept.popleft()
-            old = [start for start in self._slots if start + SLOT <= now - HISTORY]
-            for start in old:
+            for start in [start for start in self._slots if start + SLOT <= now - HISTORY]:
                 del self._slots[start]
-            if old:
+            current = int(now // SLOT)
+            if current != self._turned:  # a new slot: forget the keys the summaries dropped
+                self._turned = current
                 self._forget()
 
     def _forget(self) -> None:
