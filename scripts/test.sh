@@ -40,6 +40,12 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   fi
 fi
 
+# The dashboard's browser test drives Debian's chromium through Playwright (the dev extra),
+# never a browser of Playwright's own; DejaVu is the font its screenshots are drawn in.
+if ! command -v chromium >/dev/null 2>&1; then
+  apt_install --no-install-recommends chromium fonts-dejavu-core
+fi
+
 say "ruff"
 "$VENV/bin/ruff" check src tests benchmarks
 "$VENV/bin/ruff" format --check --quiet src tests benchmarks

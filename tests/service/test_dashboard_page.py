@@ -132,9 +132,9 @@ def test_the_page_shows_the_abuser_and_the_rates(
     laptop = browser.new_context(viewport=LAPTOP)
     page = laptop.new_page()
     errors = _errors_of(page)
-
     signing_in = page.goto(f"{served.url}/dashboard")
     assert signing_in is not None and signing_in.status == 401
+    errors.clear()  # the sign-in page's own 401 is logged as one
     page.fill("input[name=token]", TOKEN)
     with page.expect_navigation():
         page.click("button[type=submit]")
@@ -145,6 +145,8 @@ def test_the_page_shows_the_abuser_and_the_rates(
     try:
         _wait(page, lambda: _rate(page, "allowed") >= RISEN and _rate(page, "refused") >= RISEN)
         _wait(page, lambda: ABUSER in _first_key(page, "top-refused"))
+        _wait(page, lambda: ABUSER in _first_key(page, "top-requests"))
+        assert page.query_selector("#chart polyline.series.refused") is not None
         page.wait_for_timeout(3000)  # a few more seconds of the chart for the screenshots
         _shoot(page, tmp_path / "dashboard.png", full_page=True)
         _shoot_phone(browser, served.url, tmp_path / "dashboard-phone.png")

@@ -65,13 +65,13 @@
     return value.toFixed(1);
   }
 
-  /** Seconds as milliseconds to two significant digits (0.31, 2.1, 12), whole past 100. */
+  /** Seconds as milliseconds to two significant digits (0.31, 2.0, 12), whole past 100. */
   function milliseconds(seconds) {
     if (seconds === null || seconds === undefined) return "–";
     const ms = seconds * 1000;
     if (ms === 0) return "0";
-    if (ms >= 100) return String(Math.round(ms));
-    return String(Number(ms.toPrecision(2)));
+    if (ms >= 99.5) return String(Math.round(ms));
+    return ms.toPrecision(2);
   }
 
   /** An axis label: 0, 250, 1.5k, 12k, 2M. */
@@ -275,7 +275,7 @@
   function renderRules(rules) {
     const tbody = byId("per-rule").tBodies[0];
     if (!rules || rules.length === 0) {
-      emptyRow(tbody, 7, "no decisions yet");
+      emptyRow(tbody, 8, "no decisions yet");
       return;
     }
     const rows = rules.map((rule) => {
@@ -288,6 +288,8 @@
       const refused = average(rule.limited, RULE_SECONDS);
       cell(row, rate(allowed), "num" + (allowed === 0 ? " zero" : ""));
       cell(row, rate(refused), "num" + (refused === 0 ? " zero" : ""));
+      const shadowed = average(rule.shadowed, RULE_SECONDS);
+      cell(row, rate(shadowed), "num wide" + (shadowed === 0 ? " zero" : ""));
       cell(row, "").appendChild(sparkline(complete(rule.allowed), complete(rule.limited)));
       return row;
     });
@@ -393,7 +395,7 @@
         ...items.map((item) => {
           const row = element("tr");
           const override = item.override || {};
-          cell(row, item.domain === "" ? "any" : item.domain);
+          cell(row, item.domain === "" ? "(default)" : item.domain, item.domain === "" ? "zero" : "");
           cell(row, item.key, "key");
           cell(row, overrideLimit(override));
           cell(row, overrideAlgorithm(override), "wide");
