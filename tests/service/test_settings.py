@@ -243,9 +243,23 @@ def test_the_workers_read_back_every_setting_serve_was_given(tmp_path: Path) -> 
             TOKEN,
             "--log-format",
             "json",
+            "--dashboard",
         ]
     )
     assert Settings.read(None, _environment(given)) == given
+
+
+def test_the_dashboard_is_off_by_default_and_needs_the_admin_token() -> None:
+    assert read([]).dashboard is False
+    assert read(["--dashboard", "--admin-token", TOKEN]).dashboard is True
+    environ = {"RATEKEEPER_DASHBOARD": "true", "RATEKEEPER_ADMIN_TOKEN": TOKEN}
+    assert read([], environ).dashboard is True
+    with pytest.raises(ConfigError) as refused:
+        read(["--dashboard"])
+    assert "--dashboard: the dashboard needs --admin-token" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:  # a bad token: said once, of the token
+        read(["--dashboard", "--admin-token", "short"])
+    assert "--admin-token" in str(refused.value) and "--dashboard" not in str(refused.value)
 
 
 def test_http_and_grpc_need_ports_of_their_own() -> None:
