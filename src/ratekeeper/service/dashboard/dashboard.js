@@ -7,6 +7,7 @@
   const HIDDEN_POLL_MS = 5000;
   const CURRENT_SECONDS = 5; // the big figures: the average of the last 5 complete seconds
   const RULE_SECONDS = 10; // the per-rule rates: the last 10 complete seconds
+  const SPARK_SECONDS = 60; // and their sparklines: the last minute
   const TOP_KEYS = 10;
   const SVG = "http://www.w3.org/2000/svg";
   // The four kinds of decision: the class the page draws them with, and their name in the JSON.
@@ -147,28 +148,44 @@
   function renderMasthead(stats) {
     byId("version").textContent = stats.version ? "v" + stats.version : "";
     const store = stats.store || {};
-    const shards = (store.open_shards || []).map((s) => (typeof s === "string" ? s : JSON.stringify(s)));
+    const shards = (store.open_shards || []).map((s) =>
+      typeof s === "string" ? s : JSON.stringify(s),
+    );
     const storeDetail = ["breaker " + (store.breaker || "–")];
     if (shards.length) storeDetail.push("open shards: " + shards.join(", "));
     if (store.error) storeDetail.push(store.error);
     else if (store.last_error) {
-      storeDetail.push("last error " + ago(store.last_error.at, stats.now) + ": " + store.last_error.message);
+      storeDetail.push(
+        "last error " + ago(store.last_error.at, stats.now) + ": " + store.last_error.message,
+      );
     }
     if (store.ok === null || store.ok === undefined) {
       setState("state-store", "unknown", "", "no worker has reported it yet");
     } else {
-      const storeTone = !store.ok ? "bad" : store.breaker !== "closed" || shards.length ? "warn" : "good";
+      const storeTone = !store.ok
+        ? "bad"
+        : store.breaker !== "closed" || shards.length
+          ? "warn"
+          : "good";
       setState("state-store", store.ok ? "ok" : "down", storeTone, storeDetail.join(" · "));
     }
 
     const config = stats.config;
-    if (config === null || config === undefined) setState("state-config", "none", "", "overrides off");
-    else setState("state-config", config.ok ? "ok" : "down", config.ok ? "good" : "bad", config.error);
+    if (config === null || config === undefined)
+      setState("state-config", "none", "", "overrides off");
+    else
+      setState("state-config", config.ok ? "ok" : "down", config.ok ? "good" : "bad", config.error);
 
     setState("state-workers", count(stats.workers), "");
 
-    const degraded = typeof store.degraded === "number" ? store.degraded : total(stats.series.degraded, 60);
-    setState("state-degraded", count(degraded), degraded > 0 ? "warn" : "", "decisions by the failure policy");
+    const degraded =
+      typeof store.degraded === "number" ? store.degraded : total(stats.series.degraded, 60);
+    setState(
+      "state-degraded",
+      count(degraded),
+      degraded > 0 ? "warn" : "",
+      "decisions by the failure policy",
+    );
 
     const reload = stats.reload || {};
     const sources = reload.sources || [];
@@ -222,8 +239,20 @@
     parts[0].textContent = "decisions per second over the last " + span + " seconds";
 
     for (let value = 0; value <= top + step / 2; value += step) {
-      parts.push(svgElement("line", { class: "gridline", x1: margin.left, x2: margin.left + plotWidth, y1: y(value), y2: y(value) }));
-      const label = svgElement("text", { x: margin.left - 6, y: y(value) + 4, "text-anchor": "end" });
+      parts.push(
+        svgElement("line", {
+          class: "gridline",
+          x1: margin.left,
+          x2: margin.left + plotWidth,
+          y1: y(value),
+          y2: y(value),
+        }),
+      );
+      const label = svgElement("text", {
+        x: margin.left - 6,
+        y: y(value) + 4,
+        "text-anchor": "end",
+      });
       label.textContent = compact(value);
       parts.push(label);
     }
@@ -231,18 +260,37 @@
     const suffix = plotWidth < 480 ? " s" : " s ago";
     for (let secondsAgo = 0; secondsAgo <= span; secondsAgo += 60) {
       const at = x(secondsAgo);
-      parts.push(svgElement("line", { class: "axis", x1: at, x2: at, y1: margin.top + plotHeight, y2: margin.top + plotHeight + 4 }));
+      parts.push(
+        svgElement("line", {
+          class: "axis",
+          x1: at,
+          x2: at,
+          y1: margin.top + plotHeight,
+          y2: margin.top + plotHeight + 4,
+        }),
+      );
       const anchor = secondsAgo === span ? "start" : secondsAgo === 0 ? "end" : "middle";
       const label = svgElement("text", { x: at, y: height - 6, "text-anchor": anchor });
-      label.textContent = secondsAgo === 0 ? "now" : secondsAgo === span ? secondsAgo + suffix : secondsAgo + " s";
+      label.textContent =
+        secondsAgo === 0 ? "now" : secondsAgo === span ? secondsAgo + suffix : secondsAgo + " s";
       parts.push(label);
     }
-    parts.push(svgElement("line", { class: "axis", x1: margin.left, x2: margin.left + plotWidth, y1: margin.top + plotHeight, y2: margin.top + plotHeight }));
+    parts.push(
+      svgElement("line", {
+        class: "axis",
+        x1: margin.left,
+        x2: margin.left + plotWidth,
+        y1: margin.top + plotHeight,
+        y2: margin.top + plotHeight,
+      }),
+    );
 
     for (const [name, points] of lines) {
       if (points.length === 0) continue;
       // The complete second i of n is n - i seconds ago: the last one ended one second ago.
-      const coordinates = points.map((value, i) => `${x(points.length - i).toFixed(1)},${y(value).toFixed(1)}`);
+      const coordinates = points.map(
+        (value, i) => `${x(points.length - i).toFixed(1)},${y(value).toFixed(1)}`,
+      );
       if (name === "allowed" || name === "refused") {
         const base = (margin.top + plotHeight).toFixed(1);
         const first = coordinates[0].split(",")[0];
@@ -250,7 +298,9 @@
         const area = `${first},${base} ${coordinates.join(" ")} ${last},${base}`;
         parts.push(svgElement("polygon", { class: "area " + name, points: area }));
       }
-      parts.push(svgElement("polyline", { class: "series " + name, points: coordinates.join(" ") }));
+      parts.push(
+        svgElement("polyline", { class: "series " + name, points: coordinates.join(" ") }),
+      );
     }
     chart.replaceChildren(...parts);
   }
@@ -259,15 +309,28 @@
     const width = 120;
     const height = 24;
     const highest = Math.max(1, ...allowed, ...refused);
-    const spark = svgElement("svg", { class: "spark", viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none" });
-    for (const [name, points] of [["allowed", allowed], ["refused", refused]]) {
+    const spark = svgElement("svg", {
+      class: "spark",
+      viewBox: `0 0 ${width} ${height}`,
+      preserveAspectRatio: "none",
+    });
+    for (const [name, points] of [
+      ["allowed", allowed],
+      ["refused", refused],
+    ]) {
       if (points.length < 2) continue;
       const coordinates = points.map((value, i) => {
         const px = (i / (points.length - 1)) * width;
         const py = height - 1 - (value / highest) * (height - 2);
         return `${px.toFixed(1)},${py.toFixed(1)}`;
       });
-      spark.appendChild(svgElement("polyline", { class: "series " + name, points: coordinates.join(" "), "vector-effect": "non-scaling-stroke" }));
+      spark.appendChild(
+        svgElement("polyline", {
+          class: "series " + name,
+          points: coordinates.join(" "),
+          "vector-effect": "non-scaling-stroke",
+        }),
+      );
     }
     return spark;
   }
@@ -290,7 +353,8 @@
       cell(row, rate(refused), "num" + (refused === 0 ? " zero" : ""));
       const shadowed = average(rule.shadowed, RULE_SECONDS);
       cell(row, rate(shadowed), "num wide" + (shadowed === 0 ? " zero" : ""));
-      cell(row, "").appendChild(sparkline(complete(rule.allowed), complete(rule.limited)));
+      const lately = (points) => complete(points).slice(-SPARK_SECONDS);
+      cell(row, "").appendChild(sparkline(lately(rule.allowed), lately(rule.limited)));
       return row;
     });
     tbody.replaceChildren(...rows);
@@ -311,7 +375,11 @@
           cell(row, key.domain || "–", "wide");
           cell(row, key.rule === null ? "–" : key.rule);
           cell(row, key.limit === null ? "–" : key.limit, "wide");
-          cell(row, key.remaining === null || key.remaining === undefined ? "–" : count(key.remaining), "num remaining");
+          cell(
+            row,
+            key.remaining === null || key.remaining === undefined ? "–" : count(key.remaining),
+            "num remaining",
+          );
           const counted = cell(row, count(key.count), "count");
           if (key.at_most !== undefined) counted.title = "at most " + count(key.at_most);
           return row;
@@ -370,7 +438,8 @@
 
   function overrideAlgorithm(override) {
     const parts = [override.algorithm || "bucketed_window"];
-    if (override.burst !== null && override.burst !== undefined) parts.push("burst " + count(override.burst));
+    if (override.burst !== null && override.burst !== undefined)
+      parts.push("burst " + count(override.burst));
     if (override.granularity !== null && override.granularity !== undefined) {
       parts.push("granularity " + override.granularity + " s");
     }
@@ -395,7 +464,11 @@
         ...items.map((item) => {
           const row = element("tr");
           const override = item.override || {};
-          cell(row, item.domain === "" ? "(default)" : item.domain, item.domain === "" ? "zero" : "");
+          cell(
+            row,
+            item.domain === "" ? "(default)" : item.domain,
+            item.domain === "" ? "zero" : "",
+          );
           cell(row, item.key, "key");
           cell(row, overrideLimit(override));
           cell(row, overrideAlgorithm(override), "wide");
@@ -404,7 +477,8 @@
       );
     }
     const notes = [];
-    if (overrides.truncated) notes.push("truncated: only the first " + count(items.length) + " are shown");
+    if (overrides.truncated)
+      notes.push("truncated: only the first " + count(items.length) + " are shown");
     if (overrides.error) notes.push("the configuration store failed: " + overrides.error);
     note.textContent = notes.join(" · ");
     note.className = "note" + (overrides.error ? " bad" : "");
@@ -412,14 +486,16 @@
 
   function descriptorItem(descriptor) {
     const item = element("li");
-    const entry = descriptor.value === null ? descriptor.key : descriptor.key + "=" + descriptor.value;
+    const entry =
+      descriptor.value === null ? descriptor.key : descriptor.key + "=" + descriptor.value;
     item.appendChild(element("span", "entry", entry));
     if (descriptor.name) item.appendChild(element("span", "name", descriptor.name));
     if (descriptor.limit) item.appendChild(element("span", "limit", descriptor.limit));
     if (descriptor.algorithm) item.appendChild(element("span", "algorithm", descriptor.algorithm));
     if (descriptor.unlimited) item.appendChild(element("span", "flag unlimited", "unlimited"));
     if (descriptor.shadow_mode) item.appendChild(element("span", "flag shadow", "shadow"));
-    if (descriptor.always_over) item.appendChild(element("span", "flag always-over", "always over"));
+    if (descriptor.always_over)
+      item.appendChild(element("span", "flag always-over", "always over"));
     if (descriptor.quota_mode) item.appendChild(element("span", "flag quota", "quota"));
     if (descriptor.children && descriptor.children.length) {
       item.appendChild(descriptorList(descriptor.children));
@@ -470,7 +546,11 @@
   async function get(path) {
     let response;
     try {
-      response = await fetch(path, { credentials: "same-origin", cache: "no-store", headers: { Accept: "application/json" } });
+      response = await fetch(path, {
+        credentials: "same-origin",
+        cache: "no-store",
+        headers: { Accept: "application/json" },
+      });
     } catch (error) {
       setConnection("the service does not answer", true);
       return null;
