@@ -36,7 +36,7 @@ from ratekeeper.service.admin import listing
 from ratekeeper.service.dashboard import stats
 from ratekeeper.service.dashboard.recorder import Recorder, Shot
 from ratekeeper.service.dashboard.shared import SharedShots
-from ratekeeper.service.health import config_error, past_failure
+from ratekeeper.service.health import READY_TIMEOUT, config_error, past_failure
 from ratekeeper.service.reading import read_body
 from ratekeeper.service.responses import json_response
 from ratekeeper.wire.problems import Problem
@@ -229,8 +229,15 @@ class Dashboard:
         config = self.engine.config
         if config is None:
             return {"items": [], "truncated": False, "error": None}
+        listed = asyncio.to_thread(listing, config, None, "", SHOWN_OVERRIDES)
         try:
-            found, truncated = await asyncio.to_thread(listing, config, None, "", SHOWN_OVERRIDES)
+            found, truncated = await asyncio.wait_for(listed, READY_TIMEOUT)
+        except TimeoutError:
+            return {
+                "items": [],
+                "truncated": False,
+                "error": f"no answer within {READY_TIMEOUT:g} s",
+            }
         except Exception as error:  # shown on the page, whatever it is
             return {"items": [], "truncated": False, "error": str(error) or type(error).__name__}
         return {"items": found, "truncated": truncated, "error": None}
