@@ -101,6 +101,8 @@ def test_the_top_keys_are_those_of_the_window_asked() -> None:
     recent = stats.top([shot], shot.at, SLOT, 10, 1000)
     assert [(one["key"], one["count"]) for one in recent["requests"]["keys"]] == [("user:new", 4)]
     assert (recent["span"], recent["requests"]["total"]) == (0, 4)
+    since_start = stats.top([shot], shot.at, 60, 10, 1000)  # no more than was recorded
+    assert (since_start["span"], since_start["requests"]["total"]) == (10, 11)
     both = stats.top([shot], shot.at, 2 * SLOT, 10, 1000)
     assert [(one["key"], one["count"]) for one in both["requests"]["keys"]] == [
         ("user:old", 7),

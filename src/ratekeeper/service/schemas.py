@@ -373,6 +373,7 @@ def _dashboard() -> dict[str, Any]:
             {
                 "version": {"type": "string"},
                 "now": {"type": "number"},
+                "started": {"type": "number", "description": "when recording began"},
                 "workers": {"type": "integer", "minimum": 1},
                 "series": _object(
                     {

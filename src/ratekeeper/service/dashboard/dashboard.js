@@ -220,15 +220,26 @@
     }
   }
 
-  function drawChart(series) {
+  /**
+   * The chart of ``stats.series``: the last five minutes, or, while the service is younger
+   * than that, the time since it started (at least a minute).
+   */
+  function drawChart(stats) {
+    const series = stats.series;
     const chart = byId("chart");
     const width = chart.clientWidth || 600;
     const height = chart.clientHeight || 240;
     const margin = { left: 46, right: 14, top: 10, bottom: 24 };
     const plotWidth = Math.max(10, width - margin.left - margin.right);
     const plotHeight = Math.max(10, height - margin.top - margin.bottom);
-    const span = (series.allowed || []).length; // seconds shown, the current one included
-    const lines = KINDS.map(([name, field]) => [name, complete(series[field])]);
+    const history = (series.allowed || []).length; // the current second included
+    const age = stats.started ? Math.ceil(stats.now - stats.started) + 1 : history;
+    const span = Math.min(history, Math.max(60, age)); // seconds shown
+    const lines = KINDS.map(([name, field]) => [
+      name,
+      complete((series[field] || []).slice(-span)),
+    ]);
+    const tick = span <= 90 ? 15 : span <= 180 ? 30 : 60;
     const highest = Math.max(0, ...lines.flatMap(([, points]) => points));
     const { step, top } = scale(highest);
     const x = (secondsAgo) => margin.left + (1 - secondsAgo / span) * plotWidth;
@@ -258,7 +269,7 @@
     }
 
     const suffix = plotWidth < 480 ? " s" : " s ago";
-    for (let secondsAgo = 0; secondsAgo <= span; secondsAgo += 60) {
+    for (let secondsAgo = 0; secondsAgo <= span; secondsAgo += tick) {
       const at = x(secondsAgo);
       parts.push(
         svgElement("line", {
@@ -534,7 +545,7 @@
     view.stats = stats;
     renderMasthead(stats);
     renderFigures(stats.series);
-    drawChart(stats.series);
+    drawChart(stats);
     renderRules(stats.rules);
     if (view.window === 60) renderTop(stats.top);
     renderLatency(stats.latency);
@@ -620,7 +631,7 @@
       pending = true;
       requestAnimationFrame(() => {
         pending = false;
-        drawChart(view.stats.series);
+        drawChart(view.stats);
       });
     });
     poll();

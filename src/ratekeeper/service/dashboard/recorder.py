@@ -65,7 +65,8 @@ class Shot:
     """One process's record (see the module): ``seconds`` and ``latency`` are what changed in
     each second, oldest first (the latency as counts per bucket of the metrics' histogram, by
     surface); ``slots`` by their first second; ``latest`` the latest decision of the keys
-    shown; ``health`` the request store's, as the metrics last found it (None if unknown)."""
+    shown; ``health`` the request store's, as the metrics last found it (None if unknown);
+    ``started`` when the process began to record."""
 
     pid: int
     at: float
@@ -75,6 +76,7 @@ class Shot:
     latest: Mapping[str, Latest]
     health: dict[str, Any] | None = None
     live: bool = True
+    started: float = 0.0
 
 
 class Recorder:
@@ -95,6 +97,7 @@ class Recorder:
         self._empty = Summary(capacity)  # checks the capacity
         self._room = 4 * capacity
         self._clock = clock
+        self.started = clock()
         self._lock = threading.Lock()
         self._pending: dict[str, list[Any]] = {}  # key: [decisions, refusals, latest status]
         self._slots: dict[int, Slot] = {}
@@ -206,6 +209,7 @@ class Recorder:
                 list(self._latency),
                 slots,
                 _Latest(dict(self._statuses), self._default),
+                started=self.started,
             )
 
 

@@ -178,6 +178,7 @@ class Dashboard:
         body: dict[str, Any] = {
             "version": VERSION,
             "now": now,
+            "started": stats.started(shots),
             "workers": sum(1 for shot in shots if shot.live),
             "series": series,
             "rules": rules,

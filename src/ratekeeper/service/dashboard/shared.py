@@ -63,6 +63,7 @@ class SharedShots:
                     str(start): _slot_data(slot, shot.latest) for start, slot in filling.items()
                 },
                 "health": shot.health,
+                "started": shot.started,
             },
         )
 
@@ -160,6 +161,7 @@ def _shot(data: dict[str, Any]) -> Shot:
         latest,
         data.get("health"),
         alive(pid),
+        float(data.get("started", 0.0)),
     )
 
 

@@ -35,9 +35,11 @@ MIN_WINDOW, MAX_WINDOW, MAX_KEYS = SLOT, HISTORY, 100
 
 def top(shots: Sequence[Shot], now: float, window: int, n: int, capacity: int) -> dict[str, Any]:
     """The body of ``GET /v1/top?window=&n=``: the ``n`` keys of most decisions and of most
-    refusals over the last ``window`` seconds, in whole slots (the current one included)."""
+    refusals over the last ``window`` seconds, in whole slots (the current one included);
+    ``span`` is the time they cover, since the service began to record at most."""
     current = int(now // SLOT * SLOT)
     first = current - (math.ceil(window / SLOT) - 1) * SLOT
+    since = max(first, started(shots))
     requests: list[Summary] = []
     refused: list[Summary] = []
     for shot in shots:
@@ -48,12 +50,17 @@ def top(shots: Sequence[Shot], now: float, window: int, n: int, capacity: int) -
     empty = Summary(capacity)
     return {
         "window": window,
-        "span": max(0, round(now - first)),
+        "span": max(0, round(now - since)),
         "slot": SLOT,
         "capacity": capacity,
         "requests": _listed(empty.merged(requests), n, shots),
         "refused": _listed(empty.merged(refused), n, shots),
     }
+
+
+def started(shots: Iterable[Shot]) -> float:
+    """When the first of the processes ``shots`` are of began to record (0 if none did)."""
+    return min((shot.started for shot in shots if shot.started), default=0.0)
 
 
 def _listed(summary: Summary, n: int, shots: Sequence[Shot]) -> dict[str, Any]:
