@@ -25,16 +25,30 @@ from ratekeeper.testing import FakeClock
 T = TypeVar("T")
 
 
-def service_app(rules: str, directory: Path, clock: FakeClock, **options: Any) -> Starlette:
+def service_app(
+    rules: str, directory: Path, clock: FakeClock, *, dashboard: bool = False, **options: Any
+) -> Starlette:
     """``create_app`` over an engine of ``rules`` (YAML text), a memory store on ``clock`` and a
     SQLite configuration store in ``directory``; the app closes the engine. ``options`` go to
-    ``create_app`` (``admin_token``, ``ietf_headers``, ...)."""
+    ``create_app`` (``admin_token``, ``ietf_headers``, ...); ``dashboard`` adds the metrics and
+    the dashboard, open to the ``admin_token`` given."""
     engine = AsyncEngine(
         AsyncMemoryStore(clock=clock),
         rules=parse_rules(rules, "rules.yaml"),
         config=open_config_store(f"sqlite:///{directory}/config.db"),
         clock=clock,
     )
+    if dashboard:
+        from ratekeeper.service.dashboard import Dashboard, Recorder
+        from ratekeeper.service.metrics import Metrics
+
+        metrics = Metrics()
+        metrics.track(engine)
+        recorder = Recorder(engine, metrics, clock=clock)
+        options["metrics"] = metrics
+        options["dashboard"] = Dashboard(
+            engine, metrics, recorder, options["admin_token"], clock=clock
+        )
     return create_app(engine, close_engine=True, **options)
 
 

@@ -275,6 +275,12 @@ def test_the_page_asks_for_the_token_and_signs_in_with_it(client: AppClient) -> 
     assert 'action="/dashboard/login"' in form.text and "not the admin token" not in form.text
     wrong = client.post("/dashboard/login", data={"token": "nope"})
     assert wrong.status_code == 401 and "not the admin token" in wrong.text
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    many = "=null&0=null&1=null&00=null&token=200&token=" + TOKEN
+    assert client.post("/dashboard/login", content=many, headers=form).status_code == 401
+    assert client.post("/dashboard/login", content=b"\xff\xfe", headers=form).status_code == 401
+    huge = client.post("/dashboard/login", content="token=" + "x" * 5000, headers=form)
+    assert huge.status_code == 413
     signed = client.post("/dashboard/login", data={"token": TOKEN})
     assert (signed.status_code, signed.headers["location"]) == (303, "/dashboard")
     cookie = signed.headers["set-cookie"]

@@ -1,5 +1,6 @@
 """The HTTP API fuzzed from its own OpenAPI document (schemathesis): every operation, with
-valid and invalid input, the admin routes with the bearer token, without it, and switched off.
+valid and invalid input, the admin routes and the dashboard with the bearer token, without it,
+and switched off.
 No answer is a 5xx, and every answer is one the document describes: its status, content type,
 headers and body; invalid input is refused, valid input is not refused as malformed.
 
@@ -49,14 +50,24 @@ CHECKS: dict[str, Any] = {
     },
     # A body the schema allows can still break a rule no schema states (a rate string's
     # grammar, a granularity that must fit its window): a 422, never a 400 or a 5xx.
-    "positive_data_acceptance": {"expected-statuses": ["2xx", "401", "403", "404", "422", "429"]},
+    # 303: the dashboard's sign-in and sign-out answer a form with a redirect.
+    "positive_data_acceptance": {
+        "expected-statuses": ["2xx", "303", "401", "403", "404", "422", "429"]
+    },
 }
 CONFIG = schemathesis.Config.from_dict(
     {"auth": {"openapi": {"bearer": {"bearer": TOKEN}}}, "checks": CHECKS}
 )
 #: With no admin token the admin routes answer 404 to everyone, token or none.
+# Switched off, the dashboard's routes are not there at all: 404 whatever the method.
 OFF = schemathesis.Config.from_dict(
-    {"checks": {**CHECKS, "missing_required_header": {"enabled": False}}}
+    {
+        "checks": {
+            **CHECKS,
+            "missing_required_header": {"enabled": False},
+            "unsupported_method": {"enabled": False},
+        }
+    }
 )
 
 
@@ -75,13 +86,18 @@ class _Current:
 CURRENT = _Current()
 api = schemathesis.openapi.from_dict(document(), config=CONFIG)
 api.app = CURRENT
-admin = schemathesis.openapi.from_dict(document(), config=OFF).include(path_regex="^/v1/overrides")
+admin = schemathesis.openapi.from_dict(document(), config=OFF).include(
+    path_regex="^/(v1/overrides|v1/stats|v1/top|dashboard)"
+)
 admin.app = CURRENT
 
 
 def _app(directory: Path, admin_token: str | None) -> Any:
     clock = FakeClock(1_700_000_000.0)
-    return service_app(RULES, directory, clock, admin_token=admin_token, ietf_headers=True)
+    on = admin_token is not None  # the dashboard too: it needs the token
+    return service_app(
+        RULES, directory, clock, admin_token=admin_token, ietf_headers=True, dashboard=on
+    )
 
 
 @pytest.fixture
@@ -106,7 +122,9 @@ def test_every_operation_answers_as_documented(case: Any, with_token: None) -> N
 
 @admin.parametrize()
 @FUZZ
-def test_with_no_admin_token_the_admin_routes_are_off(case: Any, without_token: None) -> None:
+def test_with_no_admin_token_the_admin_routes_and_the_dashboard_are_off(
+    case: Any, without_token: None
+) -> None:
     response = case.call_and_validate()
     assert response.status_code in (404, 405), response.text  # 405: a method no route has
 
@@ -120,7 +138,11 @@ def test_the_document_fuzzed_is_the_one_served(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    service = Served(tmp_path_factory.mktemp("served"), environ={"RATEKEEPER_ADMIN_TOKEN": TOKEN})
+    service = Served(
+        tmp_path_factory.mktemp("served"),
+        "--dashboard",
+        environ={"RATEKEEPER_ADMIN_TOKEN": TOKEN},
+    )
     yield service
     service.stop()
 

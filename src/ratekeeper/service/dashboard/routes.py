@@ -145,7 +145,7 @@ class Dashboard:
     async def login(self, request: Request) -> Response:
         """``POST /dashboard/login``: the form's token (``token=``, form-encoded)."""
         body = await read_body(request, MAX_FORM)
-        fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
+        fields = parse_qs(body.decode("utf-8", "replace"))  # at most MAX_FORM bytes
         given = fields.get("token", [""])[0].strip()
         if given and self._is_token(given):
             return self._enter(request)
