@@ -43,6 +43,7 @@ from ratekeeper.wire.problems import Problem
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.rules import RuleSet
     from ratekeeper.service.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
@@ -97,6 +98,7 @@ class Dashboard:
         self._token = admin_token.encode()
         self._session = hmac.new(self._token, b"ratekeeper dashboard", hashlib.sha256).hexdigest()
         self._clock = clock
+        self._drawn: tuple[RuleSet, list[dict[str, Any]]] | None = None  # the rules, drawn
 
     # Who may look.
 
@@ -186,7 +188,7 @@ class Dashboard:
             "store": _store(shots, sum(series["degraded"][-61:-1])),
             "config": None,
             "reload": self._reload(),
-            "tree": stats.tree(engine.rules),
+            "tree": self._tree(),
             "overrides": await self._overrides(),
             "top": stats.top(shots, now, 60, 10, self.recorder.capacity),
         }
@@ -214,6 +216,13 @@ class Dashboard:
             return [own]
         others = await asyncio.to_thread(self.shared.others, own.pid)
         return [own, *others]
+
+    def _tree(self) -> list[dict[str, Any]]:
+        """The rules as a tree, made again only when they were reloaded."""
+        rules = self.engine.rules
+        if self._drawn is None or self._drawn[0] is not rules:
+            self._drawn = (rules, stats.tree(rules))
+        return self._drawn[1]
 
     def _reload(self) -> dict[str, Any]:
         watcher = self.engine.watcher

@@ -196,18 +196,19 @@ def tree(rules: RuleSet) -> list[dict[str, Any]]:
     """The rules of each domain as a tree of descriptors (``key``, ``value``, and the rule of
     those that have one), built from the rules' paths, in file order."""
     domains: dict[str, list[dict[str, Any]]] = {}
+    nodes: dict[tuple[str, str], dict[str, Any]] = {}  # by domain and path
     for rule in rules:
         level = domains.setdefault(rule.domain, [])
         parts = rule.path.split("/")
-        for depth, part in enumerate(parts):
-            key, equals, value = part.partition("=")
-            node = next((one for one in level if one["part"] == part), None)
+        for depth in range(len(parts)):
+            path = "/".join(parts[: depth + 1])
+            node = nodes.get((rule.domain, path))
             if node is None:
-                node = {
-                    "part": part,
+                key, equals, value = parts[depth].partition("=")
+                node = nodes[(rule.domain, path)] = {
                     "key": unquote(key),
                     "value": unquote(value) if equals else None,
-                    "path": "/".join(parts[: depth + 1]),
+                    "path": path,
                     **_NO_RULE,
                     "children": [],
                 }
@@ -215,7 +216,9 @@ def tree(rules: RuleSet) -> list[dict[str, Any]]:
             if depth == len(parts) - 1:
                 node.update(_rule(rule))
             level = node["children"]
-    return [{"domain": domain, "descriptors": _clean(nodes)} for domain, nodes in domains.items()]
+    return [
+        {"domain": domain, "descriptors": descriptors} for domain, descriptors in domains.items()
+    ]
 
 
 #: A descriptor of the tree without a rule of its own.
@@ -241,10 +244,3 @@ def _rule(rule: Rule) -> dict[str, Any]:
         "shadow_mode": rule.shadow_mode,
         "quota_mode": rule.quota_mode,
     }
-
-
-def _clean(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for node in nodes:
-        del node["part"]
-        _clean(node["children"])
-    return nodes
