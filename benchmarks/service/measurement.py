@@ -3,8 +3,9 @@
 A ``Measurement`` checks its row's answer through a real client, warms up, runs the load
 generator and checks the key's count afterwards (see ``benchmarks.service.suite``). A row may
 run on a server started with one of ``ratekeeper serve``'s production options (``OPTIONS``);
-its answer, or the server's log, then shows the option at work, and the row is compared with
-the same row without it.
+its answer, the server's log or its dashboard then shows the option at work, and the row is
+compared with the same row without it. A ``--dashboard`` row may also run with the dashboard's
+page open (``benchmarks.service.page``).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks.service import load
 from benchmarks.service.load import Load
+from benchmarks.service.page import Page
 from benchmarks.service.servers import GRPC_METHOD, Server, cpu_seconds
 from benchmarks.trials import BenchmarkError
 from ratekeeper.service.proto import rls_pb2
@@ -36,7 +39,13 @@ BASELINE, MEMORY, REDIS = "hello world", "memory", "redis"
 STARLETTE, STARLETTE_PATH = "hello (Starlette)", "/starlette"
 
 #: The production options some rows' servers run with, and what each makes the server do.
-ENVOY_HEADERS, ACCESS_LOG = "--envoy-headers", "--access-log"
+ENVOY_HEADERS, ACCESS_LOG, DASHBOARD = "--envoy-headers", "--access-log", "--dashboard"
+#: The admin token of the servers run with ``--dashboard``, which needs one.
+TOKEN = "ratekeeper-bench-admin-token"
+#: What an option adds to ``ratekeeper serve``'s command, where it is more than its flag.
+ARGUMENTS = {DASHBOARD: (DASHBOARD, "--admin-token", TOKEN)}
+#: How a row with the dashboard's page open is named.
+PAGE_OPEN = "page open"
 OPTIONS = {
     ENVOY_HEADERS: "the gRPC answer carries `response_headers_to_add`: `X-RateLimit-Limit`, "
     "`-Remaining`, `-Reset`, and `Retry-After` when refused (checked on the row's first answer; "
@@ -44,6 +53,12 @@ OPTIONS = {
     ACCESS_LOG: "one INFO line a request from the `ratekeeper.access` logger, in the text "
     "format, on stderr, which the benchmark writes to the server's log file as it does every "
     "server's output; after each run the file must hold a line for every answer",
+    DASHBOARD: "with `--admin-token`: the dashboard's recorder is the engine's observer in front "
+    "of the metrics (a lock and a dict update a descriptor, a tick once a second); after each "
+    "run `GET /v1/top` (with the token) must count every answer on the row's key. With the "
+    f"*{PAGE_OPEN}*, a thread on the load generator's CPU asks `GET /v1/stats` once a second "
+    "with `Authorization: Bearer <token>` from before the warm-up to the end of the timed run, "
+    "as the dashboard's page does; every poll must be answered 200, and at least one a second",
 }
 #: The headers ``--envoy-headers`` adds to an answer, and to a refusal.
 ENVOY_NAMES = frozenset({"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"})
@@ -75,6 +90,11 @@ class Row:
     shape: str  # "hello", "hello (Starlette)", "key", "descriptor", "refused key", ...
     server: str  # BASELINE, MEMORY or REDIS
     option: str = ""  # one of OPTIONS that its server runs with, or none
+    watched: bool = False  # the dashboard's page open while it runs (DASHBOARD only)
+
+    def __post_init__(self) -> None:
+        if self.watched and self.option != DASHBOARD:
+            raise ValueError(f"only a {DASHBOARD} row has a page open, not {self}")
 
     @property
     def instance(self) -> str:
@@ -82,9 +102,19 @@ class Row:
         return f"{self.server} {self.option}" if self.option else self.server
 
     @property
+    def setting(self) -> str:
+        """Its option as the tables show it: with the page open, if it is."""
+        return f"{self.option}, {PAGE_OPEN}" if self.watched else self.option
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """What its option adds to ``ratekeeper serve``'s command."""
+        return ARGUMENTS.get(self.option, (self.option,)) if self.option else ()
+
+    @property
     def without(self) -> Row:
         """The same row on the server without the option."""
-        return replace(self, option="")
+        return replace(self, option="", watched=False)
 
     @property
     def refused(self) -> bool:
@@ -97,7 +127,8 @@ class Row:
 
     @property
     def label(self) -> str:
-        return f"{self.surface} {self.shape} ({self.instance})"
+        page = f", {PAGE_OPEN}" if self.watched else ""
+        return f"{self.surface} {self.shape} ({self.instance}{page})"
 
 
 ROWS = (
@@ -105,13 +136,19 @@ ROWS = (
     Row("HTTP", STARLETTE, BASELINE),
     Row("HTTP", "key", MEMORY),
     Row("HTTP", "key", MEMORY, ACCESS_LOG),
+    Row("HTTP", "key", MEMORY, DASHBOARD),
+    Row("HTTP", "key", MEMORY, DASHBOARD, watched=True),
     Row("HTTP", "descriptor", MEMORY),
+    Row("HTTP", "descriptor", MEMORY, DASHBOARD),
+    Row("HTTP", "descriptor", MEMORY, DASHBOARD, watched=True),
     Row("HTTP", "key", REDIS),
     Row("HTTP", "descriptor", REDIS),
     Row("HTTP", "refused key", MEMORY),
     Row("gRPC", "hello", BASELINE),
     Row("gRPC", "descriptor", MEMORY),
     Row("gRPC", "descriptor", MEMORY, ENVOY_HEADERS),
+    Row("gRPC", "descriptor", MEMORY, DASHBOARD),
+    Row("gRPC", "descriptor", MEMORY, DASHBOARD, watched=True),
     Row("gRPC", "descriptor", REDIS),
     Row("gRPC", "refused descriptor", MEMORY),
     Row("gRPC", "refused descriptor", MEMORY, ENVOY_HEADERS),
@@ -255,6 +292,30 @@ class Measurement:
                 )
             time.sleep(0.05)
 
+    def _check_recorded(self, answers: int) -> None:
+        """The dashboard's top keys of the last minute must count at least ``answers``
+        decisions on the row's key."""
+        name = self.key if self.row.shape == "key" else f"client:{self.value}"
+        top = self.server.client.get(
+            "/v1/top", params={"window": 60, "n": 100}, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        if top.status_code != 200:
+            raise BenchmarkError(f"{self.row.label}: GET /v1/top answered {top.status_code}")
+        counts = {one["key"]: one["count"] for one in top.json()["requests"]["keys"]}
+        if counts.get(name, 0) < answers:
+            raise BenchmarkError(
+                f"{self.row.label}: the dashboard counted {counts.get(name, 0):,} decisions on "
+                f"{name} for {answers:,} answers"
+            )
+
+    def _check_page(self, page: Page) -> None:
+        """Every poll of the page answered 200, and at least one a second."""
+        if page.failures or page.polls < max(1, int(page.seconds / page.interval)):
+            raise BenchmarkError(
+                f"{self.row.label}: the dashboard's page asked /v1/stats {page.polls} times in "
+                f"{page.seconds:.1f} s, answered {dict(sorted(page.answers.items()))}"
+            )
+
     # The run.
 
     def run(self, load_cpu: str | None) -> Result:
@@ -282,10 +343,14 @@ class Measurement:
                 )
 
         offset = self._log_size()
-        runs = [generate(sizes.warmup)] if sizes.warmup > 0 else []
-        before = cpu_seconds(self.server.process.pid)
-        timed = generate(sizes.seconds)
-        cpu = cpu_seconds(self.server.process.pid) - before
+        page: AbstractContextManager[Page | None] = nullcontext()
+        if row.watched:
+            page = Page(self.server.url, TOKEN, load_cpu)
+        with page as open_page:
+            runs = [generate(sizes.warmup)] if sizes.warmup > 0 else []
+            before = cpu_seconds(self.server.process.pid)
+            timed = generate(sizes.seconds)
+            cpu = cpu_seconds(self.server.process.pid) - before
         runs.append(timed)
         for one in runs:
             if one.failures:
@@ -296,6 +361,10 @@ class Measurement:
         answers = sum(one.requests for one in runs)
         if row.option == ACCESS_LOG:
             self._check_logged(offset, answers)
+        if open_page is not None:
+            self._check_page(open_page)
+        if row.option == DASHBOARD:
+            self._check_recorded(answers)
         if row.server != BASELINE and not row.refused:
             counted, meant = self._counted(), answers
             if counted < meant and datetime.now(UTC).date() == started:

@@ -11,13 +11,15 @@ same event loop):
 - gRPC ``envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`` under h2load, one
   descriptor matched by a rule, on each store; and one already over its limit.
 
-A Starlette app of one route answering the same hello is measured too, for reference. Three
+A Starlette app of one route answering the same hello is measured too, for reference. Some
 rows time production options as users run them, each on a server of its own started with the
-option, right after the same row without it: the HTTP key on memory with ``--access-log``, and
-the gRPC descriptor on memory, allowed and refused, with ``--envoy-headers``. Each prints its
-ratio to the row without the option and to the hello world, measured in the same run.
-``--workers`` has no row: the servers share one CPU, where two workers only take turns (see
-docs/benchmarks.md).
+option, right after the same row without it: the HTTP key on memory with ``--access-log``; the
+gRPC descriptor on memory, allowed and refused, with ``--envoy-headers``; and the HTTP key, the
+HTTP descriptor and the gRPC descriptor on memory with ``--dashboard`` (and its admin token),
+each twice: with nobody looking, and with the dashboard's page open, asking ``/v1/stats`` once
+a second (``benchmarks.service.page``). Each prints its ratio to the row without the option
+and to the hello world, measured in the same run. ``--workers`` has no row: the servers share
+one CPU, where two workers only take turns (see docs/benchmarks.md).
 
 Every row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking
 turns round by round (in reverse order every other round), each keeping its best round. The
@@ -33,7 +35,8 @@ trailers of the very request h2load sends. During it, every answer must be 2xx (
 refusing rows) with no socket error. After it, the key's count (read with ``POST /v1/peek``)
 must hold at least every request the load generator completed: an error answered instead of a
 decision counts nothing; with ``--access-log``, the server's log file must hold a line for
-each of them. Anything else stops the run with an error.
+each of them; with ``--dashboard``, its ``/v1/top`` must count them on the key, and the open
+page's every poll must be answered 200. Anything else stops the run with an error.
 
 With two or more CPUs and ``taskset``, the servers run on CPU 0, the load generator and
 redis-server on CPU 1.
@@ -137,7 +140,7 @@ def _command(row: Row, redis_url: str) -> list[str]:
     return [
         sys.executable, "-m", "ratekeeper.cli", "serve", "--store", store,
         "--rules", "rules.yaml", "--config", "sqlite:///config.db",
-        *([row.option] if row.option else []),
+        *row.arguments,
     ]  # fmt: skip
 
 
@@ -219,7 +222,7 @@ def _emit(
             target = "✓" if ratio >= TARGET else "✗"
         rounds = ", ".join(f"{one.load.rate:,.0f}" for one in result.results)
         rows.append([
-            row.surface, row.shape, row.server, row.option or report.MISSING, f"{best.rate:,.0f}",
+            row.surface, row.shape, row.server, row.setting or report.MISSING, f"{best.rate:,.0f}",
             _ms(best.p50), _ms(best.p99),
             f"{ratio:.2f}x", target, f"{result.cpu * 1e6:,.0f}",
             f"{baseline.cpu / result.cpu:.2f}x", rounds,
@@ -261,7 +264,7 @@ def _emit_options(out: Output, measured: dict[Row, Measured]) -> None:
         rate, bare = with_.best.load.rate, without.best.load.rate
         hello_rate = hello.best.load.rate
         rows.append([
-            row.surface, row.shape, row.server, row.option, f"{bare:,.0f} → {rate:,.0f}",
+            row.surface, row.shape, row.server, row.setting, f"{bare:,.0f} → {rate:,.0f}",
             f"{rate / bare:.2f}x", f"{without.cpu * 1e6:,.0f} → {with_.cpu * 1e6:,.0f}",
             f"{without.cpu / with_.cpu:.2f}x",
             f"{bare / hello_rate:.2f}x → {rate / hello_rate:.2f}x",

@@ -1,7 +1,8 @@
 """The benchmarks' rows of the production features run, at tiny sizes: ``Limiter.charge`` beside
-``Limiter.hit`` on memory and Redis, and the service rows with ``--access-log`` and
-``--envoy-headers``, whose checks refuse a server that does not run the option. Nothing here
-reads a timing: only that each row was measured on the path it names."""
+``Limiter.hit`` on memory and Redis, and the service rows with ``--access-log``,
+``--envoy-headers`` and ``--dashboard`` (with its page open, and without), whose checks refuse a
+server that does not run the option. Nothing here reads a timing: only that each row was
+measured on the path it names."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from benchmarks.report import Output
 from benchmarks.service import load, measurement, suite
 from benchmarks.service.measurement import (
     ACCESS_LOG,
+    DASHBOARD,
     ENVOY_HEADERS,
     MEMORY,
     ROWS,
     RULES,
+    TOKEN,
     Measurement,
     Row,
     ServiceSizes,
@@ -114,9 +117,16 @@ def test_the_option_rows_beside_their_rows_without_the_option() -> None:
     suite.run(out, TINY, rows)
     start = out.lines.index("### What each production option costs")
     costs = [line for line in out.lines[start:] if line.startswith(("| HTTP", "| gRPC"))]
+    watched = f"{DASHBOARD}, page open"
     assert [(cells[0], cells[1], cells[3]) for cells in map(_split, costs)] == [
         ("HTTP", "key", ACCESS_LOG),
+        ("HTTP", "key", DASHBOARD),
+        ("HTTP", "key", watched),
+        ("HTTP", "descriptor", DASHBOARD),
+        ("HTTP", "descriptor", watched),
         ("gRPC", "descriptor", ENVOY_HEADERS),
+        ("gRPC", "descriptor", DASHBOARD),
+        ("gRPC", "descriptor", watched),
         ("gRPC", "refused descriptor", ENVOY_HEADERS),
     ]
     for cells in map(_split, costs):
@@ -126,6 +136,26 @@ def test_the_option_rows_beside_their_rows_without_the_option() -> None:
 
 def _split(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def test_a_dashboard_row_runs_on_a_server_with_the_token_and_is_compared_without_it() -> None:
+    assert len(TOKEN) >= 16
+    watched = Row("HTTP", "key", MEMORY, DASHBOARD, watched=True)
+    assert watched.arguments == (DASHBOARD, "--admin-token", TOKEN)
+    assert Row("HTTP", "key", MEMORY, ACCESS_LOG).arguments == (ACCESS_LOG,)
+    assert Row("HTTP", "key", MEMORY).arguments == ()
+    assert watched.instance == Row("HTTP", "key", MEMORY, DASHBOARD).instance  # one server
+    assert watched.without == Row("HTTP", "key", MEMORY)
+    assert watched.label == "HTTP key (memory --dashboard, page open)"
+    with pytest.raises(ValueError, match="only a --dashboard row has a page open"):
+        Row("HTTP", "key", MEMORY, ACCESS_LOG, watched=True)
+    dashboards = [row for row in ROWS if row.option == DASHBOARD]
+    assert {(row.surface, row.shape, row.watched) for row in dashboards} == {
+        (surface, shape, watched)
+        for surface, shape in (("HTTP", "key"), ("HTTP", "descriptor"), ("gRPC", "descriptor"))
+        for watched in (False, True)
+    }
+    assert all(row.without in ROWS for row in dashboards)
 
 
 @needs_load
@@ -147,6 +177,16 @@ def test_an_option_row_on_a_server_without_the_option_stops_the_run(
             BenchmarkError, match=r"the access log holds 0 lines for [\d,]+ answers"
         ):
             Measurement(logged, server, TINY, "access").run(None)
+        recorded = Row("gRPC", "descriptor", MEMORY, DASHBOARD)
+        with pytest.raises(BenchmarkError, match=r"GET /v1/top answered 404"):
+            Measurement(recorded, server, TINY, "recorded").run(None)
+        watched = Row("HTTP", "descriptor", MEMORY, DASHBOARD, watched=True)
+        with pytest.raises(
+            BenchmarkError,
+            match=r"the dashboard's page asked /v1/stats (\d+) times in [\d.]+ s, answered "
+            r"\{404: \1\}",
+        ):
+            Measurement(watched, server, TINY, "watched").run(None)
 
 
 def test_the_servers_run_the_source_the_benchmark_measures(tmp_path: Path) -> None:
