@@ -107,11 +107,57 @@ def once_a_second(
     return tick * 1e6, (time.perf_counter() - start) * 1e6
 
 
+def held(seconds: int, rate: int) -> tuple[int, float, float]:
+    """A recorder on a fake clock after ``seconds`` seconds of ``rate`` new keys a second
+    (every other one decided twice, every third refused): the keys whose latest decision it
+    holds, the memory it holds more than when it began (MB, by ``tracemalloc``), and the
+    milliseconds of a ``shot()``."""
+    import gc
+    import tracemalloc
+
+    from ratekeeper import Engine
+    from ratekeeper.testing import FakeClock
+
+    clock = FakeClock(1_800_000_000.0)
+    observed = Engine("memory://", rules=parse_rules(RULES, "rules.yaml"))
+    metrics = Metrics()
+    metrics.track(observed)
+    recorder = Recorder(observed, metrics, clock=clock)
+    allowed = (
+        Engine("memory://", rules=parse_rules(RULES, "rules.yaml"))
+        .check("api", [[("user", "x")]])
+        .statuses[0]
+    )
+    made = (allowed, allowed._replace(allowed=False))
+    observe = observed.observer
+    assert observe is not None
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for second in range(seconds):
+        for index in range(rate):
+            status = made[index % 3 == 0]._replace(identity=f"api/user:{second}-{index}")
+            for _ in range(1 + index % 2):
+                observe("api", (status,))
+        clock.set(int(clock()) + 1.005)
+        recorder.tick()
+    gc.collect()
+    grown = (tracemalloc.get_traced_memory()[0] - before) / 1e6
+    tracemalloc.stop()
+    start = time.perf_counter()
+    shot = recorder.shot()
+    took = (time.perf_counter() - start) * 1e3
+    return len(shot.latest), grown, took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100_000, help="decisions per repeat")
     parser.add_argument("--keys", type=int, default=10_000, help="distinct keys of the second row")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--churn", type=int, default=120, help="seconds of 5,000 new keys a second, for memory"
+    )
     args = parser.parse_args()
     loop = asyncio.new_event_loop()
     rows: list[tuple[str, float, float]] = []
@@ -152,6 +198,10 @@ def main() -> None:
         tick, shown = once_a_second(loop, recorded, recorder, requests(keys, calls))
         print(f"| | {calls:,} decisions on {keys:,} key(s) | {tick:,.0f} | {shown:,.0f} |")
     loop.close()
+    print()
+    keys, grown, took = held(args.churn, 5_000)
+    print(f"after {args.churn} s of 5,000 new keys a second: the latest decision of {keys:,} keys")
+    print(f"held, {grown:.1f} MB more than at the start; a shot() (each /v1/stats) {took:.1f} ms")
 
 
 if __name__ == "__main__":
