@@ -83,3 +83,29 @@ def test_a_hung_server_costs_one_timeout_per_call_then_none(tmp_path: Path) -> N
         assert not limiter.hit("k", LIMIT).degraded
     finally:
         server.stop()
+
+
+def test_a_restarted_server_is_reported_up_at_once(tmp_path: Path) -> None:
+    """The connections of the server that was killed wait idle in the pool: the first ping
+    after the restart drops them and answers on a fresh one, instead of reporting the store
+    down for a dead connection ('Connection closed by server')."""
+    import asyncio
+
+    from ratekeeper.stores import open_async_store
+
+    server = RedisServer(tmp_path)
+    try:
+
+        async def run() -> list[bool]:
+            store = open_async_store(server.url, timeout=1.0)
+            try:
+                await asyncio.gather(*(store.ping() for _ in range(8)))  # 8 connections pooled
+                server.kill()
+                server.start()  # same port: every pooled connection is dead
+                return [(await store.ping()).ok for _ in range(8)]
+            finally:
+                await store.close()
+
+        assert asyncio.run(run()) == [True] * 8
+    finally:
+        server.stop()

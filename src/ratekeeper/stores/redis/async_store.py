@@ -270,16 +270,28 @@ class AsyncRedisStore(Base):
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         try:
-            if self._deadline is None:
-                await self.client.ping()
-            else:
-                await self._deadline.run(self.client.ping)
+            try:
+                await self._ping()
+            except redis.exceptions.ConnectionError:
+                # Connections the server closed (it restarted) wait idle in the pool: drop
+                # them, and ask again on a fresh one, so that a store back up says so at once.
+                pool = getattr(self.client, "connection_pool", None)
+                if pool is None:
+                    raise
+                await pool.disconnect(inuse_connections=False)
+                await self._ping()
         except ERRORS as error:
             mapped = failure(error)
             if isinstance(mapped, StoreConfigError):
                 raise mapped from error
             return Health(False, error=str(mapped))
         return Health(True)
+
+    async def _ping(self) -> None:
+        if self._deadline is None:
+            await self.client.ping()
+        else:
+            await self._deadline.run(self.client.ping)
 
     async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve ``loop`` from now on: on a new client if the client served another loop."""
