@@ -32,7 +32,7 @@ def test_validate_accepts_a_good_file(tmp_path: Path, capsys: pytest.CaptureFixt
     path = tmp_path / "rules.yaml"
     path.write_text(GOOD)
     assert main(["config", "validate", str(path)]) == 0
-    assert capsys.readouterr().out == f"ok: 1 rules in 1 domains from {path}\n"
+    assert capsys.readouterr().out == f"ok: 1 rule in 1 domain from {path}\n"
 
 
 def test_validate_names_the_file_and_path_of_each_error(

@@ -81,7 +81,9 @@ def validate(paths: list[str]) -> int:
         )
         return INVALID
     print(
-        f"ok: {len(rules)} rules in {len(rules.domains)} domains from {', '.join(paths)}", file=out
+        f"ok: {_many(len(rules), 'rule')} in {_many(len(rules.domains), 'domain')} "
+        f"from {', '.join(paths)}",
+        file=out,
     )
     return OK
 
@@ -254,3 +256,8 @@ def limits(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return OK
+
+
+def _many(count: int, thing: str) -> str:
+    """``1 rule``, ``2 rules``."""
+    return f"{count} {thing}{'' if count == 1 else 's'}"

@@ -256,7 +256,9 @@ class Limit:
         return f"Limit({self.amount}, {_exact(self.period)}, {self.algorithm.value!r}{extras})"
 
     def __str__(self) -> str:
-        return f"{self.amount}/{self.period:g}s ({self.algorithm.value})"
+        period = self.period
+        seconds = f"{int(period)}" if period.is_integer() else _exact(period)
+        return f"{self.amount}/{seconds}s ({self.algorithm.value})"
 
 
 def _exact(seconds: float) -> str:
