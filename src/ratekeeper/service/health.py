@@ -39,8 +39,12 @@ def past_failure(message: str | None, at: float | None) -> dict[str, str] | None
     """A past failure as ``/readyz`` reports it: its message and when it happened."""
     if message is None or at is None:
         return None
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
-    return {"message": message, "at": stamp}
+    return {"message": message, "at": stamp(at)}
+
+
+def stamp(at: float) -> str:
+    """``time.time()`` value ``at`` in UTC, to the millisecond: ``2026-11-27T14:00:00.000Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
 
 
 class Health:

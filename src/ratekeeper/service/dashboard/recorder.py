@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.frequent import Summary
+from ratekeeper.rules.model import UNITS
 from ratekeeper.service.labels import rule_label
 
 if TYPE_CHECKING:
@@ -248,8 +249,6 @@ def latest_of(status: Status, default: object) -> Latest:
 
 def rate_text(amount: int, period: float) -> str:
     """``100/minute`` for 100 per 60 seconds; ``5/90s`` where no unit fits."""
-    from ratekeeper.rules.model import UNITS
-
     for name, seconds in UNITS.items():
         if period == seconds:
             return f"{amount}/{name}"

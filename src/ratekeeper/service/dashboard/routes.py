@@ -36,7 +36,7 @@ from ratekeeper.service.admin import listing
 from ratekeeper.service.dashboard import stats
 from ratekeeper.service.dashboard.recorder import Recorder, Shot
 from ratekeeper.service.dashboard.shared import SharedShots
-from ratekeeper.service.health import READY_TIMEOUT, config_error, past_failure
+from ratekeeper.service.health import READY_TIMEOUT, config_error, past_failure, stamp
 from ratekeeper.service.reading import read_body
 from ratekeeper.service.responses import json_response
 from ratekeeper.wire.problems import Problem
@@ -337,8 +337,7 @@ def _store(shots: list[Shot], degraded: int) -> dict[str, Any]:
 
 
 def _stamp(at: float | None) -> str | None:
-    found = past_failure("", at)
-    return None if found is None else found["at"]
+    return None if at is None else stamp(at)
 
 
 def _headers(kind: str) -> dict[str, str]:
