@@ -12,8 +12,8 @@ import pytest
 from ratekeeper.config import open_config_store
 from ratekeeper.core.errors import ConfigStoreError
 from ratekeeper.core.overrides import Override
+from ratekeeper.core.ticker import Ticker
 from ratekeeper.engine import Engine
-from ratekeeper.engine.ticker import Ticker
 from ratekeeper.testing import FakeClock
 
 

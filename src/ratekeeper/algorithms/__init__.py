@@ -32,6 +32,11 @@ the parts it applied when another part refused, within the same call. ``refund``
 ``step`` in place or not (the sliding log's updates its log in place), and returns ``None``
 where the state is left holding nothing and that means the same as no state.
 
+A module whose limits can lease (``Limit(sync="leased")``, ``ratekeeper.algorithms.leases``)
+defines ``hold(state, now, held, limit)`` if it refills over time (the state with ``held``
+units kept out of what refills) or ``edge(now, limit)`` if it counts per window (when a slice
+taken at ``now`` must end); one whose limits cannot declares ``NO_LEASE``, the reason.
+
 Every module declares ``LETTER``, the letter naming its limits in store keys, and
 ``TAKES_BURST``. Importing this package binds each module into the registry of algorithms
 (``ratekeeper.core.registry``), where limits, keys and the Lua scripts find them.
@@ -51,10 +56,18 @@ __all__ = ["Algorithm", "refund_function"]
 def _bind(algorithm: Algorithm) -> None:
     """Bind ``algorithm``'s module, ``ratekeeper.algorithms.NAME``, into the registry."""
     module = import_module(f"{__name__}.{algorithm.value}")
-    copy_state = getattr(module, "copy_state", None)
     bind(
         algorithm,
-        Spec(module.step, module.refund, copy_state, module.LETTER, module.TAKES_BURST),
+        Spec(
+            module.step,
+            module.refund,
+            getattr(module, "copy_state", None),
+            module.LETTER,
+            module.TAKES_BURST,
+            getattr(module, "hold", None),
+            getattr(module, "edge", None),
+            getattr(module, "NO_LEASE", ""),
+        ),
     )
 
 

@@ -95,6 +95,13 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     return state, deny(amount, remaining, reset_after, buckets[i][0] + span - now, granted)
 
 
+def edge(now: float, limit: Limit) -> float:
+    """When a slice of a leased limit taken at ``now`` ends: with the bucket that counted it, so
+    that every unit it grants leaves the window with the bucket it was counted in."""
+    width = limit.bucket
+    return now - now % width + width
+
+
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
     """Take back ``cost`` units admitted at ``now`` from the bucket holding ``now``, up to its
     count; nothing once it has left the state. (A hit taken while the clock stood behind the

@@ -33,6 +33,9 @@ LETTER = "n"
 #: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
 TAKES_BURST = False
 
+#: Why its limits cannot lease (``Limit(sync="leased")``).
+NO_LEASE = "its slots are given back one by one as their holders finish, which the store must see"
+
 State = tuple[float, ...]
 
 _EMPTY: State = ()

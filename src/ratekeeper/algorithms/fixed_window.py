@@ -94,6 +94,11 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     )
 
 
+def edge(now: float, limit: Limit) -> float:
+    """When a slice of a leased limit taken at ``now`` ends: with its window, which counted it."""
+    return window(now, limit)[1]
+
+
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
     """Take back ``cost`` units admitted at ``now``: from the window they were counted in, if
     the state still holds that window (a later window has forgotten them). None when nothing

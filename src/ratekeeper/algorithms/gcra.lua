@@ -1,5 +1,5 @@
 -- GCRA: the twin of gcra.py. State: "backlog t" (the TAT as its distance from t).
-local gcra, gcra_refund
+local gcra, gcra_refund, gcra_hold
 if NEEDS.gcra then
   function gcra(key, now, cost, a)
     local interval = tonumber(ARGV[a + INTERVAL])
@@ -39,6 +39,19 @@ if NEEDS.gcra then
       backlog = backlog - cost * tonumber(ARGV[a + INTERVAL])
       if backlog < 0.0 then backlog = 0.0 end
       keep2(key, backlog, last)
+    end
+  end
+
+  if HOLDS then
+    -- gcra.hold: the backlog at `now`, kept at least the `held` units' worth.
+    function gcra_hold(key, now, held, a)
+      if held <= 0 then return end
+      local backlog = 0.0
+      local saved, last = load2(key)
+      if saved then backlog = saved - (now - last) end
+      local bottom = held * tonumber(ARGV[a + INTERVAL])
+      if backlog < bottom then backlog = bottom end
+      save2(key, backlog, backlog, now)
     end
   end
 end

@@ -70,6 +70,19 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     )
 
 
+def hold(state: State | None, now: float, held: int, limit: Limit) -> State | None:
+    """The state at ``now`` with ``held`` units out in slices kept out of the bucket: the
+    backlog does not drain below ``held * T``, so the units in the bucket and in the slices
+    together never pass the burst. The state as it is when nothing is held."""
+    if held <= 0:
+        return state
+    backlog = 0.0
+    if state is not None:
+        backlog = state[0] - (now - state[1])
+    floor_ = held * limit.interval
+    return (backlog if backlog > floor_ else floor_, now)
+
+
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
     """Take back a hit of ``cost`` admitted at ``now``: the backlog (the TAT) moves back by
     ``cost * T``, stopping at 0. The state keeps its time."""

@@ -1,5 +1,5 @@
 -- Leaky bucket (meter): the twin of leaky_bucket.py. State: "level t".
-local leaky_bucket, leaky_bucket_refund
+local leaky_bucket, leaky_bucket_refund, leaky_bucket_hold
 if NEEDS.leaky_bucket then
   function leaky_bucket(key, now, cost, a)
     local capacity = tonumber(ARGV[a + CAPACITY])
@@ -40,6 +40,18 @@ if NEEDS.leaky_bucket then
       level = level - cost
       if level < 0.0 then level = 0.0 end
       keep2(key, level, last)
+    end
+  end
+
+  if HOLDS then
+    -- leaky_bucket.hold: the level at `now`, kept at least the `held` units.
+    function leaky_bucket_hold(key, now, held, a)
+      if held <= 0 then return end
+      local level = 0.0
+      local saved, last = load2(key)
+      if saved then level = saved - (now - last) * tonumber(ARGV[a + RATE]) end
+      if level < held then level = held end
+      save2(key, level * tonumber(ARGV[a + INTERVAL]), level, now)
     end
   end
 end

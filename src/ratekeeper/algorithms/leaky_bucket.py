@@ -66,6 +66,18 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     )
 
 
+def hold(state: State | None, now: float, held: int, limit: Limit) -> State | None:
+    """The state at ``now`` with ``held`` units out in slices kept in the bucket: the level
+    does not leak below ``held``, so the units in the bucket and in the slices together never
+    pass the capacity. The state as it is when nothing is held."""
+    if held <= 0:
+        return state
+    level = 0.0
+    if state is not None:
+        level = state[0] - (now - state[1]) * limit.rate
+    return (level if level > held else float(held), now)
+
+
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
     """Take back ``cost`` units poured at ``now``: the level drops by ``cost``, stopping at 0.
     The state keeps its time."""

@@ -34,6 +34,12 @@ LETTER = "s"
 #: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
 TAKES_BURST = True
 
+#: Why its limits cannot lease (``Limit(sync="leased")``).
+NO_LEASE = (
+    "each admitted hit gets its place in the queue, a delay that depends on the moment "
+    "it is granted"
+)
+
 State = tuple[float, float]
 
 #: Slack relative to the queue's length in seconds, absorbing float rounding in the backlog.

@@ -93,6 +93,12 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     return state, deny(amount, remaining, reset_after, retry_after, granted)
 
 
+def edge(now: float, limit: Limit) -> float:
+    """When a slice of a leased limit taken at ``now`` ends: with the window that counted it
+    (the estimate knows a window's count, not when in it each unit was granted)."""
+    return now - now % limit.period + limit.period
+
+
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
     """Take back ``cost`` units admitted at ``now`` from the count of the window holding
     ``now``: the current window's count if the state is still in that window, the previous

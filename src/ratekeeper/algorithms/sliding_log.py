@@ -35,6 +35,12 @@ LETTER = "l"
 #: Whether ``burst`` (the bucket size) applies to this algorithm's limits.
 TAKES_BURST = False
 
+#: Why its limits cannot lease (``Limit(sync="leased")``).
+NO_LEASE = (
+    "it logs each unit with the time it was counted, so a unit granted later than "
+    "that would leave the log early and a slice could pass the limit"
+)
+
 State = list[float] | deque[float]
 
 _new = tuple.__new__

@@ -1,5 +1,5 @@
 -- Token bucket: the twin of token_bucket.py. State: "tokens t".
-local token_bucket, token_bucket_refund
+local token_bucket, token_bucket_refund, token_bucket_hold
 if NEEDS.token_bucket then
   function token_bucket(key, now, cost, a)
     local capacity = tonumber(ARGV[a + CAPACITY])
@@ -72,6 +72,25 @@ if NEEDS.token_bucket then
       tokens = tokens + cost
       if tokens > capacity then tokens = capacity end
       keep2(key, tokens, last)
+    end
+  end
+
+  if HOLDS then
+    -- token_bucket.hold: refill to `now`, up to the capacity less the `held` tokens.
+    function token_bucket_hold(key, now, held, a)
+      if held <= 0 then return end
+      local capacity = tonumber(ARGV[a + CAPACITY])
+      local rate = tonumber(ARGV[a + RATE])
+      local tokens, last = load2(key)
+      if not tokens then
+        tokens, last = capacity, now
+      elseif now > last then
+        tokens = tokens + (now - last) * rate
+        last = now
+      end
+      local top = capacity - held
+      if tokens > top then tokens = top end
+      save2(key, (capacity - tokens) / rate, tokens, last)
     end
   end
 end

@@ -97,6 +97,24 @@ def _behind(state: State, now: float, cost: int, limit: Limit) -> tuple[State, D
     )
 
 
+def hold(state: State | None, now: float, held: int, limit: Limit) -> State | None:
+    """The bucket at ``now`` with ``held`` tokens out in slices kept out of it: it refills up to
+    ``capacity - held`` only, so the tokens in the bucket and in the slices together never pass
+    the capacity. The state as it is when nothing is held."""
+    if held <= 0:
+        return state
+    capacity = limit.capacity
+    if state is None:
+        tokens, last = float(capacity), now
+    else:
+        tokens, last = state
+        if now > last:
+            tokens += (now - last) * limit.rate
+            last = now
+    top = float(capacity - held)
+    return (tokens if tokens < top else top, last)
+
+
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
     """Take back ``cost`` tokens taken at ``now``: put them back, up to the capacity. The
     state keeps its time (a bucket that was never written is full already)."""

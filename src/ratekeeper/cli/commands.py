@@ -99,7 +99,7 @@ def _override(args: argparse.Namespace) -> Override:
     except ValueError:
         pass  # a period such as "5m"
     fields: dict[str, Any] = {"capacity": args.capacity, "time_window_sec": window}
-    for name in ("algorithm", "granularity", "burst"):
+    for name in ("algorithm", "granularity", "burst", "sync"):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
     return Override.from_dict(fields, args.key)

@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     set_.add_argument("--algorithm", help="default bucketed_window")
     set_.add_argument("--granularity", type=float, help="bucketed_window's sub-window seconds")
     set_.add_argument("--burst", type=int, help="bucket size of token_bucket, gcra, leaky_*")
+    set_.add_argument(
+        "--sync", choices=("exact", "leased"), help="leased: grant from slices (default exact)"
+    )
     get = actions.add_parser("get", parents=[after], help="print a key's override as JSON")
     get.add_argument("key")
     delete = actions.add_parser("delete", parents=[after], help="remove a key's override")

@@ -37,6 +37,11 @@ NO_DEBT = {
     Algorithm.CONCURRENCY: "it leases slots, which are given back, not paid back over time",
 }
 
+#: How a limit's decisions are shared between the processes using one store: ``exact``, each
+#: decision taken in the store; ``leased``, each process granting from a slice of the budget
+#: it took from the store (``ratekeeper.stores.leasing``).
+SYNCS = ("exact", "leased")
+
 
 def algorithm_of(name: Algorithm | str) -> Algorithm:
     """The ``Algorithm`` named ``name``; ``InvalidLimitError`` naming the known ones if none."""
@@ -77,6 +82,13 @@ class Limit:
         can a ``partial`` token bucket, which grants what it has. ``debt`` is not part of the
         counters' identity: a limit with it and the same limit without it count on the same
         state.
+    ``sync``
+        ``"exact"`` (the default): every decision is taken in the store. ``"leased"``: on a
+        shared store, each process takes a slice of the key's budget from the store in one
+        atomic step and grants from it locally, giving back what it did not use; the limit is
+        never exceeded, at the price of budget held idle in slices
+        (``ratekeeper.stores.leasing``). For the algorithms whose counting allows it
+        (``LEASES``); ``sync`` is not part of the counters' identity either.
 
     For ``concurrency``, ``amount`` is the number of slots in flight and ``period`` the lease TTL.
 
@@ -104,6 +116,7 @@ class Limit:
         "period",
         "rate",
         "step",
+        "sync",
         "unit",
     )
 
@@ -115,6 +128,7 @@ class Limit:
     calendar: bool
     partial: bool
     debt: bool
+    sync: str
     # Derived once here, so that no decision recomputes them.
     capacity: int
     rate: float
@@ -136,6 +150,7 @@ class Limit:
         calendar: bool = False,
         partial: bool = False,
         debt: bool = False,
+        sync: str = "exact",
     ) -> None:
         algorithm = algorithm_of(algorithm)
         behaviour = spec(algorithm)
@@ -202,6 +217,18 @@ class Limit:
                     "debt does not combine with partial: a partial hit takes only the tokens "
                     "there are, a hit with debt is counted whole"
                 )
+        if sync not in SYNCS:
+            raise InvalidLimitError(f"sync must be 'exact' or 'leased', not {sync!r}")
+        if sync == "leased":
+            why = behaviour.no_lease
+            if why:
+                raise InvalidLimitError(f"sync 'leased' does not apply to {algorithm.value}: {why}")
+            if partial or debt:
+                raise InvalidLimitError(
+                    "sync 'leased' does not combine with "
+                    + ("partial: a partial hit takes what the store holds" if partial else "debt")
+                    + "; every such hit is counted in the store"
+                )
 
         params = "".join(
             (
@@ -220,6 +247,7 @@ class Limit:
             "calendar": bool(calendar),
             "partial": bool(partial),
             "debt": debt,
+            "sync": sync,
             "capacity": capacity,
             "rate": amount / period,
             "interval": period / amount,
@@ -241,12 +269,17 @@ class Limit:
     def _params(self) -> dict[str, Any]:
         return {
             name: getattr(self, name)
-            for name in ("burst", "granularity", "calendar", "partial", "debt")
-            if getattr(self, name) not in (None, False)
+            for name in ("burst", "granularity", "calendar", "partial", "debt", "sync")
+            if getattr(self, name) not in (None, False, "exact")
         }
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Limit) and other.id == self.id and other.debt == self.debt
+        return (
+            isinstance(other, Limit)
+            and other.id == self.id
+            and other.debt == self.debt
+            and other.sync == self.sync
+        )
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -291,12 +324,15 @@ def charged(limit: Limit) -> Limit:
     """
     if limit.debt:
         return limit
-    return Limit(limit.amount, limit.period, limit.algorithm, **limit._params(), debt=True)
+    params = limit._params()
+    params.pop("sync", None)  # a charge is counted in the store
+    return Limit(limit.amount, limit.period, limit.algorithm, **params, debt=True)
 
 
 def with_debt(limit: Limit) -> Limit:
-    """``charged(limit)``, or ``limit`` itself where it cannot hold a debt: such a limit then
-    decides as it does without (how a whole engine counts every hit, ``AsyncEngine(debt=True)``).
+    """``charged(limit)`` (exact, not leased), or ``limit`` itself where it cannot hold a debt:
+    such a limit then decides as it does without (how a whole engine counts every hit,
+    ``AsyncEngine(debt=True)``).
     """
     if limit.debt or limit.partial or limit.algorithm in NO_DEBT:
         return limit

@@ -1,8 +1,8 @@
 """A per-key limit override, as the configuration store holds it.
 
 The source design's per-key configuration, ``{"user:241531": {"time_window_sec": 1,
-"capacity": 5}}``, extended with ``algorithm``, ``granularity`` and ``burst``. An override wins
-over the limit a rule file gives the same key.
+"capacity": 5}}``, extended with ``algorithm``, ``granularity``, ``burst`` and ``sync``. An
+override wins over the limit a rule file gives the same key.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ratekeeper.core.registry import Algorithm
 #: names another algorithm.
 DEFAULT_ALGORITHM = Algorithm.BUCKETED_WINDOW
 
-FIELDS = ("capacity", "time_window_sec", "algorithm", "granularity", "burst")
+FIELDS = ("capacity", "time_window_sec", "algorithm", "granularity", "burst", "sync")
 
 
 def _check(name: str, value: object, kind: str) -> None:
@@ -60,12 +60,15 @@ class Override:
         *,
         granularity: float | None = None,
         burst: int | None = None,
+        sync: str = "exact",
     ) -> None:
         _check("capacity", capacity, "count")
         _check("time_window_sec", time_window_sec, "seconds")
         if burst is not None:
             _check("burst", burst, "count")
-        limit = Limit(capacity, time_window_sec, algorithm, granularity=granularity, burst=burst)
+        limit = Limit(
+            capacity, time_window_sec, algorithm, granularity=granularity, burst=burst, sync=sync
+        )
         object.__setattr__(self, "limit", limit)
         # Kept as given: a default granularity follows the window if the window changes.
         object.__setattr__(self, "granularity", granularity)
@@ -92,6 +95,7 @@ class Override:
                 data.get("algorithm", DEFAULT_ALGORITHM),
                 granularity=data.get("granularity"),
                 burst=data.get("burst"),
+                sync=data.get("sync", "exact"),
             )
         except InvalidLimitError as error:
             raise ConfigError(f"{where}: {error}") from None
@@ -117,6 +121,8 @@ class Override:
             data["granularity"] = limit.granularity
         if limit.burst is not None:
             data["burst"] = limit.burst
+        if limit.sync != "exact":
+            data["sync"] = limit.sync
         return data
 
     def to_json(self) -> str:

@@ -4,7 +4,8 @@
 configuration, in a limit's id and in the Lua scripts. Everything else about an algorithm is
 its own module's, ``ratekeeper/algorithms/NAME.py``, with its Lua twin ``NAME.lua`` beside it:
 its pure ``step`` and ``refund``, ``copy_state`` if its step updates a state in place, the
-letter of its keys (``LETTER``) and whether ``burst`` applies to it (``TAKES_BURST``).
+letter of its keys (``LETTER``), whether ``burst`` applies to it (``TAKES_BURST``), and how
+its limits lease (``hold`` and ``edge``, or ``NO_LEASE`` saying why they cannot).
 ``ratekeeper.algorithms`` binds each module here (``bind``) when it is imported, which
 importing ``ratekeeper`` does first; so this value layer imports nothing above it, and what
 the rest derives from the registry (a limit's ``step``, the letter in its keys, which
@@ -39,13 +40,22 @@ class Algorithm(StrEnum):
 class Spec:
     """What an algorithm's module provides: ``step(state, now, cost, limit)``,
     ``refund(state, now, cost, limit)``, ``copy_state(state)`` (None unless its step updates
-    a state in place), the one letter naming it in keys, and whether ``burst`` applies."""
+    a state in place), the one letter naming it in keys, and whether ``burst`` applies.
+
+    And for leased limits (``ratekeeper.algorithms.leases``): ``hold(state, now, held,
+    limit)``, the state with ``held`` units kept out of what refills (None for an algorithm
+    that counts per window, where a slice simply ends with its window); ``edge(now, limit)``,
+    the time a slice taken at ``now`` must end by (None when only its lifetime bounds it);
+    and ``no_lease``, why its limits cannot lease ("" when they can)."""
 
     step: Callable[..., Any]
     refund: Callable[..., Any]
     copy_state: Callable[[Any], Any] | None
     letter: str
     takes_burst: bool
+    hold: Callable[..., Any] | None = None
+    edge: Callable[..., float] | None = None
+    no_lease: str = ""
 
 
 _SPECS: dict[Algorithm, Spec] = {}

@@ -21,8 +21,8 @@ from ratekeeper.core.inputs import check_cost, check_key, check_text
 from ratekeeper.core.limits import Limit, with_debt
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.store_keys import descriptor_entries, descriptor_key, identity
+from ratekeeper.core.ticker import Ticker
 from ratekeeper.engine.cache import TTLCache
-from ratekeeper.engine.ticker import Ticker
 from ratekeeper.engine.verdict import Descriptor, Status, Verdict
 from ratekeeper.rules.matching import replaced_names
 from ratekeeper.rules.model import Entry

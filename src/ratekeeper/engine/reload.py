@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ratekeeper.core.errors import ConfigError
-from ratekeeper.engine.ticker import Ticker
+from ratekeeper.core.ticker import Ticker
 
 if TYPE_CHECKING:
     from ratekeeper.rules import RuleSet

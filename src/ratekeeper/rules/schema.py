@@ -11,7 +11,7 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import InvalidLimitError
-from ratekeeper.core.limits import Limit
+from ratekeeper.core.limits import SYNCS, Limit
 from ratekeeper.rules.model import (
     UNITS,
     Level,
@@ -44,10 +44,10 @@ ENVOY_RATE_LIMIT_FIELDS = (
     "replaces",
     "unit_multiplier",
 )
-EXTENSION_FIELDS = ("algorithm", "period", "burst", "granularity", "calendar", "debt")
+EXTENSION_FIELDS = ("algorithm", "period", "burst", "granularity", "calendar", "debt", "sync")
 RATE_LIMIT_FIELDS = ENVOY_RATE_LIMIT_FIELDS + EXTENSION_FIELDS
 #: Extensions that shape how a limit counts, so meaningless where nothing is counted.
-COUNTING_FIELDS = ("algorithm", "burst", "granularity", "calendar", "debt")
+COUNTING_FIELDS = ("algorithm", "burst", "granularity", "calendar", "debt", "sync")
 
 #: Nesting deeper than this is refused (it also stops a YAML alias that includes itself).
 MAX_DEPTH = 32
@@ -291,6 +291,15 @@ class Walker(NodeReader):
         granularity = self.period(fields.get("granularity"), f"{path}.granularity")
         calendar = self.boolean(fields.get("calendar"), f"{path}.calendar")
         debt = self.boolean(fields.get("debt"), f"{path}.debt")
+        sync = "exact"
+        if "sync" in given:
+            raw_sync = self.text(fields["sync"], f"{path}.sync")
+            if raw_sync in SYNCS:
+                sync = raw_sync
+            elif raw_sync is not None:
+                self.error(
+                    f"{path}.sync", f"expected 'exact' or 'leased', got {shorten(raw_sync)!r}"
+                )
         if amount == 0:
             for other in COUNTING_FIELDS:
                 if other in given:
@@ -305,7 +314,7 @@ class Walker(NodeReader):
             return rule(limit=None, unlimited=False, unit=unit, requests_per_unit=0)
         seconds = UNITS[unit] * multiplier if unit is not None else period
         assert seconds is not None  # a missing unit or period was reported above
-        parameters = (amount, seconds, algorithm, burst, granularity, calendar, debt)
+        parameters = (amount, seconds, algorithm, burst, granularity, calendar, debt, sync)
         limit = self._limits.get(parameters)
         if limit is None:
             try:
@@ -317,6 +326,7 @@ class Walker(NodeReader):
                     granularity=granularity,
                     calendar=calendar,
                     debt=debt,
+                    sync=sync,
                 )
             except InvalidLimitError as exc:
                 self.error(path, str(exc))

@@ -211,6 +211,11 @@ def _overrides() -> dict[str, Any]:
                 },
                 "granularity": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "burst": {**_AMOUNT, "type": ["integer", "null"]},
+                "sync": {
+                    "enum": ["exact", "leased"],
+                    "default": "exact",
+                    "description": "leased: each instance grants from slices of the budget",
+                },
             },
         },
         "StoredOverride": {

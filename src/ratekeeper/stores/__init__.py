@@ -100,7 +100,7 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
     """The opener of one Redis twin: the store, its over-limit cache and its failure policy."""
 
     def open_redis(url: str, options: dict[str, Any]) -> Any:
-        from ratekeeper.stores import overlimit, resilience
+        from ratekeeper.stores import leasing, overlimit, resilience
         from ratekeeper.stores import redis as stores
         from ratekeeper.stores.deferred import Deferred
         from ratekeeper.stores.redis.clients import (
@@ -117,6 +117,11 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         instances = options.pop("instances", 1)
         resilience.check_instances(instances)
         cache = options.pop("over_limit_cache", False)
+        leases = leasing.check_options(
+            options.pop("lease_ttl", leasing.TTL),
+            options.pop("lease_horizon", leasing.HORIZON),
+            options.pop("lease_share", leasing.SHARE),
+        )
         names = ("prefix", "tag", "batch") if asyncio else ("prefix", "tag")
         store_options = {name: options.pop(name) for name in names if name in options}
         check_url(url)
@@ -141,6 +146,9 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         store: Any = Deferred(connect, sharded=True) if clustered else connect()
         if cache:
             store = (overlimit.AsyncOverLimitCache if asyncio else overlimit.OverLimitCache)(store)
+        ttl, horizon, share = leases
+        lease = leasing.AsyncLeasing if asyncio else leasing.Leasing
+        store = lease(store, ttl=ttl, horizon=horizon, share=share)
         if not policy:
             return store
         wrap = resilience.AsyncResilient if asyncio else resilience.Resilient
@@ -184,8 +192,11 @@ def open_store(url: str = "memory://", **options: Any) -> Store:
     process while the store fails; ``"allow"``, ``"deny"``, or ``None`` to raise
     ``StoreError``; see ``ratekeeper.stores.resilience``), ``instances`` (the number of processes
     sharing the store, default 1: under ``"local"`` each enforces 1/``instances`` of every
-    limit), ``over_limit_cache`` (answer known denials locally), and for asyncio ``batch`` (send
-    the calls of one event-loop tick together; default on).
+    limit), ``over_limit_cache`` (answer known denials locally), for asyncio ``batch`` (send
+    the calls of one event-loop tick together; default on), and for leased limits
+    (``Limit(sync="leased")``) ``lease_ttl``, ``lease_horizon`` and ``lease_share`` (see
+    ``ratekeeper.stores.leasing``). On ``memory://`` a leased limit is exact: one process
+    holds the whole budget already.
 
     Opening never touches the network, for every kind of URL: a store that cannot be reached
     fails on first use, where ``on_store_error`` answers. A malformed URL or an unknown option

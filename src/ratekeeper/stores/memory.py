@@ -28,11 +28,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.leases import Records, Taken, exchange
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError, StoreConfigError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key, check_now
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.registry import spec
 from ratekeeper.stores.health import Health
 
 Clock = Callable[[], float]
@@ -72,6 +74,7 @@ class MemoryStore:
         self._turns: deque[tuple[Limit, Table]] = deque()
         self._largest = ""  # the limit id that held the most keys when last looked for
         self._count = 0
+        self._slices: dict[tuple[str, str], Records] = {}  # (limit id, key) -> slices held
         self._lock = threading.Lock()
         renew_after_fork(self)
 
@@ -197,10 +200,69 @@ class MemoryStore:
                 table[key] = state
         return decision._replace(granted=-decision.granted)
 
+    def lease(
+        self,
+        key: str,
+        limit: Limit,
+        want: int,
+        *,
+        holder: str,
+        ttl: float,
+        returned: int = 0,
+        taken_at: float | None = None,
+        now: float | None = None,
+    ) -> Taken:
+        """Give back ``returned`` units of the slice ``holder`` took of ``key``'s budget under
+        the leased ``limit`` at ``taken_at`` (the ``now`` its ``Taken`` reported), and take a
+        new slice of up to ``want`` units that ``holder`` may grant from for ``ttl`` seconds,
+        in one atomic step (``ratekeeper.algorithms.leases.exchange``). ``want`` 0 only gives
+        back. ``InvalidLimitError`` for a limit that cannot lease, ``InvalidInputError`` for a
+        bad key, count, holder or lifetime.
+        """
+        key, want, returned = check_lease(
+            key, limit, want, holder=holder, ttl=ttl, returned=returned
+        )
+        if taken_at is not None:
+            taken_at = check_now(taken_at)
+        now = self.clock() if now is None else check_now(now)
+        slot = (limit.id, key)
+        with self._lock:
+            table = self._table(limit.id)
+            state = None if table is None else table.get(key)
+            held = self._slices.get(slot, {})
+            after, held, taken = exchange(
+                state,
+                held,
+                now,
+                limit,
+                holder=holder,
+                want=want,
+                ttl=ttl,
+                returned=returned,
+                taken_at=taken_at,
+            )
+            if held:
+                self._slices[slot] = held
+            else:
+                self._slices.pop(slot, None)
+            if table is not None and key in table:
+                if after is None:
+                    del table[key]
+                    self._count -= 1
+                    if not table:
+                        self._drop_table(limit.id)
+                else:
+                    table[key] = after
+                    table.move_to_end(key)
+            elif after is not None:
+                self._insert(limit, table, key, after, now)
+        return taken
+
     def reset(self, key: str, limit: Limit) -> None:
         """Forget everything ``limit`` counted for ``key``."""
         key = check_key(key)
         with self._lock:
+            self._slices.pop((limit.id, key), None)
             table = self._table(limit.id)
             if table is not None and table.pop(key, None) is not None:
                 self._count -= 1
@@ -211,6 +273,7 @@ class MemoryStore:
         """Forget every key."""
         with self._lock:
             self._tables.clear()
+            self._slices.clear()
             self._due.clear()
             self._turns.clear()
             self._count = 0
@@ -341,6 +404,42 @@ def check_release(limit: Limit, slots: Any) -> int:
     return int(slots)
 
 
+#: The longest lifetime of a slice, in seconds: a day.
+MAX_LEASE_TTL = 86_400.0
+#: The longest name of a slice's holder.
+MAX_HOLDER = 200
+
+
+def check_lease(
+    key: Any, limit: Limit, want: Any, *, holder: Any, ttl: Any, returned: Any
+) -> tuple[str, int, int]:
+    """``key``, ``want`` and ``returned`` if a slice of them can be exchanged under ``limit``:
+    ``InvalidLimitError`` unless ``limit`` can lease, ``InvalidInputError`` unless the key is
+    valid, ``want`` and ``returned`` integers from 0 to ``MAX_COST``, ``holder`` a non-empty
+    string of at most ``MAX_HOLDER`` characters and ``ttl`` finite seconds above 0 and at most
+    ``MAX_LEASE_TTL``."""
+    why = spec(limit.algorithm).no_lease
+    if why:
+        raise InvalidLimitError(f"{limit.algorithm.value} does not lease: {why}")
+    if limit.partial or limit.debt:
+        raise InvalidLimitError("a partial limit or one with debt does not lease")
+    key, want = check_hit(key, want)
+    returned = check_hit(key, returned)[1]
+    if not isinstance(holder, str) or not 0 < len(holder) <= MAX_HOLDER:
+        raise InvalidInputError(
+            f"a lease holder is a string of 1 to {MAX_HOLDER} characters, not {holder!r}"
+        )
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, int | float)
+        or not 0 < ttl <= MAX_LEASE_TTL  # NaN fails too
+    ):
+        raise InvalidInputError(
+            f"a lease lifetime is seconds above 0 and at most {MAX_LEASE_TTL:g}, not {ttl!r}"
+        )
+    return key, want, returned
+
+
 class AsyncMemoryStore:
     """The asyncio face of a ``MemoryStore``: same state, awaitable methods.
 
@@ -365,6 +464,22 @@ class AsyncMemoryStore:
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None
     ) -> Decision:
         return self.sync.release(key, limit, slots, now)
+
+    async def lease(
+        self,
+        key: str,
+        limit: Limit,
+        want: int,
+        *,
+        holder: str,
+        ttl: float,
+        returned: int = 0,
+        taken_at: float | None = None,
+        now: float | None = None,
+    ) -> Taken:
+        return self.sync.lease(
+            key, limit, want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at, now=now
+        )
 
     async def reset(self, key: str, limit: Limit) -> None:
         self.sync.reset(key, limit)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import check_hit
 from ratekeeper.core.limits import Limit
@@ -94,6 +95,10 @@ class OverLimitCache:
         release: Decision = self.store.release(key, limit, slots, now)
         return release
 
+    def lease(self, key: str, limit: Limit, want: int, **options: Any) -> Taken:
+        taken: Taken = self.store.lease(key, limit, want, **options)
+        return taken
+
     def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)
         self.store.reset(key, limit)
@@ -146,6 +151,10 @@ class AsyncOverLimitCache:
     ) -> Decision:
         release: Decision = await self.store.release(key, limit, slots, now)
         return release
+
+    async def lease(self, key: str, limit: Limit, want: int, **options: Any) -> Taken:
+        taken: Taken = await self.store.lease(key, limit, want, **options)
+        return taken
 
     async def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)

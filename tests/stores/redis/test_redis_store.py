@@ -26,6 +26,7 @@ from ratekeeper import (
     open_async_store,
     open_store,
 )
+from ratekeeper.stores.leasing import Leasing
 from ratekeeper.stores.overlimit import OverLimitCache
 from ratekeeper.stores.redis import MAX_BATCH, AsyncRedisStore, RedisStore
 from ratekeeper.stores.resilience import AsyncResilient, Resilient
@@ -293,7 +294,7 @@ def test_async_release_is_the_twin(redis_server: RedisServer) -> None:
 def test_open_store_by_url_wraps_the_policy(redis_server: RedisServer) -> None:
     store = open_store(redis_server.url, on_store_error="deny", over_limit_cache=True)
     assert isinstance(store, Resilient)
-    assert isinstance(store.store, OverLimitCache)
+    assert isinstance(store.store.store, OverLimitCache)  # type: ignore[attr-defined]
     assert Limiter(store).hit("u", Limit(1, 60, "gcra")).allowed
     async_store = open_async_store(redis_server.url)
     assert isinstance(async_store, AsyncResilient)
@@ -301,7 +302,8 @@ def test_open_store_by_url_wraps_the_policy(redis_server: RedisServer) -> None:
     assert packer.__name__ == "HiredisPackedConnection"
     store.close()
     bare = open_store(redis_server.url, on_store_error=None, prefix="p", tag="identity")
-    assert isinstance(bare, RedisStore) and bare.tag == "identity"
+    assert isinstance(bare, Leasing) and isinstance(bare.store, RedisStore)
+    assert bare.tag == "identity"
 
 
 def test_a_bad_url_is_refused() -> None:

@@ -144,7 +144,7 @@ def test_a_batch_fails_only_the_calls_of_the_dead_shard(tmp_path: Path) -> None:
 
     async def main() -> tuple[list[str], list[str]]:
         store = open_async_store(cluster.url, on_store_error=None, timeout=0.5, prefix="bf")
-        assert isinstance(store, AsyncRedisStore)
+        assert isinstance(store.store, AsyncRedisStore)  # type: ignore[attr-defined]
         try:
             await store.apply("warm-up", BACKGROUND)
             keys = [f"user:{n}" for n in range(30)]

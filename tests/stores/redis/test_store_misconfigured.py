@@ -124,7 +124,8 @@ def test_an_unreachable_cluster_opens_and_fails_like_any_store(asynchronous: boo
 
 def test_a_cluster_store_is_opened_on_first_use(redis_cluster: RedisCluster) -> None:
     store = open_store(redis_cluster.url, on_store_error=None)
-    assert isinstance(store, Deferred) and store._store is None
+    deferred = store.store  # type: ignore[attr-defined]
+    assert isinstance(deferred, Deferred) and deferred._store is None
     limiter = Limiter(store)
     assert [limiter.hit("first-use", LIMIT).allowed for _ in range(2)] == [True, False]
     assert store.ping().ok

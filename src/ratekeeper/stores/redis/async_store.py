@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import (
     MissingExtraError,
@@ -19,7 +20,7 @@ from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit
-from ratekeeper.stores.redis.base import Base
+from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
     Ran,
@@ -44,6 +45,7 @@ from ratekeeper.stores.redis.scripts import (
     decisions,
     decisions_at,
     released,
+    taken,
 )
 
 try:
@@ -186,6 +188,34 @@ class AsyncRedisStore(Base):
             raise failure(error) from error
         return released(reply)
 
+    async def lease(
+        self,
+        key: str,
+        limit: Limit,
+        want: int,
+        *,
+        holder: str,
+        ttl: float,
+        returned: int = 0,
+        taken_at: float | None = None,
+        now: float | None = None,
+    ) -> Taken:
+        script, keys, argv = self._lease_args(
+            key, limit, want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at, now=now
+        )
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        try:
+            try:
+                reply = await self._execute("EVALSHA", script.sha, 2, *keys, *argv, **self._raw)
+            except NoScriptError:
+                await self.client.script_load(script.script)
+                reply = await self._execute("EVALSHA", script.sha, 2, *keys, *argv, **self._raw)
+        except ERRORS as error:
+            raise self._failure_of(keys, error) from error
+        one, at = taken(reply)
+        return Taken(one.granted, one, at)
+
     async def _run(self, keys: list[str], argv: list[str]) -> Any:
         try:
             return await self._execute(
@@ -262,7 +292,8 @@ class AsyncRedisStore(Base):
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         try:
-            await self.client.delete(state_key(limit, key, self.prefix, self.tag))
+            state = state_key(limit, key, self.prefix, self.tag)
+            await self.client.delete(state, state + SLICES)
         except ERRORS as error:
             raise failure(error) from error
 

@@ -6,21 +6,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratekeeper.core.errors import MissingExtraError, StoreError
-from ratekeeper.core.inputs import MAX_COST, check_hit, check_key
+from ratekeeper.core.inputs import MAX_COST, check_hit, check_key, check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import check_prefix, check_tag, state_key
-from ratekeeper.stores.memory import Hit, check_release
+from ratekeeper.stores.memory import Hit, check_lease, check_release
 from ratekeeper.stores.redis.batches import (
     Batch,
 )
 from ratekeeper.stores.redis.errors import ShardError, failure
 from ratekeeper.stores.redis.scripts import (
     FUNCTIONS,
+    LEASE,
     REFUND,
     RELEASE,
     SINGLE,
     SOURCE,
     arguments,
+    lease_args,
     limit_args,
     now_arg,
 )
@@ -32,6 +34,9 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
 
+
+#: What the key of a state's slices adds to the state's key (the same cluster slot).
+SLICES = ":s"
 
 #: The option that has a client which decodes its replies read a script's reply as bytes.
 _RAW = {NEVER_DECODE: True}
@@ -57,6 +62,9 @@ class Base:
         }
         self._refund_script = client.register_script(REFUND)
         self._release_script = client.register_script(RELEASE)
+        self._lease_scripts = {
+            algorithm: client.register_script(source) for algorithm, source in LEASE.items()
+        }
         self._execute = client.execute_command
         # Script replies are packed decisions: read as bytes even by a client that decodes.
         self._raw = _RAW if client.get_encoder().decode_responses else {}
@@ -161,3 +169,28 @@ class Base:
             str(slots),
             *limit_args(limit),
         )
+
+    def _lease_args(
+        self,
+        key: str,
+        limit: Limit,
+        want: int,
+        *,
+        holder: str,
+        ttl: float,
+        returned: int,
+        taken_at: float | None,
+        now: float | None,
+    ) -> tuple[Any, list[str], list[str]]:
+        """The lease script of ``limit``, its keys (the state's and its slices') and its ARGV,
+        checked as ``MemoryStore.lease`` checks them."""
+        key, want, returned = check_lease(
+            key, limit, want, holder=holder, ttl=ttl, returned=returned
+        )
+        if taken_at is not None:
+            taken_at = check_now(taken_at)
+        state = state_key(limit, key, self.prefix, self.tag)
+        args = lease_args(
+            limit, now, want=want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at
+        )
+        return self._lease_scripts[limit.algorithm], [state, state + SLICES], args

@@ -12,6 +12,8 @@ each algorithm's Python module:
   ``refund`` steps; it takes back what one slot of a Redis Cluster batch admitted;
 - ``RELEASE``, the release script (``release``): the prelude, the concurrency twin and
   ``release.lua``;
+- ``LEASE[algorithm]``, the lease script of each algorithm whose limits can lease (``lease``):
+  the prelude, that algorithm's twin with its refund and hold, and ``leases.lua``;
 - ``LIBRARY``, the same single-hit and batch entries as a Redis 7 function library
   (``FUNCTION LOAD``, ``FCALL``), whose definitions run once, not on every call (``_library``).
 
@@ -35,15 +37,16 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import check_now
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.registry import spec
 
 #: NEEDS from the algorithms of ARGV's limit blocks (10 fields each), in the batch layout.
 _NEEDS_FROM_ARGV = (
     "local NEEDS = {}\nfor j = 1, tonumber(ARGV[3]) do NEEDS[ARGV[3 + (j - 1) * 10 + 1]] = true end"
 )
 #: The batch script's header: the algorithms its ARGV names, no refund steps.
-BATCH_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS = false"
+BATCH_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS, HOLDS = false, false"
 #: The refund script's header: the same, with the refund steps.
-REFUND_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS = true"
+REFUND_HEADER = _NEEDS_FROM_ARGV + "\nlocal REFUNDS, HOLDS = true, false"
 #: A decision in a script's reply: ``Decision``'s eight fields in its order, little-endian
 #: (allowed a byte, limit and remaining 8-byte integers, the three floats doubles, granted an
 #: 8-byte integer, degraded a byte, always 0): the prelude's ``DECISION``.
@@ -101,11 +104,26 @@ def _single_source(algorithm: Algorithm, entry: str = HERE + "single.lua") -> st
     name = algorithm.value
     return "\n".join(
         [
-            f"local NEEDS = {{{name} = true}}\nlocal REFUNDS = false",
+            f"local NEEDS = {{{name} = true}}\nlocal REFUNDS, HOLDS = false, false",
             _read(HERE + "prelude.lua"),
             _read(f"algorithms/{name}.lua"),
             f"local STEP = {name}",
             _read(entry),
+        ]
+    )
+
+
+def _lease_source(algorithm: Algorithm) -> str:
+    """The lease script of ``algorithm`` (``leases.lua``): its step, refund and hold."""
+    name = algorithm.value
+    hold = f"{name}_hold" if spec(algorithm).hold is not None else "nil"
+    return "\n".join(
+        [
+            f"local NEEDS = {{{name} = true}}\nlocal REFUNDS, HOLDS = true, true",
+            _read(HERE + "prelude.lua"),
+            _read(f"algorithms/{name}.lua"),
+            f"local STEP, REFUND, HOLD = {name}, {name}_refund, {hold}",
+            _read(HERE + "leases.lua"),
         ]
     )
 
@@ -129,7 +147,7 @@ def _library() -> tuple[str, dict[str, str]]:
             "local KEYS, ARGV",
             "local function define()",
             "local NEEDS = {" + ", ".join(f"{name} = true" for name in names) + "}",
-            "local REFUNDS = false",
+            "local REFUNDS, HOLDS = false, false",
             _read(HERE + "prelude.lua"),
             *(_read(f"algorithms/{name}.lua") for name in names),
             "local entries = {}",
@@ -158,6 +176,10 @@ SOURCE = batch_source()
 SINGLE = {algorithm: _single_source(algorithm) for algorithm in Algorithm}
 REFUND = batch_source(header=REFUND_HEADER, entry=HERE + "refund.lua")
 RELEASE = _single_source(Algorithm.CONCURRENCY, HERE + "release.lua")
+#: ``LEASE[algorithm]``, the lease script of each algorithm whose limits can lease.
+LEASE = {
+    algorithm: _lease_source(algorithm) for algorithm in Algorithm if not spec(algorithm).no_lease
+}
 #: The function library (``FUNCTION LOAD``) and its functions' names: ``FUNCTIONS[algorithm]``
 #: is the single-hit entry of that algorithm (as ``SINGLE``), ``FUNCTIONS["batch"]`` the
 #: batch entry (as ``SOURCE``).
@@ -226,6 +248,33 @@ def decisions_at(reply: bytes) -> tuple[list[Decision], float]:
     and the time they were taken at."""
     end = len(reply) - _NOW.size
     return decisions(reply[:end]), _NOW.unpack_from(reply, end)[0]
+
+
+def lease_args(
+    limit: Limit,
+    now: float | None,
+    *,
+    want: int,
+    holder: str,
+    ttl: float,
+    returned: int,
+    taken_at: float | None,
+) -> list[str]:
+    """The lease script's ARGV (layout in ``leases.lua``)."""
+    return [
+        now_arg(now),
+        str(want),
+        holder,
+        repr(float(ttl)),
+        str(returned),
+        "" if taken_at is None else repr(float(taken_at)),
+        *limit_args(limit),
+    ]
+
+
+def taken(reply: bytes) -> tuple[Decision, float]:
+    """Decode the lease script's reply: the packed decision, then its ``now``."""
+    return decisions_at(reply)[0][0], _NOW.unpack_from(reply, DECISION.size)[0]
 
 
 def released(reply: Sequence[Any]) -> Decision:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import (
     MissingExtraError,
@@ -17,7 +18,7 @@ from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import Hit
-from ratekeeper.stores.redis.base import Base
+from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
     Ran,
@@ -33,6 +34,7 @@ from ratekeeper.stores.redis.scripts import (
     decision,
     decisions_at,
     released,
+    taken,
 )
 
 try:
@@ -102,6 +104,34 @@ class RedisStore(Base):
             raise failure(error) from error
         return released(reply)
 
+    def lease(
+        self,
+        key: str,
+        limit: Limit,
+        want: int,
+        *,
+        holder: str,
+        ttl: float,
+        returned: int = 0,
+        taken_at: float | None = None,
+        now: float | None = None,
+    ) -> Taken:
+        """Exchange a slice of a leased limit's budget in one script run; see
+        ``MemoryStore.lease``. ``StoreError`` when Redis fails."""
+        script, keys, argv = self._lease_args(
+            key, limit, want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at, now=now
+        )
+        try:
+            try:
+                reply = self._execute("EVALSHA", script.sha, 2, *keys, *argv, **self._raw)
+            except NoScriptError:
+                self.client.script_load(script.script)
+                reply = self._execute("EVALSHA", script.sha, 2, *keys, *argv, **self._raw)
+        except ERRORS as error:
+            raise self._failure_of(keys, error) from error
+        one, at = taken(reply)
+        return Taken(one.granted, one, at)
+
     def _run(self, keys: list[str], argv: list[str]) -> Any:
         """One run of the batch entry, its reply as bytes (reloaded when missing)."""
         try:
@@ -157,7 +187,8 @@ class RedisStore(Base):
         """Delete ``limit``'s state for ``key``."""
         key = check_key(key)
         try:
-            self.client.delete(state_key(limit, key, self.prefix, self.tag))
+            state = state_key(limit, key, self.prefix, self.tag)
+            self.client.delete(state, state + SLICES)
         except ERRORS as error:
             raise failure(error) from error
 

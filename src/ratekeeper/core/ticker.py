@@ -16,7 +16,8 @@ FAILED = "%s failed; trying again every %gs"
 
 
 class Ticker:
-    """Calls ``action`` every ``interval`` seconds on a daemon thread named ``name``.
+    """Calls ``action`` every ``interval`` seconds on a daemon thread named ``name``, logging
+    to ``logger`` (default ``ratekeeper.engine``).
 
     ``start()`` starts it, and does nothing while it runs; ``stop()`` stops it and waits for the
     thread; either may be called again. A forked child has no thread until ``start()``. An
@@ -26,13 +27,20 @@ class Ticker:
     works again.
     """
 
-    def __init__(self, interval: float, action: Callable[[], object], name: str) -> None:
+    def __init__(
+        self,
+        interval: float,
+        action: Callable[[], object],
+        name: str,
+        logger: logging.Logger = log,
+    ) -> None:
         self.interval = interval
         self.action = action
         self.name = name
+        self.log = logger
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._failing = LogThrottle(log)
+        self._failing = LogThrottle(logger)
         renew_after_fork(self)
 
     def start(self) -> None:
@@ -65,7 +73,7 @@ class Ticker:
             else:
                 if failing.holds(FAILED):
                     failing.clear(FAILED)
-                    log.warning("%s works again", self.name)
+                    self.log.warning("%s works again", self.name)
 
     def _after_fork(self) -> None:
         # The thread did not survive, and its event's lock may be held for ever.

@@ -1,0 +1,409 @@
+"""Leased quotas, the process's side: ``Leasing`` answers the hits of leased limits
+(``Limit(sync="leased")``) from slices of their budget, taken from the shared store.
+
+A hit under a leased limit is granted from this process's slice of the key's budget while the
+slice holds its cost and has not ended; only then does the process go to the store, in one
+atomic exchange that gives back what is left of the old slice and takes a new one
+(``ratekeeper.algorithms.leases``). Every unit granted was taken from the store's budget first,
+so the limit holds across every process together; a slice ends before the store stops
+counting it (with its window, for the algorithms that count per window; ``ttl`` seconds after
+it was taken, for those that refill), so no unit is granted outside the span it was counted
+for. Hits under exact limits, looks (cost 0) and hits given an explicit ``now`` go to the store
+as they are.
+
+**How big a slice is.** The process asks for what it would use in the next ``horizon``
+seconds at the rate it has been asked for the key since its last slice (at least the hit's
+cost), and never more than ``share`` of the limit's capacity. The store gives that while the
+budget holds twice as much, and half of what is left below that, so a budget running low is
+spread among the processes asking.
+
+**What it costs.** Budget taken into a slice and not yet granted is held idle: at most
+``share * capacity`` units per process and key, and in steady use about ``horizon`` seconds of
+the key's traffic across all processes. What a process has not granted when its slice ends is
+given back at its next exchange, by ``sweep`` (every ``ttl`` seconds, in the background) and
+by ``close``. For the algorithms that count per window a unit given back after its window
+ended is gone with the window; a process killed while holding a slice loses it: the store
+cannot know what it granted, so it counts the slice as spent (and, for the algorithms that
+refill, stops holding it back ``ttl`` after it was taken).
+
+**When the budget is spent.** The store's refusal is answered locally until it says one unit
+fits again, but at least ``horizon`` and at most ``ttl`` seconds, so a refused hot key costs
+the store one exchange per process every so often, not one per hit.
+
+**What a decision says.** An allowed hit from a slice reports the store's ``limit`` and
+``reset_after`` as of the slice's exchange, and as ``remaining`` what is left of this
+process's slice plus what the store had left after it: an estimate, stale by up to the
+slice's age (other processes may have taken since, and hold slices of their own).
+
+When the store fails, an exchange raises ``StoreError`` (what it gave back is lost: never an
+over-admission), for the failure policy around this wrapper to answer
+(``ratekeeper.stores.resilience``). Attributes it does not have are the wrapped store's.
+
+``Leasing`` (threads) and ``AsyncLeasing`` (asyncio) are twins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import StoreError
+from ratekeeper.core.inputs import check_hit, check_hits
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.ticker import Ticker
+from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.slices import HORIZON, SHARE, TTL, Slice, Slices, check_options, fits
+
+__all__ = ["HORIZON", "SHARE", "TTL", "AsyncLeasing", "Leasing", "check_options"]
+
+log = logging.getLogger("ratekeeper.store")
+
+
+class Leasing(Slices):
+    """Wrap a store (with ``lease``, ``ratekeeper.stores.Store``); answer the hits of leased
+    limits from slices (see the module). ``ttl``, ``horizon`` and ``share`` as the module says;
+    ``clock`` is monotonic seconds. Thread-safe."""
+
+    def __init__(self, store: Any, **options: Any) -> None:
+        super().__init__(store, **options)
+        self._lock = threading.Lock()  # the slices' counts, and the table of slices
+        self._ticker = Ticker(self.ttl, self.sweep, "ratekeeper-leases", log)
+
+    def _after_fork(self) -> None:
+        super()._after_fork()
+        self._lock = threading.Lock()
+
+    def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
+        if limit.sync != "leased" or now is not None or cost == 0:
+            decision: Decision = self.store.apply(key, limit, cost, now)
+            return decision
+        if key.__class__ is not str or cost.__class__ is not int or cost < 0:
+            key, cost = check_hit(key, cost)
+        t = self.clock()
+        evicted = None
+        with self._lock:
+            piece = self.slices.get((limit.id, key))
+            if piece is not None:
+                piece.asked += cost
+                if piece.left >= cost and t < piece.until:
+                    self.granted += cost
+                    return piece.grant(cost, t)
+                if t < piece.refused_until:
+                    return piece.refuse(t)
+            else:
+                piece = self.slices[(limit.id, key)] = Slice(key, limit, t)
+                piece.asked = cost
+                piece.lock = threading.Lock()
+                evicted = self._evicted()
+        if evicted is not None:
+            self._give_back(evicted)
+        return self._exchange(piece, cost)
+
+    def _exchange(self, piece: Slice, cost: int) -> Decision:
+        """Give back what is left of ``piece`` and take a new slice, one exchange at a time."""
+        with piece.lock:
+            t = self.clock()
+            with self._lock:
+                if piece.left >= cost and t < piece.until:  # another thread's exchange
+                    self.granted += cost
+                    return piece.grant(cost, t)
+                if t < piece.refused_until:
+                    return piece.refuse(t)
+                want = self._want(piece, cost, t)
+                returned, piece.left = piece.left, 0
+            self._ticker.start()
+            taken = self.store.lease(  # a StoreError loses what was returned: never over-admits
+                piece.key,
+                piece.limit,
+                want,
+                holder=self.holder,
+                ttl=self.ttl,
+                returned=returned,
+                taken_at=piece.taken_at,
+            )
+            with self._lock:
+                return self._took(piece, taken, t, want, cost)
+
+    def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        """The leased hits from slices, the others from the store in one batch. With
+        ``all_or_nothing``, a refusal on either side gives back what the other granted: the
+        slices' units to the slices; when a slice refused, the store's hits are only looked
+        at (cost 0, reported allowed when their cost fits), but for those under a limit with
+        debt, which count whatever the others do."""
+        if now is not None or not any(limit.sync == "leased" for _, limit, _ in hits):
+            decisions: list[Decision] = self.store.apply_many(
+                hits, all_or_nothing=all_or_nothing, now=now
+            )
+            return decisions
+        hits = check_hits(hits)
+        results: list[Any] = [None] * len(hits)
+        granted: list[tuple[int, Slice, int]] = []
+        for index, (key, limit, cost) in enumerate(hits):
+            if limit.sync == "leased" and cost:
+                results[index] = one = self.apply(key, limit, cost)
+                piece = self.slices.get((limit.id, key))
+                if one.granted and piece is not None:
+                    granted.append((index, piece, piece.generation))
+        rest = [index for index, one in enumerate(results) if one is None]
+        refused = all_or_nothing and not all(one.allowed for one in results if one is not None)
+        if rest:
+            batch = [hits[index] for index in rest]
+            if refused:
+                answers = self._looked(batch)
+            else:
+                answers = self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+                refused = all_or_nothing and not all(
+                    one.allowed for one, hit in zip(answers, batch, strict=True) if not hit[1].debt
+                )
+            for index, one in zip(rest, answers, strict=True):
+                results[index] = one
+        if refused and granted:
+            with self._lock:
+                for index, piece, generation in granted:
+                    if piece.generation == generation:  # the units are still this slice's
+                        piece.left += results[index].granted
+                        self.granted -= results[index].granted
+                    results[index] = results[index]._replace(granted=0)
+        return results
+
+    def _looked(self, hits: list[Hit]) -> list[Decision]:
+        """``hits`` looked at (cost 0) in the store, each reported allowed when its cost fits
+        and granted 0, but those under a limit with debt, which are counted."""
+        debts = [hit for hit in hits if hit[1].debt]
+        counted = iter(self.store.apply_many(debts) if debts else [])
+        looks = iter(
+            self.store.apply_many([(key, limit, 0) for key, limit, _ in hits if not limit.debt])
+        )
+        return [next(counted) if limit.debt else fits(next(looks), cost) for _, limit, cost in hits]
+
+    def _give_back(self, piece: Slice, ended: bool = False) -> None:
+        """Give back what is left of ``piece`` (an exchange that takes nothing); with
+        ``ended``, only if it has ended (an exchange may have renewed it meanwhile)."""
+        with piece.lock:
+            with self._lock:
+                if ended and self.clock() < piece.until:
+                    return
+                returned, piece.left = piece.left, 0
+            if not returned or piece.taken_at is None:
+                return
+            try:
+                self.store.lease(
+                    piece.key,
+                    piece.limit,
+                    0,
+                    holder=self.holder,
+                    ttl=self.ttl,
+                    returned=returned,
+                    taken_at=piece.taken_at,
+                )
+            except StoreError as error:
+                log.warning(
+                    "leases: could not give back %d units of %s: %s", returned, piece.key, error
+                )
+
+    def sweep(self) -> int:
+        """Give back what the slices that ended hold, and forget the idle ones; return how
+        many were given back. Runs every ``ttl`` seconds on a thread once a slice is taken."""
+        with self._lock:
+            due = self._returns(self.clock())
+        for piece in due:
+            self._give_back(piece, ended=True)
+        return len(due)
+
+    def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
+        release: Decision = self.store.release(key, limit, slots, now)
+        return release
+
+    def reset(self, key: str, limit: Limit) -> None:
+        with self._lock:
+            self.slices.pop((limit.id, key), None)
+        self.store.reset(key, limit)
+
+    def close(self) -> None:
+        """Give back every slice, then close the store."""
+        self._ticker.stop()
+        with self._lock:
+            pieces = list(self.slices.values())
+            self.slices = {}
+        for piece in pieces:
+            self._give_back(piece)
+        self.store.close()
+
+
+class AsyncLeasing(Slices):
+    """The asyncio twin of ``Leasing``; its sweep runs as a task on the loop of its calls."""
+
+    def __init__(self, store: Any, **options: Any) -> None:
+        super().__init__(store, **options)
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def apply(
+        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
+    ) -> Decision:
+        if limit.sync != "leased" or now is not None or cost == 0:
+            decision: Decision = await self.store.apply(key, limit, cost, now)
+            return decision
+        if key.__class__ is not str or cost.__class__ is not int or cost < 0:
+            key, cost = check_hit(key, cost)
+        t = self.clock()
+        piece = self.slices.get((limit.id, key))
+        if piece is not None:
+            piece.asked += cost
+            if piece.left >= cost and t < piece.until:
+                self.granted += cost
+                return piece.grant(cost, t)
+            if t < piece.refused_until:
+                return piece.refuse(t)
+        else:
+            piece = self.slices[(limit.id, key)] = Slice(key, limit, t)
+            piece.asked = cost
+            evicted = self._evicted()
+            if evicted is not None:
+                await self._give_back(evicted)
+        return await self._exchange(piece, cost)
+
+    async def _exchange(self, piece: Slice, cost: int) -> Decision:
+        while piece.pending is not None:  # one exchange at a time: wait for the one under way
+            await asyncio.shield(piece.pending)
+            t = self.clock()
+            if piece.left >= cost and t < piece.until:
+                self.granted += cost
+                return piece.grant(cost, t)
+            if t < piece.refused_until:
+                return piece.refuse(t)
+        t = self.clock()
+        want = self._want(piece, cost, t)
+        returned, piece.left = piece.left, 0
+        loop = asyncio.get_running_loop()
+        piece.pending = loop.create_future()
+        self._sweep_on(loop)
+        try:
+            taken = await self.store.lease(
+                piece.key,
+                piece.limit,
+                want,
+                holder=self.holder,
+                ttl=self.ttl,
+                returned=returned,
+                taken_at=piece.taken_at,
+            )
+        finally:
+            pending, piece.pending = piece.pending, None
+            pending.set_result(None)
+        return self._took(piece, taken, t, want, cost)
+
+    async def apply_many(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
+    ) -> list[Decision]:
+        if now is not None or not any(limit.sync == "leased" for _, limit, _ in hits):
+            decisions: list[Decision] = await self.store.apply_many(
+                hits, all_or_nothing=all_or_nothing, now=now
+            )
+            return decisions
+        hits = check_hits(hits)
+        results: list[Any] = [None] * len(hits)
+        granted: list[tuple[int, Slice, int]] = []
+        for index, (key, limit, cost) in enumerate(hits):
+            if limit.sync == "leased" and cost:
+                results[index] = one = await self.apply(key, limit, cost)
+                piece = self.slices.get((limit.id, key))
+                if one.granted and piece is not None:
+                    granted.append((index, piece, piece.generation))
+        rest = [index for index, one in enumerate(results) if one is None]
+        refused = all_or_nothing and not all(one.allowed for one in results if one is not None)
+        if rest:
+            batch = [hits[index] for index in rest]
+            if refused:
+                answers = await self._looked(batch)
+            else:
+                answers = await self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+                refused = all_or_nothing and not all(
+                    one.allowed for one, hit in zip(answers, batch, strict=True) if not hit[1].debt
+                )
+            for index, one in zip(rest, answers, strict=True):
+                results[index] = one
+        if refused and granted:
+            for index, piece, generation in granted:
+                if piece.generation == generation:
+                    piece.left += results[index].granted
+                    self.granted -= results[index].granted
+                results[index] = results[index]._replace(granted=0)
+        return results
+
+    async def _looked(self, hits: list[Hit]) -> list[Decision]:
+        debts = [hit for hit in hits if hit[1].debt]
+        counted = iter(await self.store.apply_many(debts) if debts else [])
+        looks = iter(
+            await self.store.apply_many(
+                [(key, limit, 0) for key, limit, _ in hits if not limit.debt]
+            )
+        )
+        return [next(counted) if limit.debt else fits(next(looks), cost) for _, limit, cost in hits]
+
+    async def _give_back(self, piece: Slice, ended: bool = False) -> None:
+        while piece.pending is not None:
+            await asyncio.shield(piece.pending)
+        if ended and self.clock() < piece.until:
+            return
+        returned, piece.left = piece.left, 0
+        if not returned or piece.taken_at is None:
+            return
+        try:
+            await self.store.lease(
+                piece.key,
+                piece.limit,
+                0,
+                holder=self.holder,
+                ttl=self.ttl,
+                returned=returned,
+                taken_at=piece.taken_at,
+            )
+        except StoreError as error:
+            log.warning(
+                "leases: could not give back %d units of %s: %s", returned, piece.key, error
+            )
+
+    async def sweep(self) -> int:
+        due = self._returns(self.clock())
+        for piece in due:
+            await self._give_back(piece, ended=True)
+        return len(due)
+
+    def _sweep_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run ``sweep`` every ``ttl`` seconds on ``loop``, from the first exchange on."""
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = loop.create_task(self._sweeping())
+
+    async def _sweeping(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl)
+            try:
+                await self.sweep()
+            except Exception:  # a background duty must outlive a surprise
+                log.exception("leases: the sweep failed")
+
+    async def release(
+        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
+    ) -> Decision:
+        release: Decision = await self.store.release(key, limit, slots, now)
+        return release
+
+    async def reset(self, key: str, limit: Limit) -> None:
+        self.slices.pop((limit.id, key), None)
+        await self.store.reset(key, limit)
+
+    async def close(self) -> None:
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+        pieces = list(self.slices.values())
+        self.slices = {}
+        for piece in pieces:
+            await self._give_back(piece)
+        await self.store.close()

@@ -1,0 +1,253 @@
+"""The slices of leased limits a process holds, their sizing and bookkeeping (no I/O): what
+``ratekeeper.stores.leasing``'s twins share."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from math import ceil
+from typing import Any
+
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import StoreConfigError
+from ratekeeper.core.forks import renew_after_fork
+from ratekeeper.core.limits import Limit
+from ratekeeper.core.registry import spec
+
+#: Seconds a process may grant from a slice (the store's record of it lasts as long).
+TTL = 1.0
+#: Seconds of the process's own demand for a key a slice is sized for.
+HORIZON = 0.05
+#: The largest slice, as a share of the limit's capacity.
+SHARE = 0.1
+#: Slices kept per process; the least recently used is given back past it.
+MAX_SLICES = 100_000
+#: The part of a slice's lifetime it is granted from: the rest absorbs clock drift.
+USABLE = 0.999
+
+_new = tuple.__new__
+
+
+def leased(limit: Limit) -> bool:
+    """Whether ``limit``'s hits are granted from slices."""
+    return limit.sync == "leased"
+
+
+def check_options(ttl: Any, horizon: Any, share: Any) -> tuple[float, float, float]:
+    """The lease options if they are sound, else ``StoreConfigError`` saying why."""
+    for name, value, top in (("lease_ttl", ttl, 86_400.0), ("lease_horizon", horizon, 60.0)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= top:
+            raise StoreConfigError(
+                f"{name} must be seconds above 0 and at most {top:g}, not {value!r}"
+            )
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise StoreConfigError(f"lease_share must be above 0 and at most 1, not {share!r}")
+    if horizon > ttl:
+        raise StoreConfigError(
+            f"lease_horizon ({horizon:g}s) must be at most lease_ttl ({ttl:g}s): a slice is sized "
+            "for what it can grant before it ends"
+        )
+    return float(ttl), float(horizon), float(share)
+
+
+class Slice:
+    """This process's slice of one key's budget under one leased limit."""
+
+    __slots__ = (
+        "asked",
+        "generation",
+        "key",
+        "left",
+        "limit",
+        "limit_value",
+        "lock",
+        "offset",
+        "pending",
+        "rate",
+        "refused_until",
+        "remaining",
+        "reset_at",
+        "since",
+        "taken_at",
+        "until",
+    )
+
+    def __init__(self, key: str, limit: Limit, now: float) -> None:
+        self.key = key
+        self.limit = limit
+        self.left = 0  # units this process may still grant from it
+        self.until = 0.0  # when it ends, on this process's monotonic clock
+        self.taken_at: float | None = None  # the store's time of its exchange
+        self.offset = 0.0  # the store's clock less this process's monotonic one, about
+        self.generation = 0  # exchanges so far
+        self.limit_value = limit.capacity  # the store's reported limit, remaining and reset
+        self.remaining = 0
+        self.reset_at = 0.0
+        self.refused_until = 0.0  # the store refused: answer locally until then
+        self.asked = 0  # units asked for since the last exchange
+        self.since = now  # when the last exchange was
+        self.rate = 0.0  # units asked for per second, smoothed over exchanges
+        self.lock: Any = None  # serialises the exchanges of one slice
+        self.pending: Any = None
+
+    def grant(self, cost: int, now: float) -> Decision:
+        """Take ``cost`` from what is left (the caller checked that it holds it)."""
+        self.left -= cost
+        reset = self.reset_at - now
+        return _new(
+            Decision,
+            (
+                True,
+                self.limit_value,
+                self.left + self.remaining,
+                reset if reset > 0.0 else 0.0,
+                0.0,
+                0.0,
+                cost,
+                False,
+            ),
+        )
+
+    def refuse(self, now: float) -> Decision:
+        """The store's refusal, answered locally until ``refused_until``."""
+        reset = self.reset_at - now
+        return _new(
+            Decision,
+            (
+                False,
+                self.limit_value,
+                self.left + self.remaining,
+                reset if reset > 0.0 else 0.0,
+                self.refused_until - now,
+                0.0,
+                0,
+                False,
+            ),
+        )
+
+
+class Slices:
+    """What the twins share: the slices, their sizing and their bookkeeping (no I/O)."""
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        ttl: float = TTL,
+        horizon: float = HORIZON,
+        share: float = SHARE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.ttl, self.horizon, self.share = check_options(ttl, horizon, share)
+        self.clock = clock
+        self.sharded: bool = getattr(store, "sharded", False) is True
+        self.slices: dict[tuple[str, str], Slice] = {}
+        self.holder = _holder()
+        self.exchanges = 0  # exchanges sent to the store
+        self.granted = 0  # units granted from slices, without the store
+        renew_after_fork(self)
+
+    def _after_fork(self) -> None:
+        # The parent's slices are the parent's: a child that granted from them would grant
+        # them twice.
+        self.slices = {}
+        self.holder = _holder()
+
+    def _want(self, piece: Slice, cost: int, now: float) -> int:
+        """The slice to ask for: ``horizon`` seconds at the rate asked since the last
+        exchange, smoothed, but no more than that rate grants before the slice's window ends
+        (what is left at the edge is lost, and counted in the window); at least ``cost``, at
+        most ``share`` of the capacity."""
+        elapsed = now - piece.since
+        rate = piece.asked / (elapsed if elapsed > 0.001 else 0.001)
+        piece.rate = rate if piece.rate == 0.0 else (piece.rate + rate) / 2
+        piece.asked = 0
+        piece.since = now
+        want = ceil(piece.rate * self.horizon)
+        edge = spec(piece.limit.algorithm).edge
+        if edge is not None and piece.taken_at is not None:
+            store_now = now + piece.offset
+            until_edge = ceil(piece.rate * (edge(store_now, piece.limit) - store_now))
+            if until_edge < want:
+                want = until_edge
+        top = int(piece.limit.capacity * self.share)
+        if want > top:
+            want = top
+        return want if want > cost else cost
+
+    def _took(self, piece: Slice, taken: Any, sent: float, want: int, cost: int) -> Decision:
+        """Keep what an exchange sent at ``sent`` for ``want`` units took, and decide the hit
+        of ``cost``. A slice smaller than asked says the budget runs low: once it is granted,
+        the next exchange waits until ``horizon`` after this one, for the budget to refill
+        (an exchange sooner would find less)."""
+        decision = taken.decision
+        now = self.clock()
+        piece.generation += 1
+        piece.taken_at = taken.now
+        piece.offset = taken.now - sent
+        piece.left = taken.granted
+        piece.limit_value = decision.limit
+        piece.remaining = decision.remaining
+        piece.reset_at = now + decision.reset_after
+        life = self.ttl
+        edge = spec(piece.limit.algorithm).edge
+        if edge is not None:
+            life = min(life, edge(taken.now, piece.limit) - taken.now)
+        piece.until = sent + life * USABLE
+        self.exchanges += 1
+        if taken.granted < want:
+            piece.refused_until = sent + self.horizon
+        if taken.granted >= cost:  # the store counted it just now, within its window
+            self.granted += cost
+            return piece.grant(cost, now)
+        wait = decision.retry_after if not taken.granted else 0.0
+        piece.refused_until = now + min(max(wait, self.horizon), self.ttl)
+        return piece.refuse(now)
+
+    def _returns(self, now: float) -> list[Slice]:
+        """The slices to give back now: ended with units left, or idle for ``10 * ttl``
+        (dropped, with what they hold)."""
+        due = []
+        idle = now - 10 * self.ttl
+        for slot, piece in list(self.slices.items()):
+            if piece.pending is not None or (piece.lock is not None and piece.lock.locked()):
+                continue
+            if piece.left and now >= piece.until:
+                due.append(piece)
+            elif piece.since < idle and not piece.left:
+                del self.slices[slot]
+        return due
+
+    def _evicted(self) -> Slice | None:
+        """The least recently made slice, taken out when there are too many."""
+        if len(self.slices) <= MAX_SLICES:
+            return None
+        slot = next(iter(self.slices))
+        return self.slices.pop(slot)
+
+    def shard_of(self, key: str, limit: Limit) -> str:
+        shard: str = self.store.shard_of(key, limit)
+        return shard
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "store":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def ping(self) -> Any:
+        return self.store.ping()
+
+
+def _holder() -> str:
+    """A name for this process's slices: its host, pid and a random part."""
+    return f"{os.uname().nodename[:60]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def fits(look: Decision, cost: int) -> Decision:
+    """A look's decision as that of a hit of ``cost`` that was not counted."""
+    if look.allowed and look.remaining < cost:
+        return look._replace(allowed=False)
+    return look
