@@ -25,7 +25,9 @@ How long a unit may wait in a slice before it is granted depends on how the algo
   longer, and what it held counts as spent, for the store cannot know what it granted.
 
 The slice is ``want`` units while the budget holds at least twice that, and half of what is
-left (rounded up) below that, so a budget running low is spread among the processes asking.
+left (rounded up) below that, so a budget running low is spread among the processes asking;
+but never less than ``need``, the cost of the hit that asks, which is refused (nothing taken)
+when the budget holds less, as an exact hit of that cost would be.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ Records = dict[str, tuple[int, float]]
 
 class Taken(NamedTuple):
     """What an exchange took: ``granted`` units (0 for none), the store's ``decision`` (for a
-    slice, the step that took it, ``granted`` its units; for none, the refusal of one unit,
-    whose ``retry_after`` says when one fits), and ``now``, the time the store took it at."""
+    slice, the step that took it, ``granted`` its units; for none, the refusal of ``need``
+    units, whose ``retry_after`` says when they fit), and ``now``, the time the store took it
+    at."""
 
     granted: int
     decision: Decision
@@ -62,6 +65,7 @@ def exchange(
     ttl: float,
     returned: int = 0,
     taken_at: float | None = None,
+    need: int = 1,
 ) -> tuple[Any, Records, Taken]:
     """Give back ``returned`` units of ``holder``'s slice taken at ``taken_at`` and take a new
     slice of up to ``want`` units at ``now``; return the new state, the records (a new dict
@@ -91,10 +95,10 @@ def exchange(
     room = decision.remaining
     granted = 0
     if want > 0:
-        if room > 0:
-            granted = want if 2 * want <= room else min(want, (room + 1) // 2)
+        if room >= need:
+            granted = want if 2 * want <= room else max(min(want, (room + 1) // 2), need)
             after, decision = step(state, now, granted, limit)
-            if not decision.allowed and granted > 1:  # float rounding at the very top
+            if not decision.allowed and granted > need:  # float rounding at the very top
                 granted -= 1
                 after, decision = step(state, now, granted, limit)
             if decision.allowed:
@@ -102,7 +106,7 @@ def exchange(
             else:
                 granted = 0
         if not granted:
-            decision = step(state, now, 1, limit)[1]
+            decision = step(state, now, need, limit)[1]
         elif hold is not None:
             records = dict(records)
             records[holder] = (granted, now + ttl)

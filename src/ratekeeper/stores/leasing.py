@@ -124,6 +124,7 @@ class Leasing(Slices):
                 ttl=self.ttl,
                 returned=returned,
                 taken_at=piece.taken_at,
+                need=cost,
             )
             with self._lock:
                 return self._took(piece, taken, t, want, cost)
@@ -292,6 +293,7 @@ class AsyncLeasing(Slices):
                 ttl=self.ttl,
                 returned=returned,
                 taken_at=piece.taken_at,
+                need=cost,
             )
         finally:
             pending, piece.pending = piece.pending, None

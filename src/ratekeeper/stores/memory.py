@@ -210,17 +210,19 @@ class MemoryStore:
         ttl: float,
         returned: int = 0,
         taken_at: float | None = None,
+        need: int = 1,
         now: float | None = None,
     ) -> Taken:
         """Give back ``returned`` units of the slice ``holder`` took of ``key``'s budget under
         the leased ``limit`` at ``taken_at`` (the ``now`` its ``Taken`` reported), and take a
         new slice of up to ``want`` units that ``holder`` may grant from for ``ttl`` seconds,
-        in one atomic step (``ratekeeper.algorithms.leases.exchange``). ``want`` 0 only gives
+        in one atomic step (``ratekeeper.algorithms.leases.exchange``): never less than
+        ``need`` (the asking hit's cost; none when fewer are left). ``want`` 0 only gives
         back. ``InvalidLimitError`` for a limit that cannot lease, ``InvalidInputError`` for a
         bad key, count, holder or lifetime.
         """
         key, want, returned = check_lease(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned
+            key, limit, want, holder=holder, ttl=ttl, returned=returned, need=need
         )
         if taken_at is not None:
             taken_at = check_now(taken_at)
@@ -240,6 +242,7 @@ class MemoryStore:
                 ttl=ttl,
                 returned=returned,
                 taken_at=taken_at,
+                need=need,
             )
             if held:
                 self._slices[slot] = held
@@ -411,11 +414,12 @@ MAX_HOLDER = 200
 
 
 def check_lease(
-    key: Any, limit: Limit, want: Any, *, holder: Any, ttl: Any, returned: Any
+    key: Any, limit: Limit, want: Any, *, holder: Any, ttl: Any, returned: Any, need: Any = 1
 ) -> tuple[str, int, int]:
     """``key``, ``want`` and ``returned`` if a slice of them can be exchanged under ``limit``:
     ``InvalidLimitError`` unless ``limit`` can lease, ``InvalidInputError`` unless the key is
-    valid, ``want`` and ``returned`` integers from 0 to ``MAX_COST``, ``holder`` a non-empty
+    valid, ``want`` and ``returned`` integers from 0 to ``MAX_COST``, ``need`` from 1 to
+    ``want``, ``holder`` a non-empty
     string of at most ``MAX_HOLDER`` characters and ``ttl`` finite seconds above 0 and at most
     ``MAX_LEASE_TTL``."""
     why = spec(limit.algorithm).no_lease
@@ -425,6 +429,9 @@ def check_lease(
         raise InvalidLimitError("a partial limit or one with debt does not lease")
     key, want = check_hit(key, want)
     returned = check_hit(key, returned)[1]
+    need = check_hit(key, need)[1]
+    if not 1 <= need <= max(want, 1):
+        raise InvalidInputError(f"need must be from 1 to the units wanted ({want}), not {need!r}")
     if not isinstance(holder, str) or not 0 < len(holder) <= MAX_HOLDER:
         raise InvalidInputError(
             f"a lease holder is a string of 1 to {MAX_HOLDER} characters, not {holder!r}"
@@ -475,10 +482,19 @@ class AsyncMemoryStore:
         ttl: float,
         returned: int = 0,
         taken_at: float | None = None,
+        need: int = 1,
         now: float | None = None,
     ) -> Taken:
         return self.sync.lease(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at, now=now
+            key,
+            limit,
+            want,
+            holder=holder,
+            ttl=ttl,
+            returned=returned,
+            taken_at=taken_at,
+            need=need,
+            now=now,
         )
 
     async def reset(self, key: str, limit: Limit) -> None:

@@ -198,10 +198,19 @@ class AsyncRedisStore(Base):
         ttl: float,
         returned: int = 0,
         taken_at: float | None = None,
+        need: int = 1,
         now: float | None = None,
     ) -> Taken:
         script, keys, argv = self._lease_args(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at, now=now
+            key,
+            limit,
+            want,
+            holder=holder,
+            ttl=ttl,
+            returned=returned,
+            taken_at=taken_at,
+            need=need,
+            now=now,
         )
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())

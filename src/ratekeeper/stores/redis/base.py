@@ -180,17 +180,25 @@ class Base:
         ttl: float,
         returned: int,
         taken_at: float | None,
+        need: int,
         now: float | None,
     ) -> tuple[Any, list[str], list[str]]:
         """The lease script of ``limit``, its keys (the state's and its slices') and its ARGV,
         checked as ``MemoryStore.lease`` checks them."""
         key, want, returned = check_lease(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned
+            key, limit, want, holder=holder, ttl=ttl, returned=returned, need=need
         )
         if taken_at is not None:
             taken_at = check_now(taken_at)
         state = state_key(limit, key, self.prefix, self.tag)
         args = lease_args(
-            limit, now, want=want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at
+            limit,
+            now,
+            want=want,
+            holder=holder,
+            ttl=ttl,
+            returned=returned,
+            taken_at=taken_at,
+            need=need,
         )
         return self._lease_scripts[limit.algorithm], [state, state + SLICES], args

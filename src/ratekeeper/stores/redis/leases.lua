@@ -6,12 +6,12 @@
 -- expiry, two packed doubles), written for an algorithm with a hold only. ARGV is
 --   [1] now in seconds ('' takes the server's TIME), [2] the units wanted, [3] the holder,
 --   [4] the slices' lifetime in seconds, [5] the units given back, [6] the `now` the slice
---   they come from was taken at ('' for none), then the limit's 10 fields in the batch
---   script's order, at base 6.
+--   they come from was taken at ('' for none), [7] the fewest units worth taking (the cost of
+--   the hit that asks), then the limit's 10 fields in the batch script's order, at base 7.
 -- Reply: the decision as one packed string (DECISION, in the prelude; its granted is the units
 -- of the new slice), then the `now` it was taken at, a packed double.
 
-for _, count in ipairs({ARGV[2], ARGV[5]}) do
+for _, count in ipairs({ARGV[2], ARGV[5], ARGV[7]}) do
   if #count > 16 or not match(count, '^%d+$') then
     return redis.error_reply('ratekeeper: invalid cost ' .. string.sub(count, 1, 40))
   end
@@ -24,7 +24,7 @@ local holder = ARGV[3]
 if holder == '' or #holder > 200 then
   return redis.error_reply('ratekeeper: invalid lease holder')
 end
-if ARGV[6 + PARTIAL] == '1' or ARGV[6 + DEBT] == '1' then
+if ARGV[7 + PARTIAL] == '1' or ARGV[7 + DEBT] == '1' then
   return redis.error_reply('ratekeeper: a partial limit or one with debt does not lease')
 end
 local now = tonumber(ARGV[1])
@@ -32,7 +32,8 @@ if not now then
   local time = redis.call('TIME')
   now = tonumber(time[1]) + tonumber(time[2]) / 1000000
 end
-local want, returned = tonumber(ARGV[2]), tonumber(ARGV[5])
+local want, returned, need = tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[7])
+if need < 1 then need = 1 end
 local taken_at = tonumber(ARGV[6])
 local state, slices = KEYS[1], KEYS[2]
 
@@ -50,34 +51,36 @@ if HOLD then
         redis.call('HDEL', slices, fields[i])
       end
     end
-    HOLD(state, now, everything, 6)
+    HOLD(state, now, everything, 7)
   end
 end
 if returned > 0 and taken_at then
-  REFUND(state, taken_at, returned, 6)
-  if HOLD then HOLD(state, now, others, 6) end
+  REFUND(state, taken_at, returned, 7)
+  if HOLD then HOLD(state, now, others, 7) end
 end
-local allowed, limit, remaining, reset_after, retry_after, delay, granted = STEP(state, now, 0, 6)
+local allowed, limit, remaining, reset_after, retry_after, delay, granted = STEP(state, now, 0, 7)
 local units = 0
 if want > 0 then
-  if remaining > 0 then
+  if remaining >= need then
     if 2 * want <= remaining then
       units = want
     else
       units = floor((remaining + 1) / 2)
       if units > want then units = want end
+      if units < need then units = need end
     end
     allowed, limit, remaining, reset_after, retry_after, delay, granted =
-      STEP(state, now, units, 6)
-    if allowed == 0 and units > 1 then -- float rounding at the very top
+      STEP(state, now, units, 7)
+    if allowed == 0 and units > need then -- float rounding at the very top
       units = units - 1
       allowed, limit, remaining, reset_after, retry_after, delay, granted =
-        STEP(state, now, units, 6)
+        STEP(state, now, units, 7)
     end
     if allowed == 0 then units = 0 end
   end
   if units == 0 then
-    allowed, limit, remaining, reset_after, retry_after, delay, granted = STEP(state, now, 1, 6)
+    allowed, limit, remaining, reset_after, retry_after, delay, granted =
+      STEP(state, now, need, 7)
   elseif HOLD then
     redis.call('HSET', slices, holder, pack('<dd', units, now + ttl))
     local lifetime = floor(ttl * 1000) + 1000

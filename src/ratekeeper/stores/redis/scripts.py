@@ -259,6 +259,7 @@ def lease_args(
     ttl: float,
     returned: int,
     taken_at: float | None,
+    need: int,
 ) -> list[str]:
     """The lease script's ARGV (layout in ``leases.lua``)."""
     return [
@@ -268,6 +269,7 @@ def lease_args(
         repr(float(ttl)),
         str(returned),
         "" if taken_at is None else repr(float(taken_at)),
+        str(need),
         *limit_args(limit),
     ]
 

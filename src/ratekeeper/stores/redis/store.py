@@ -114,12 +114,21 @@ class RedisStore(Base):
         ttl: float,
         returned: int = 0,
         taken_at: float | None = None,
+        need: int = 1,
         now: float | None = None,
     ) -> Taken:
         """Exchange a slice of a leased limit's budget in one script run; see
         ``MemoryStore.lease``. ``StoreError`` when Redis fails."""
         script, keys, argv = self._lease_args(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned, taken_at=taken_at, now=now
+            key,
+            limit,
+            want,
+            holder=holder,
+            ttl=ttl,
+            returned=returned,
+            taken_at=taken_at,
+            need=need,
+            now=now,
         )
         try:
             try:
