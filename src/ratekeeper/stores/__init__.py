@@ -106,6 +106,7 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         from ratekeeper.stores.redis.clients import (
             check_url,
             open_client,
+            split_leases,
             split_prefix,
             timeout_of,
         )
@@ -113,6 +114,9 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
         url, prefix = split_prefix(url)
         if prefix is not None:
             options.setdefault("prefix", prefix)  # one given in code wins over the URL's
+        url, lease_options = split_leases(url)
+        for name, value in lease_options.items():
+            options.setdefault(name, value)
         policy = options.pop("on_store_error", "local")
         instances = options.pop("instances", 1)
         resilience.check_instances(instances)

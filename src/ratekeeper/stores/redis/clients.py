@@ -13,7 +13,8 @@ lost connection but never after a timeout (a script that timed out may have run)
 takes the timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can
 set); a ``timeout`` option given in code wins over it. Every form takes the store's key
 prefix (``ratekeeper.core.store_keys``) the same way, ``?prefix=team-a``, which the store's
-opener reads (``split_prefix``). The other query options of ``redis://``, ``rediss://`` and
+opener reads (``split_prefix``), and the lease options, ``?lease_horizon=0.02``
+(``split_leases``). The other query options of ``redis://``, ``rediss://`` and
 ``unix://`` go to redis-py as its ``from_url`` reads them: ``rediss://...?ssl_ca_certs=
 /ca.pem&ssl_certfile=/client.pem&ssl_keyfile=/client.key&ssl_check_hostname=false``.
 
@@ -99,10 +100,29 @@ def split_prefix(url: str) -> tuple[str, str | None]:
     return url, prefix
 
 
+#: The lease options a store URL's query may give (``ratekeeper.stores.leasing``).
+LEASE_OPTIONS = ("lease_ttl", "lease_horizon", "lease_share")
+
+
+def split_leases(url: str) -> tuple[str, dict[str, float]]:
+    """``url`` without its lease options (``LEASE_OPTIONS``), and those given, as numbers.
+    Raises ``StoreConfigError`` for one that is not a number (the store checks its range)."""
+    given: dict[str, float] = {}
+    for option in LEASE_OPTIONS:
+        url, value = _split(url, option)
+        if value is not None:
+            try:
+                given[option] = float(value)
+            except ValueError:
+                raise StoreConfigError(f"{option} must be a number, not {value!r}") from None
+    return url, given
+
+
 def check_url(url: str) -> None:
     """Raise ``StoreConfigError`` unless ``url`` is a well-formed Redis store URL; no I/O."""
     url, _ = split_timeout(url)
     url, _ = split_prefix(url)
+    url, _ = split_leases(url)
     parts = urlsplit(url)
     path = [piece for piece in parts.path.split("/") if piece]
     if parts.scheme == "unix":
