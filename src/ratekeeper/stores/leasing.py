@@ -56,7 +56,16 @@ from ratekeeper.core.inputs import check_hit, check_hits
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.ticker import Ticker
 from ratekeeper.stores.memory import Hit
-from ratekeeper.stores.slices import HORIZON, SHARE, TTL, Slice, Slices, check_options, fits
+from ratekeeper.stores.slices import (
+    HORIZON,
+    SHARE,
+    TTL,
+    Slice,
+    Slices,
+    check_options,
+    looked,
+    merged,
+)
 
 __all__ = ["HORIZON", "SHARE", "TTL", "AsyncLeasing", "Leasing", "check_options"]
 
@@ -166,22 +175,16 @@ class Leasing(Slices):
                 results[index] = one
         if refused and granted:
             with self._lock:
-                for index, piece, generation in granted:
-                    if piece.generation == generation:  # the units are still this slice's
-                        piece.left += results[index].granted
-                        self.granted -= results[index].granted
-                    results[index] = results[index]._replace(granted=0)
+                self._undo(results, granted)
         return results
 
     def _looked(self, hits: list[Hit]) -> list[Decision]:
         """``hits`` looked at (cost 0) in the store, each reported allowed when its cost fits
         and granted 0, but those under a limit with debt, which are counted."""
-        debts = [hit for hit in hits if hit[1].debt]
-        counted = iter(self.store.apply_many(debts) if debts else [])
-        looks = iter(
-            self.store.apply_many([(key, limit, 0) for key, limit, _ in hits if not limit.debt])
-        )
-        return [next(counted) if limit.debt else fits(next(looks), cost) for _, limit, cost in hits]
+        debts, looks = looked(hits)
+        counted = self.store.apply_many(debts) if debts else []
+        seen = self.store.apply_many(looks) if looks else []
+        return merged(hits, counted, seen)
 
     def _give_back(self, piece: Slice, ended: bool = False) -> None:
         """Give back what is left of ``piece`` (an exchange that takes nothing); with
@@ -331,22 +334,14 @@ class AsyncLeasing(Slices):
             for index, one in zip(rest, answers, strict=True):
                 results[index] = one
         if refused and granted:
-            for index, piece, generation in granted:
-                if piece.generation == generation:
-                    piece.left += results[index].granted
-                    self.granted -= results[index].granted
-                results[index] = results[index]._replace(granted=0)
+            self._undo(results, granted)
         return results
 
     async def _looked(self, hits: list[Hit]) -> list[Decision]:
-        debts = [hit for hit in hits if hit[1].debt]
-        counted = iter(await self.store.apply_many(debts) if debts else [])
-        looks = iter(
-            await self.store.apply_many(
-                [(key, limit, 0) for key, limit, _ in hits if not limit.debt]
-            )
-        )
-        return [next(counted) if limit.debt else fits(next(looks), cost) for _, limit, cost in hits]
+        debts, looks = looked(hits)
+        counted = await self.store.apply_many(debts) if debts else []
+        seen = await self.store.apply_many(looks) if looks else []
+        return merged(hits, counted, seen)
 
     async def _give_back(self, piece: Slice, ended: bool = False) -> None:
         while piece.pending is not None:

@@ -15,6 +15,7 @@ from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
+from ratekeeper.stores.memory import Hit
 
 #: Seconds a process may grant from a slice (the store's record of it lasts as long).
 TTL = 1.0
@@ -207,6 +208,15 @@ class Slices:
         piece.refused_until = now + min(max(wait, self.horizon), self.ttl)
         return piece.refuse(now)
 
+    def _undo(self, results: list[Any], granted: list[tuple[int, Slice, int]]) -> None:
+        """An all_or_nothing batch refused: give the units its slices granted back to them
+        (where the slice has not been exchanged since), and report them granted 0."""
+        for index, piece, generation in granted:
+            if piece.generation == generation:  # the units are still this slice's
+                piece.left += results[index].granted
+                self.granted -= results[index].granted
+            results[index] = results[index]._replace(granted=0)
+
     def _returns(self, now: float) -> list[Slice]:
         """The slices to give back now: ended with units left, or idle for ``10 * ttl``
         (dropped, with what they hold)."""
@@ -244,6 +254,20 @@ class Slices:
 def _holder() -> str:
     """A name for this process's slices: its host, pid and a random part."""
     return f"{os.uname().nodename[:60]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def looked(hits: list[Hit]) -> tuple[list[Hit], list[Hit]]:
+    """What a batch whose slices refused still sends to the store: its hits under a limit with
+    debt, to be counted, and the others as looks (cost 0)."""
+    debts = [hit for hit in hits if hit[1].debt]
+    return debts, [(key, limit, 0) for key, limit, _ in hits if not limit.debt]
+
+
+def merged(hits: list[Hit], counted: list[Decision], seen: list[Decision]) -> list[Decision]:
+    """The decisions of ``hits`` from the store's answers to ``looked``: a look reported
+    allowed only when the hit's cost fits, and granted nothing."""
+    debts, looks = iter(counted), iter(seen)
+    return [next(debts) if limit.debt else fits(next(looks), cost) for _, limit, cost in hits]
 
 
 def fits(look: Decision, cost: int) -> Decision:
