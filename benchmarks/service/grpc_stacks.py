@@ -19,7 +19,8 @@ its CPU time is its Envoy's and its own.
   read ``grpc-status: 0`` in the trailers of the very request h2load sends; every answer of
   the load must be a 2xx, with no socket error.
 - **Envoy**: unless ``--no-envoy``, a real Envoy's rate-limit filter asks each stack, and must
-  answer 200 for ``OK`` and 429 for ``OVER_LIMIT`` (``benchmarks.service.envoy_front``).
+  answer 200 for ``OK`` and 429 for ``OVER_LIMIT``, then 200 to every request of a few seconds
+  of load (``benchmarks.service.envoy_front``).
 - **The columns**: requests/s, p50 and p99 latency, the server's CPU time per request (user
   and system, all threads, from ``/proc``), and each row's ratios to ``grpc.aio`` on uvloop
   (the stack ``ratekeeper serve`` runs) and to the HTTP hello world: requests/s over theirs,
@@ -79,6 +80,8 @@ HEADERS = [
     "/ grpc.aio", "CPU ratio to grpc.aio", "/ HTTP hello", "CPU ratio to HTTP hello", "Envoy",
     "each round (requests/s)",
 ]  # fmt: skip
+#: The Envoy column: read, not asked, or (anything else) failed, as told below the table.
+ENVOY_MARKS = {"ok": "✓", "": "—"}
 #: One round of a row: its timed load, and the server's CPU seconds a request.
 Result = tuple[Load, float]
 
@@ -91,7 +94,7 @@ class Row:
     label: str
     loop: str
     rounds: list[Result] = field(default_factory=list)
-    envoy: str = "—"
+    envoy: str = ""  # "ok", or what Envoy in front of it answered instead; "" if not asked
 
     @property
     def best(self) -> Load:
@@ -284,10 +287,9 @@ def run(args: argparse.Namespace, out: Output) -> list[Row]:
         if args.envoy:
             out.progress("Envoy in front of each stack")
             ports = {stack: hello.port for stack, hello in hellos.items()}
-            verdicts = envoy_front.check(ports, directory)
+            verdicts = envoy_front.check(ports, directory, load_cpu)
             for row in rows[1:]:
-                verdict = verdicts[row.name]
-                row.envoy = "✓" if verdict == "ok" else f"✗ {verdict}"
+                row.envoy = verdicts[row.name]
     return rows
 
 
@@ -307,10 +309,12 @@ def table(rows: list[Row]) -> list[str]:
         lines.append([
             row.label, row.loop, report.rate(best.rate),
             f"{best.p50 * 1e3:.2f}", f"{best.p99 * 1e3:.2f}", f"{row.cpu * 1e6:.0f}",
-            *ratios(row, aio), *ratios(row, http), row.envoy,
+            *ratios(row, aio), *ratios(row, http), ENVOY_MARKS.get(row.envoy, "✗"),
             ", ".join(report.rate(one.rate) for one, _ in row.rounds),
         ])  # fmt: skip
-    return report.table(HEADERS, lines)
+    failed = [f"- Envoy, {row.label} ({row.loop}): {row.envoy}" for row in rows
+              if row.envoy not in ENVOY_MARKS]  # fmt: skip
+    return [*report.table(HEADERS, lines), *([""] if failed else []), *failed]
 
 
 def header(args: argparse.Namespace) -> list[str]:
