@@ -203,6 +203,9 @@ async def serve_hypercorn(address: str, stop: asyncio.Event) -> None:
     config.bind = [address]
     config.accesslog = None
     config.loglevel = "WARNING"
+    # Its default closes a connection after 1,000 requests, HTTP/2 ones too, which fails the
+    # calls a gateway has in flight on it.
+    config.keep_alive_max_requests = 2**62
     await serve(grpc_asgi, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
 
 
