@@ -13,9 +13,9 @@ and ``OVER_LIMIT`` to the second, so Envoy must answer 200 and 429 (with
 ``x-hello: pass`` on ``CONNECTIONS`` connections, which Envoy multiplexes on its one HTTP/2
 connection to the stack, until ``CALLS`` answers or ``MOST`` seconds: every answer must be 200.
 A stack whose answers Envoy cannot read (no trailers, no ``grpc-status``, an HTTP/2 connection
-closed under it) fails closed, as 500. Envoy's own counters must
-agree: the filter's ``ok`` and ``over_limit`` for every request, no ``error``, and as many
-calls completed on the stack's cluster.
+closed under it) fails closed, as 500. Envoy's own counters must agree: the filter's ``ok``
+and ``over_limit`` for every request, no ``error``, and as many calls completed on the stack's
+cluster.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from benchmarks.trials import BenchmarkError
 REQUESTS, AT_ONCE = 10, 4
 #: Then the load through it, on so many connections: slices of so many seconds, until so many
 #: answers or at most so many seconds. (uvicorn's HTTP/2 has closed Envoy's connection as a
-#: flood after 5,000 to 8,000 calls on it.)
+#: flood after 4,000 to 8,000 calls on it.)
 CONNECTIONS, SLICE, CALLS, MOST = 32, 2, 12_000, 8
 #: The verdicts of a stack Envoy read, under load and without.
 OK, WIRE = "ok", "ok, not loaded"
