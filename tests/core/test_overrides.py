@@ -10,7 +10,7 @@ from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.overrides import Override
 
-FIELDS = "capacity, time_window_sec, algorithm, granularity, burst"
+FIELDS = "capacity, time_window_sec, algorithm, granularity, burst, sync"
 
 
 def test_the_source_form_counts_in_buckets() -> None:
