@@ -35,7 +35,8 @@ where the state is left holding nothing and that means the same as no state.
 A module whose limits can lease (``Limit(sync="leased")``, ``ratekeeper.algorithms.leases``)
 defines ``hold(state, now, held, limit)`` if it refills over time (the state with ``held``
 units kept out of what refills) or ``edge(now, limit)`` if it counts per window (when a slice
-taken at ``now`` must end); one whose limits cannot declares ``NO_LEASE``, the reason.
+taken at ``now`` must end), with ``FROZEN = True`` if nothing of its budget comes back
+before that edge; one whose limits cannot declares ``NO_LEASE``, the reason.
 
 Every module declares ``LETTER``, the letter naming its limits in store keys, and
 ``TAKES_BURST``. Importing this package binds each module into the registry of algorithms
@@ -66,6 +67,7 @@ def _bind(algorithm: Algorithm) -> None:
             module.TAKES_BURST,
             getattr(module, "hold", None),
             getattr(module, "edge", None),
+            getattr(module, "FROZEN", False),
             getattr(module, "NO_LEASE", ""),
         ),
     )

@@ -95,6 +95,11 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     return state, deny(amount, remaining, reset_after, buckets[i][0] + span - now, granted)
 
 
+#: A leased slice's budget stays as it is until the slice's edge: the window frees units only
+#: as a bucket leaves it, which is where a slice ends.
+FROZEN = True
+
+
 def edge(now: float, limit: Limit) -> float:
     """When a slice of a leased limit taken at ``now`` ends: with the bucket that counted it, so
     that every unit it grants leaves the window with the bucket it was counted in."""

@@ -94,6 +94,11 @@ def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[Stat
     )
 
 
+#: A leased slice's budget stays as it is until the slice's edge: a window gives back nothing
+#: before it ends.
+FROZEN = True
+
+
 def edge(now: float, limit: Limit) -> float:
     """When a slice of a leased limit taken at ``now`` ends: with its window, which counted it."""
     return window(now, limit)[1]

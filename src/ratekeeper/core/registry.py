@@ -46,7 +46,9 @@ class Spec:
     limit)``, the state with ``held`` units kept out of what refills (None for an algorithm
     that counts per window, where a slice simply ends with its window); ``edge(now, limit)``,
     the time a slice taken at ``now`` must end by (None when only its lifetime bounds it);
-    and ``no_lease``, why its limits cannot lease ("" when they can)."""
+    ``frozen``, whether nothing of its budget comes back before that edge (so a process that
+    got less than it asked for has no reason to wait before it asks again); and ``no_lease``,
+    why its limits cannot lease ("" when they can)."""
 
     step: Callable[..., Any]
     refund: Callable[..., Any]
@@ -55,6 +57,7 @@ class Spec:
     takes_burst: bool
     hold: Callable[..., Any] | None = None
     edge: Callable[..., float] | None = None
+    frozen: bool = False
     no_lease: str = ""
 
 

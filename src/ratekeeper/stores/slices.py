@@ -183,7 +183,9 @@ class Slices:
         """Keep what an exchange sent at ``sent`` for ``want`` units took, and decide the hit
         of ``cost``. A slice smaller than asked says the budget runs low: once it is granted,
         the next exchange waits until ``horizon`` after this one, for the budget to refill
-        (an exchange sooner would find less)."""
+        (an exchange sooner would find less), unless the budget is ``frozen`` until the
+        slice's edge (what is left then is all there is: the process asks for half of it at
+        once)."""
         decision = taken.decision
         now = self.clock()
         piece.generation += 1
@@ -199,7 +201,7 @@ class Slices:
             life = min(life, edge(taken.now, piece.limit) - taken.now)
         piece.until = sent + life * USABLE
         self.exchanges += 1
-        if taken.granted < want:
+        if taken.granted < want and not spec(piece.limit.algorithm).frozen:
             piece.refused_until = sent + self.horizon
         if taken.granted >= cost:  # the store counted it just now, within its window
             self.granted += cost
