@@ -5,8 +5,10 @@ redis-server they start on a free port and stop), ``--engine`` only the decision
 ``--simulate`` only the simulator's, ``--all`` runs those four. ``--service`` runs only the
 decision service under load (``ratekeeper serve`` against a hello world on the same server
 stack, driven by wrk and h2load; see ``benchmarks.service.suite``), ``--web`` only the web
-integrations' overhead per request. ``--quick`` for a short smoke run, ``--output FILE`` to
-also write the markdown.
+integrations' overhead per request, ``--leases`` only the leased quotas (4 processes on one
+hot key, exact against leased, and 3 ``ratekeeper serve`` behind nginx; see
+``benchmarks.leases``; ``--all`` runs it too). ``--quick`` for a short smoke run, ``--output
+FILE`` to also write the markdown.
 """
 
 from __future__ import annotations
@@ -43,9 +45,16 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the decision service under load (wrk, h2load; a redis-server)",
     )
     which.add_argument(
-        "--all", action="store_true", help="run the in-memory, Redis, engine and simulator ones"
+        "--all",
+        action="store_true",
+        help="run the in-memory, Redis, engine, simulator and leased-quota ones",
     )
     which.add_argument("--web", action="store_true", help="run only the web integrations' ones")
+    which.add_argument(
+        "--leases",
+        action="store_true",
+        help="run only the leased quotas' (4 processes, 3 servers behind nginx; a redis-server)",
+    )
     args = parser.parse_args(argv)
 
     out = Output()
@@ -62,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             out.emit("# ratekeeper benchmarks: decision engine", "", *report.machine())
         elif args.simulate:
             out.emit("# ratekeeper benchmarks: simulator", "", *report.machine())
+        elif args.leases:
+            out.emit("# ratekeeper benchmarks: leased quotas", "", *report.machine())
         elif args.web:
             from benchmarks.web import suite as web_suite
 
@@ -87,6 +98,14 @@ def main(argv: list[str] | None = None) -> int:
             simulate_suite.run(
                 out,
                 simulate_suite.SIMULATE_QUICK if args.quick else simulate_suite.SimulateSizes(),
+            )
+        if args.leases or args.all:
+            from benchmarks.leases import suite as leases_suite
+
+            leases_suite.run(
+                out,
+                leases_suite.LEASES_QUICK if args.quick else leases_suite.LeaseSizes(),
+                args.leases,
             )
         elapsed = time.perf_counter() - out.started
         out.emit("", f"Total runtime: {elapsed:.0f} s. Load average at end: {report.load()}.")
