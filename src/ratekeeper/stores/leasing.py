@@ -92,9 +92,9 @@ class Leasing(Slices):
             return decision
         if key.__class__ is not str or cost.__class__ is not int or cost < 0:
             key, cost = check_hit(key, cost)
-        t = self.clock()
         evicted = None
         with self._lock:
+            t = self.clock()  # under the lock: a thread paused here must not grant late
             piece = self.slices.get((limit.id, key))
             if piece is not None:
                 piece.asked += cost

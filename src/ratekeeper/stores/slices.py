@@ -203,7 +203,9 @@ class Slices:
         self.exchanges += 1
         if taken.granted < want and not spec(piece.limit.algorithm).frozen:
             piece.refused_until = sent + self.horizon
-        if taken.granted >= cost:  # the store counted it just now, within its window
+        # The hit that asked is granted as the store counted it, however late the reply comes:
+        # an exact hit's answer comes as late.
+        if taken.granted >= cost:
             self.granted += cost
             return piece.grant(cost, now)
         wait = decision.retry_after if not taken.granted else 0.0
