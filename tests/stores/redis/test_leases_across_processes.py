@@ -1,0 +1,184 @@
+"""Leased quotas across processes, on a real Redis and a real Redis Cluster.
+
+Each process opens its own store from the URL, as separate application servers would, and
+grants from its slices of one hot key's budget. Every process hits until it is refused with
+nothing left (its slice empty and the store's budget spent), so what the processes admit
+together is a count, not a race against the clock: exactly the limit for the algorithms that
+count exactly (less than a unit of refill aside), never more for the sliding counter. A slice
+goes back to the store when its process closes; one SIGKILLed while holding a slice has it
+counted as spent, and its hold on the bucket expires ``lease_ttl`` after it was taken.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import struct
+import time
+import uuid
+from math import ceil
+from typing import Any
+
+import pytest
+import redis
+
+from ratekeeper import Algorithm, Limit, Limiter, open_store
+from ratekeeper.core.store_keys import state_key
+from ratekeeper.stores.leasing import Leasing
+from tests.servers import RedisCluster, RedisServer
+
+PROCESSES = 8
+AMOUNT = 1_000
+DAY = 86_400
+#: How long a process goes on being refused with something left before it gives up.
+PATIENCE = 60.0
+LEASABLE = [
+    Algorithm.FIXED_WINDOW,
+    Algorithm.SLIDING_COUNTER,
+    Algorithm.BUCKETED_WINDOW,
+    Algorithm.TOKEN_BUCKET,
+    Algorithm.GCRA,
+    Algorithm.LEAKY_BUCKET,
+]
+APPROXIMATE = {Algorithm.SLIDING_COUNTER}
+REFILLS = {Algorithm.TOKEN_BUCKET, Algorithm.GCRA, Algorithm.LEAKY_BUCKET}
+#: The hold records' values: the units held and when the record expires, two doubles.
+RECORD = struct.Struct("<dd")
+
+
+def leasing_of(limiter: Limiter) -> Leasing:
+    """The ``Leasing`` a limiter's Redis store is (opened with ``on_store_error=None``)."""
+    store = limiter.store
+    assert isinstance(store, Leasing)
+    return store
+
+
+def opened(url: str, prefix: str, **options: Any) -> Limiter:
+    return Limiter(open_store(url, prefix=prefix, on_store_error=None, timeout=5.0, **options))
+
+
+def until_spent(limiter: Limiter, key: str, limit: Limit) -> int:
+    """Hit ``key`` until a hit is refused with nothing left, here or in the store; return the
+    hits admitted. A process that stopped sooner (say after a fixed number of attempts, while
+    refused locally with budget left in the store) would leave that budget unused."""
+    admitted = 0
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        decision = limiter.hit(key, limit)
+        if decision.allowed:
+            admitted += 1
+        elif decision.remaining == 0:
+            return admitted
+    raise AssertionError(f"still refused with budget left after {PATIENCE}s")
+
+
+def _hammer(url: str, prefix: str, algorithm: str, start: Any, out: Any) -> None:
+    limiter = opened(url, prefix)
+    limit = Limit(AMOUNT, DAY, algorithm, sync="leased")
+    start.wait()
+    admitted = until_spent(limiter, "hot", limit)
+    limiter.close()  # gives back what its slices hold: counted before the parent reads
+    out.put(admitted)
+
+
+def admitted_across_processes(url: str, prefix: str, algorithm: Algorithm) -> tuple[int, float]:
+    """The hits ``PROCESSES`` processes admit together, and the seconds they took."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    out = context.Queue()
+    workers = [
+        context.Process(target=_hammer, args=(url, prefix, algorithm.value, start, out))
+        for _ in range(PROCESSES)
+    ]
+    for worker in workers:
+        worker.start()
+    began = time.monotonic()
+    start.set()
+    counts = [out.get(timeout=120) for _ in workers]
+    elapsed = time.monotonic() - began
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    return sum(counts), elapsed
+
+
+def clients(server: RedisServer | RedisCluster) -> list[redis.Redis]:
+    """A client of the standalone server, or one of each cluster master."""
+    if isinstance(server, RedisServer):
+        return [redis.Redis.from_url(server.url)]
+    return [redis.Redis(host="127.0.0.1", port=node.port) for node in server.masters()]
+
+
+def reader(server: RedisServer | RedisCluster) -> Any:
+    """A client that reads any key of ``server``: a cluster client on a cluster."""
+    if isinstance(server, RedisServer):
+        return redis.Redis.from_url(server.url)
+    nodes = [redis.cluster.ClusterNode(host, port) for host, port in server.startup_nodes]
+    return redis.cluster.RedisCluster(startup_nodes=nodes)
+
+
+def keys_of(server: RedisServer | RedisCluster, prefix: str) -> dict[bytes, int]:
+    """Every key under ``prefix`` on every server, with its PTTL."""
+    found = {}
+    for client in clients(server):
+        found.update({key: client.pttl(key) for key in client.scan_iter(f"{prefix}:*", 1000)})
+        client.close()
+    return found
+
+
+def refill(limit: Limit, seconds: float) -> int:
+    """The most whole units ``limit`` can refill in ``seconds``."""
+    return ceil(limit.amount / limit.period * seconds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", LEASABLE)
+@pytest.mark.parametrize("server", ["redis_server", "redis_cluster"])
+def test_processes_never_admit_more_than_the_limit(
+    request: pytest.FixtureRequest, record_property: Any, server: str, algorithm: Algorithm
+) -> None:
+    redis_server = request.getfixturevalue(server)
+    prefix = f"leases-{uuid.uuid4().hex[:8]}"
+    admitted, elapsed = admitted_across_processes(redis_server.url, prefix, algorithm)
+    record_property(f"{server}-{algorithm.value}-admitted", admitted)
+    limit = Limit(AMOUNT, DAY, algorithm)
+    if algorithm in APPROXIMATE:
+        assert 0 < admitted <= AMOUNT
+    elif algorithm in REFILLS:
+        assert AMOUNT <= admitted <= AMOUNT + refill(limit, elapsed)
+    else:
+        assert admitted == AMOUNT
+    keys = keys_of(redis_server, prefix)
+    assert keys and all(ttl > 0 for ttl in keys.values()), keys
+    if algorithm not in REFILLS:  # every slice went back: the store counted what was admitted
+        checker = opened(redis_server.url, prefix)
+        assert AMOUNT - checker.peek("hot", limit).remaining == admitted
+        checker.close()
+
+
+@pytest.mark.parametrize(
+    "algorithm", [Algorithm.FIXED_WINDOW, Algorithm.BUCKETED_WINDOW, Algorithm.TOKEN_BUCKET]
+)
+@pytest.mark.parametrize("server", ["redis_server", "redis_cluster"])
+def test_a_slice_goes_back_on_close(
+    request: pytest.FixtureRequest, server: str, algorithm: Algorithm
+) -> None:
+    """A process takes a slice larger than its hits and closes: the store then counts exactly
+    the hits it granted, and holds no record of the slice."""
+    redis_server = request.getfixturevalue(server)
+    url = redis_server.url
+    prefix = f"back-{uuid.uuid4().hex[:8]}"
+    exact, leased = Limit(AMOUNT, DAY, algorithm), Limit(AMOUNT, DAY, algorithm, sync="leased")
+    limiter, checker = opened(url, prefix), opened(url, prefix)
+    assert [limiter.hit("warm", leased).allowed for _ in range(5)] == [True] * 5
+    leasing = leasing_of(limiter)
+    (piece,) = leasing.slices.values()
+    taken = AMOUNT - checker.peek("warm", exact).remaining
+    assert (leasing.exchanges, leasing.granted, piece.left) == (1, 5, taken - 5)
+    assert taken > 5  # the slice is counted in the store before its units are granted
+    limiter.close()
+    assert checker.peek("warm", exact).remaining == AMOUNT - 5
+    slices = state_key(exact, "warm", prefix) + ":s"
+    client = reader(redis_server)
+    assert client.exists(slices) == 0
+    client.close()
+    checker.close()
