@@ -12,6 +12,8 @@ counted as spent, and its hold on the bucket expires ``lease_ttl`` after it was 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import struct
 import time
 import uuid
@@ -24,7 +26,7 @@ import redis
 from ratekeeper import Algorithm, Limit, Limiter, open_store
 from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.leasing import Leasing
-from tests.servers import RedisCluster, RedisServer
+from tests.servers import RedisCluster, RedisServer, wait_until
 
 PROCESSES = 8
 AMOUNT = 1_000
@@ -182,3 +184,133 @@ def test_a_slice_goes_back_on_close(
     assert client.exists(slices) == 0
     client.close()
     checker.close()
+
+
+#: The short lease lifetime of the SIGKILL tests: a dead holder's hold lasts this long.
+TTL = 0.5
+
+
+def _hold_and_stop(url: str, prefix: str, limit: Limit, how: dict[str, Any], conn: Any) -> None:
+    """Take a slice, grant ``how["hits"]`` from it, report, and stop (SIGSTOP) still holding
+    it: no thread of this process runs again, so its sweep cannot give the slice back before
+    the parent's SIGKILL. With ``how["period_start"]``, begin in the first second of a window."""
+    hits, period_start = how["hits"], how["period_start"]
+    limiter = opened(url, prefix, lease_ttl=how["ttl"])
+    while period_start and time.time() % limit.period > 1.0:
+        time.sleep(0.01)
+    granted = sum(limiter.hit("held", limit).allowed for _ in range(hits))
+    leasing = leasing_of(limiter)
+    (piece,) = leasing.slices.values()
+    conn.send((leasing.holder, granted, piece.left))
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def killed_holding(
+    url: str, prefix: str, limit: Limit, *, hits: int, ttl: float = TTL, period_start: bool = False
+) -> tuple[str, int, int]:
+    """Run ``_hold_and_stop`` in a process and SIGKILL it once it reports; return its holder,
+    the units it granted and those it still held."""
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    child = context.Process(
+        target=_hold_and_stop,
+        args=(url, prefix, limit, {"hits": hits, "ttl": ttl, "period_start": period_start}, theirs),
+    )
+    child.start()
+    try:
+        assert ours.poll(120), "the holder never reported"
+        holder, granted, left = ours.recv()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(30)
+    assert child.exitcode == -signal.SIGKILL
+    return holder, granted, left
+
+
+def server_time(client: Any) -> float:
+    seconds, micros = client.time()
+    return float(seconds + micros / 1e6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", sorted(REFILLS))
+def test_a_killed_holders_units_count_as_spent_and_its_hold_expires(
+    redis_server: RedisServer, algorithm: Algorithm
+) -> None:
+    prefix = f"killed-{uuid.uuid4().hex[:8]}"
+    limit = Limit(AMOUNT, DAY, algorithm, sync="leased")
+    began = time.monotonic()
+    holder, granted, left = killed_holding(redis_server.url, prefix, limit, hits=10)
+    assert granted == 10 and left > 0
+    client = reader(redis_server)
+    slices = state_key(limit, "held", prefix) + ":s"
+    (record,) = client.hgetall(slices).items()
+    units, expires = RECORD.unpack(record[1])
+    assert record[0] == holder.encode() and units == granted + left
+    assert expires <= server_time(client) + TTL
+    wait_until(lambda: server_time(client) > expires, 10, "the hold's expiry")
+
+    live = opened(redis_server.url, prefix, lease_ttl=TTL)
+    admitted = until_spent(live, "held", limit)
+    live.close()
+    spread = refill(limit, time.monotonic() - began)
+    assert AMOUNT - units <= admitted <= AMOUNT - units + spread  # all but the dead slice
+    assert granted + admitted <= AMOUNT + spread  # nothing granted twice
+    assert holder.encode() not in client.hgetall(slices)
+    wait_until(lambda: client.exists(slices) == 0, 10, "the slices' hash to expire")
+    client.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", sorted(REFILLS))
+def test_a_killed_holders_hold_keeps_the_bucket_from_refilling_until_it_expires(
+    redis_server: RedisServer, algorithm: Algorithm
+) -> None:
+    """A bucket of 100 refilling in a second: while the dead holder's record lasts, the bucket
+    stays 100 less its slice, however long; once the record has expired, it fills up."""
+    prefix = f"hold-{uuid.uuid4().hex[:8]}"
+    limit = Limit(100, 1, algorithm, sync="leased")
+    ttl = 2.0  # long enough to look at the bucket after a free one would have filled up
+    _, granted, left = killed_holding(redis_server.url, prefix, limit, hits=3, ttl=ttl)
+    units = granted + left
+    client = reader(redis_server)
+    (record,) = client.hgetall(state_key(limit, "held", prefix) + ":s").values()
+    expires = RECORD.unpack(record)[1]
+    prober = leasing_of(opened(redis_server.url, prefix))
+    refilled = expires - ttl + units / 100 * 1.5  # a free bucket would be full by then
+
+    def look() -> tuple[int, float]:
+        taken = prober.store.lease("held", limit, 0, holder="probe", ttl=TTL)
+        return taken.decision.remaining, taken.now
+
+    looks = []
+    remaining, now = look()
+    while now < expires:
+        looks.append((remaining, now))
+        time.sleep(0.02)
+        remaining, now = look()
+    assert all(remaining <= 100 - units for remaining, _ in looks), looks
+    assert any(now > refilled for _, now in looks), (refilled, looks)
+    wait_until(lambda: look()[0] == 100, 10, "the bucket to fill up")
+    prober.close()
+    client.close()
+
+
+@pytest.mark.slow
+def test_a_killed_holders_window_slice_counts_until_the_window_turns(
+    redis_server: RedisServer,
+) -> None:
+    prefix = f"window-{uuid.uuid4().hex[:8]}"
+    period = 6
+    limit = Limit(100, period, Algorithm.FIXED_WINDOW, sync="leased")
+    _, granted, left = killed_holding(redis_server.url, prefix, limit, hits=3, period_start=True)
+    live = opened(redis_server.url, prefix)
+    window = time.time() // period
+    admitted = until_spent(live, "held", limit)
+    assert time.time() // period == window, "the window turned meanwhile: too slow to tell"
+    assert admitted == 100 - granted - left  # the dead slice is spent, the rest is not
+    live.close()
+    wait_until(lambda: time.time() // period > window, period + 1, "the window to turn")
+    fresh = opened(redis_server.url, prefix)
+    assert until_spent(fresh, "held", limit) == 100
+    fresh.close()
