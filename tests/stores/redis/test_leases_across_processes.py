@@ -314,3 +314,53 @@ def test_a_killed_holders_window_slice_counts_until_the_window_turns(
     fresh = opened(redis_server.url, prefix)
     assert until_spent(fresh, "held", limit) == 100
     fresh.close()
+
+
+def _across_windows(url: str, prefix: str, limit: Limit, start: Any, out: Any) -> None:
+    """Hit for 4 seconds; report each grant as (wall time before, after, exchanges after)."""
+    limiter = opened(url, prefix)
+    leasing = leasing_of(limiter)
+    grants = []
+    start.wait()
+    end = time.time() + 4.0
+    while (before := time.time()) < end:
+        if limiter.hit("turning", limit).allowed:
+            grants.append((before, time.time(), leasing.exchanges))
+    limiter.close()
+    out.put(grants)
+
+
+@pytest.mark.slow
+def test_slices_end_with_their_window(redis_server: RedisServer) -> None:
+    """Three processes grant under 200 per 1-second window for 4 seconds. A grant is placed in
+    a window by the wall clock (Redis runs on this machine) when it began and ended in it: no
+    window has more than 200. And a slice never outlives its window: between a process's last
+    grant in one window and its first in the next, it made a new exchange."""
+    limit = Limit(200, 1, Algorithm.FIXED_WINDOW, sync="leased")
+    prefix = f"turns-{uuid.uuid4().hex[:8]}"
+    context = multiprocessing.get_context("spawn")
+    start, out = context.Event(), context.Queue()
+    workers = [
+        context.Process(target=_across_windows, args=(redis_server.url, prefix, limit, start, out))
+        for _ in range(3)
+    ]
+    for worker in workers:
+        worker.start()
+    start.set()
+    reports = [out.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    per_window: dict[int, int] = {}
+    for grants in reports:
+        last: dict[int, int] = {}  # window -> exchanges after its last grant
+        for before, after, exchanges in grants:
+            window = int(before // limit.period)
+            if int(after // limit.period) != window:
+                continue  # it straddled an edge: which window counted it is not known here
+            per_window[window] = per_window.get(window, 0) + 1
+            if window - 1 in last and window not in last:
+                assert exchanges > last[window - 1], "a slice outlived its window"
+            last[window] = exchanges
+    assert len(per_window) >= 3 and sum(per_window.values()) > 0
+    assert max(per_window.values()) <= limit.amount, per_window
