@@ -208,7 +208,7 @@ def leases(
         )
         axes.set_xlabel("seconds from the first event")
         axes.set_ylabel(f"units admitted per {exact.window:g} s window")
-        axes.legend(fontsize="small", loc="lower right")
+        axes.legend(fontsize="small", loc="best", framealpha=0.9)
     figure.suptitle(f"Exact and leased, per window: {first.name}")
     return _save(figure, folder, name, image)
 
