@@ -2,7 +2,10 @@
 
 Prints the table of measures on stdout; bad lines of the trace on stderr, each with its file
 and line number; a progress line on stderr when stderr is a terminal (or with ``--progress``).
-With ``--out DIR``, writes ``results.json`` and the plots there. Exit status 0, or 1 (with a
+With ``--out DIR``, writes ``results.json`` and the plots there. With ``--instances N`` or any
+``--lease-*`` option, each limit is also replayed leased through N simulated instances sharing
+one store (``ratekeeper.simulate.leases``), and the report compares it with the limit exact.
+Exit status 0, or 1 (with a
 line ``error: ...`` on stderr, and nothing written) when the trace cannot be read, holds no
 event, or (with ``--strict``) has a bad line, when an argument is invalid, or when ``--out``
 is not a directory that can be written.
@@ -22,7 +25,9 @@ from typing import Any, TextIO
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import TraceError
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.registry import spec
 from ratekeeper.simulate import generators as traces
+from ratekeeper.simulate.leases import LeaseOptions
 from ratekeeper.simulate.loaders import FORMATS, NGINX_KEYS, Loaded, read_trace
 from ratekeeper.simulate.simulation import parse_limit, simulate
 from ratekeeper.simulate.trace import Trace
@@ -74,6 +79,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--width", type=float, help="seconds per bin of the time series (default: automatic)"
+    )
+    leases = parser.add_argument_group(
+        "leased quotas",
+        "replay each limit leased (sync: leased) through N instances sharing one store, events "
+        "dealt round robin, and compare with the limit exact on one store; any of these turns "
+        "it on (default limits: every leasable algorithm at --rate)",
+    )
+    leases.add_argument(
+        "--instances", type=int, metavar="N", help="simulated instances (default 1)"
+    )
+    leases.add_argument(
+        "--lease-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="seconds a slice may be granted from; the sweep runs as often (default 1)",
+    )
+    leases.add_argument(
+        "--lease-horizon",
+        type=float,
+        metavar="SECONDS",
+        help="seconds of an instance's own demand a slice is sized for (default 0.05)",
+    )
+    leases.add_argument(
+        "--lease-share",
+        type=float,
+        metavar="SHARE",
+        help="the largest slice, as a share of the limit's capacity (default 0.1)",
     )
     parser.add_argument(
         "--progress",
@@ -152,11 +184,28 @@ class Progress:
         print(file=self.stream, flush=True)
 
 
+def lease_options(args: argparse.Namespace) -> LeaseOptions | None:
+    """The lease options the flags give, or None when none is given."""
+    given = {
+        name: value
+        for name, value in (
+            ("ttl", args.lease_ttl),
+            ("horizon", args.lease_horizon),
+            ("share", args.lease_share),
+        )
+        if value is not None
+    }
+    if not given and args.instances is None:
+        return None
+    return LeaseOptions(**given)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``ratekeeper simulate`` with parsed ``args``; the exit status."""
     from ratekeeper.simulate import report
 
     out, err = sys.stdout, sys.stderr
+    leases = lease_options(args)
     if args.limit:
         limits = [parse_limit(text) for text in args.limit]
     else:
@@ -165,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
             Limit(base.amount, base.period, algorithm)
             for algorithm in Algorithm
             if algorithm is not Algorithm.CONCURRENCY
+            and (leases is None or not spec(algorithm).no_lease)
         ]
     if args.out and (problem := unwritable(args.out)) is not None:
         raise TraceError(f"--out {args.out}: {problem}")
@@ -178,7 +228,14 @@ def run(args: argparse.Namespace) -> int:
     if args.progress or err.isatty():
         progress = Progress(err, len(source) if isinstance(source, Trace) else None)
     try:
-        result = simulate(source, limits, width=args.width, progress=progress)
+        result = simulate(
+            source,
+            limits,
+            width=args.width,
+            progress=progress,
+            instances=1 if args.instances is None else args.instances,
+            leases=leases,
+        )
     except OSError as error:
         raise TraceError(f"{args.trace}: {error.strerror}") from None
     finally:

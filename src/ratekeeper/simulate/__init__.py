@@ -6,7 +6,9 @@ the stores use), with no clock and no sleeping, and judges every decision agains
 reference, a sliding log of the same amount and period. Traces come from ``generators``
 (Poisson, bursts, the window-edge attack, a diurnal ramp, Zipf keys, retry storms) or files
 (``loaders``: CSV, JSON lines, nginx access logs). ``report`` prints and saves the numbers;
-``plots`` draws them (needs ``ratekeeper[plot]``). Example::
+``plots`` draws them (needs ``ratekeeper[plot]``). With ``leases=LeaseOptions(...)`` each
+limit is also replayed leased through several simulated instances sharing one store
+(``leases``), to choose a slice size from a trace of one's own traffic. Example::
 
     from ratekeeper.simulate import generators, simulate
 
@@ -17,6 +19,7 @@ reference, a sliding log of the same amount and period. Traces come from ``gener
 
 from __future__ import annotations
 
+from ratekeeper.simulate.leases import LeaseMeasures, LeaseOptions, Leases
 from ratekeeper.simulate.measures import Delays, Measures
 from ratekeeper.simulate.simulation import LimitLike, Simulation, parse_limit, simulate
 from ratekeeper.simulate.trace import Event, Retry, Trace
@@ -24,6 +27,9 @@ from ratekeeper.simulate.trace import Event, Retry, Trace
 __all__ = [
     "Delays",
     "Event",
+    "LeaseMeasures",
+    "LeaseOptions",
+    "Leases",
     "LimitLike",
     "Measures",
     "Retry",

@@ -128,6 +128,7 @@ def replay(
     record: bool = False,
     progress: Callable[[int], None] | None = None,
     chunk: int = CHUNK,
+    feed: Sequence[Callable[[Trace], None]] = (),
 ) -> Replay:
     """Replay ``source`` (a ``Trace``, or any iterable of events in time order, read ``chunk``
     events at a time) through each of ``limits``; return the tallies.
@@ -136,7 +137,9 @@ def replay(
     duration, the shortest period for a stream); a series longer than ``MAX_BINS`` bins is
     merged by the least whole factor that makes it fit, and ``Replay.width`` is the width
     used. ``record`` keeps every event's decision (``LimitTally.decisions``). ``progress`` is
-    called with the number of events read so far after each chunk. Raises ``TraceError``
+    called with the number of events read so far after each chunk. Each of ``feed`` is also
+    given every chunk, checked, in order (the leased runs, ``ratekeeper.simulate.leases``).
+    Raises ``TraceError``
     naming the first bad event (see ``trace.checked``) or a bad ``width``.
     """
     if width is None:
@@ -171,6 +174,8 @@ def replay(
         result.units += sum(costs) if costs is not None else len(times)
         for tally in result.tallies:
             _replay_part(tally, part, groups, offset)
+        for consumer in feed:
+            consumer(part)
         offset += len(times)
         result.events = offset
         if progress is not None:

@@ -75,14 +75,57 @@ def table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(headers), "| " + " | ".join(rule) + " |", *map(line, body)])
 
 
+LEASE_HEADERS = (
+    "limit",
+    "admitted exact",
+    "admitted leased",
+    "difference",
+    "ratio",
+    "round trips exact",
+    "round trips leased",
+    "peak/window exact",
+    "peak/window leased",
+)
+
+
+def lease_rows(simulation: Simulation) -> list[list[str]]:
+    """The rows of the leased runs' table, one per limit (none without leases)."""
+    if simulation.leases is None:
+        return []
+    return [
+        [
+            measures.limit,
+            f"{measures.exact:,}",
+            f"{measures.admitted:,}",
+            f"{measures.difference:+,}",
+            f"{measures.ratio:.4f}",
+            f"{measures.decisions:,}",
+            f"{measures.exchanges:,}",
+            f"{measures.exact_peak:,} ({measures.exact_peak / measures.amount:.2f}x)",
+            f"{measures.peak:,} ({measures.peak / measures.amount:.2f}x)",
+        ]
+        for measures in simulation.leases.measures
+    ]
+
+
 def summary(simulation: Simulation) -> str:
-    """What was replayed, and the table of measures."""
+    """What was replayed, and the table of measures (and of the leased runs, if any)."""
     retried = sum(measures.retries for measures in simulation.measures)
     head = (
         f"{simulation.name}: {simulation.events:,} events, {simulation.keys:,} keys, "
         f"{simulation.duration:,.1f} s" + (f" (and {retried:,} retries in all)" if retried else "")
     )
-    return head + "\n\n" + table(HEADERS, rows(simulation))
+    text = head + "\n\n" + table(HEADERS, rows(simulation))
+    leases = simulation.leases
+    if leases is not None:
+        options = leases.options
+        text += (
+            f"\n\nLeased: {leases.instances:,} instances ({leases.route}) sharing one store, "
+            f"ttl {options.ttl:g} s, horizon {options.horizon:g} s, share {options.share:g}; "
+            "admitted in units, against the same limit exact on one store\n\n"
+            + table(LEASE_HEADERS, lease_rows(simulation))
+        )
+    return text
 
 
 def write(

@@ -6,10 +6,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ratekeeper.core.errors import InvalidLimitError
+from ratekeeper.core.errors import InvalidLimitError, TraceError
 from ratekeeper.core.inputs import decimal
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.rates import parse
+from ratekeeper.simulate.leases import LeaseOptions, Leases, runs
 from ratekeeper.simulate.measures import Measures, dense, measure
 from ratekeeper.simulate.replay import Replay, replay
 from ratekeeper.simulate.trace import Event, Trace
@@ -60,6 +61,7 @@ class Simulation:
     ``offered`` is the units requested per ``width`` seconds (retries not included), as
     ``(seconds from the first event, units)``; each ``Measures.series`` is the units admitted,
     alike. ``replay`` holds the raw tallies (and, with ``record``, every decision).
+    ``leases`` holds the leased runs, when ``simulate`` was given ``leases``.
     """
 
     name: str
@@ -71,6 +73,7 @@ class Simulation:
     offered: list[tuple[float, int]]
     measures: list[Measures]
     replay: Replay = field(repr=False)
+    leases: Leases | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The numbers, as JSON-ready data."""
@@ -85,6 +88,7 @@ class Simulation:
             "width": self.width,
             "offered": [list(point) for point in self.offered],
             "limits": [measures.to_dict() for measures in self.measures],
+            **({"leases": self.leases.to_dict()} if self.leases is not None else {}),
         }
 
 
@@ -95,6 +99,8 @@ def simulate(
     width: float | None = None,
     record: bool = False,
     progress: Callable[[int], None] | None = None,
+    instances: int = 1,
+    leases: LeaseOptions | None = None,
 ) -> Simulation:
     """Replay ``source`` through each of ``limits`` on a virtual clock; measure each.
 
@@ -107,13 +113,38 @@ def simulate(
         from ratekeeper.simulate import generators, simulate
         result = simulate(generators.window_edge(100, 60), ["fixed_window:100/minute"])
         result.measures[0].peak  # 200
+
+    With ``leases``, each limit is also replayed leased (``sync="leased"``) through
+    ``instances`` simulated processes sharing one store, and exact on one store, on the trace's
+    time (see ``ratekeeper.simulate.leases``); ``Simulation.leases`` compares the two::
+
+        result = simulate(trace, ["fixed_window:1000/second"], instances=4,
+                          leases=LeaseOptions(horizon=0.05, ttl=1.0, share=0.1))
+        result.leases.measures[0].ratio  # leased admitted / exact admitted
+
+    Raises ``InvalidLimitError`` for a limit that cannot lease, and ``TraceError`` for bad
+    ``instances`` or options, ``instances`` without ``leases``, or a trace with retries.
     """
     if isinstance(limits, str):
         raise InvalidLimitError(f"limits must be a list of limits, not the string {limits!r}")
     if not limits:
         raise InvalidLimitError("simulate needs at least one limit")
     parsed = [limit if isinstance(limit, Limit) else parse_limit(limit) for limit in limits]
-    replayed = replay(source, parsed, width=width, record=record, progress=progress)
+    leased = []
+    if leases is not None:
+        if isinstance(source, Trace) and source.retry is not None:
+            raise TraceError("a leased run does not replay retries: simulate it without retry")
+        leased = runs(parsed, instances, leases)
+    elif instances != 1:
+        raise TraceError("instances are simulated with leases: pass leases=LeaseOptions()")
+    replayed = replay(
+        source,
+        parsed,
+        width=width,
+        record=record,
+        progress=progress,
+        feed=[run.feed for run in leased],
+    )
     start = replayed.first
     return Simulation(
         name=replayed.name,
@@ -125,4 +156,7 @@ def simulate(
         offered=dense(replayed.offered, replayed.span(), replayed.width, start),
         measures=measure(replayed),
         replay=replayed,
+        leases=None
+        if leases is None
+        else Leases(instances, leases, [run.measures(start) for run in leased]),
     )

@@ -75,7 +75,9 @@ log = logging.getLogger("ratekeeper.store")
 class Leasing(Slices):
     """Wrap a store (with ``lease``, ``ratekeeper.stores.Store``); answer the hits of leased
     limits from slices (see the module). ``ttl``, ``horizon`` and ``share`` as the module says;
-    ``clock`` is monotonic seconds. Thread-safe."""
+    ``clock`` is monotonic seconds. With ``background=False`` no thread sweeps: the caller
+    calls ``sweep()`` every ``ttl`` seconds of its ``clock`` (what a simulation on a virtual
+    clock does). Thread-safe."""
 
     def __init__(self, store: Any, **options: Any) -> None:
         super().__init__(store, **options)
@@ -124,7 +126,8 @@ class Leasing(Slices):
                     return piece.refuse(t)
                 want = self._want(piece, cost, t)
                 returned, piece.left = piece.left, 0
-            self._ticker.start()
+            if self.background:
+                self._ticker.start()
             taken = self.store.lease(  # a StoreError loses what was returned: never over-admits
                 piece.key,
                 piece.limit,
@@ -213,7 +216,8 @@ class Leasing(Slices):
 
     def sweep(self) -> int:
         """Give back what the slices that ended hold, and forget the idle ones; return how
-        many were given back. Runs every ``ttl`` seconds on a thread once a slice is taken."""
+        many were given back. Runs every ``ttl`` seconds on a thread once a slice is taken
+        (unless ``background=False``)."""
         with self._lock:
             due = self._returns(self.clock())
         for piece in due:
@@ -241,7 +245,8 @@ class Leasing(Slices):
 
 
 class AsyncLeasing(Slices):
-    """The asyncio twin of ``Leasing``; its sweep runs as a task on the loop of its calls."""
+    """The asyncio twin of ``Leasing``; its sweep runs as a task on the loop of its calls
+    (none with ``background=False``)."""
 
     def __init__(self, store: Any, **options: Any) -> None:
         super().__init__(store, **options)
@@ -286,7 +291,8 @@ class AsyncLeasing(Slices):
         returned, piece.left = piece.left, 0
         loop = asyncio.get_running_loop()
         piece.pending = loop.create_future()
-        self._sweep_on(loop)
+        if self.background:
+            self._sweep_on(loop)
         try:
             taken = await self.store.lease(
                 piece.key,

@@ -140,10 +140,14 @@ class Slices:
         horizon: float = HORIZON,
         share: float = SHARE,
         clock: Callable[[], float] = time.monotonic,
+        background: bool = True,
     ) -> None:
         self.store = store
         self.ttl, self.horizon, self.share = check_options(ttl, horizon, share)
         self.clock = clock
+        if not isinstance(background, bool):
+            raise StoreConfigError(f"background is True or False, not {background!r}")
+        self.background = background  # sweep every ttl on our own (a thread, or a task)
         self.sharded: bool = getattr(store, "sharded", False) is True
         self.slices: dict[tuple[str, str], Slice] = {}
         self.holder = _holder()
