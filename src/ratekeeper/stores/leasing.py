@@ -199,6 +199,7 @@ class Leasing(Slices):
                 returned, piece.left = piece.left, 0
             if not returned or piece.taken_at is None:
                 return
+            self.returns += 1
             try:
                 self.store.lease(
                     piece.key,
@@ -357,6 +358,7 @@ class AsyncLeasing(Slices):
         returned, piece.left = piece.left, 0
         if not returned or piece.taken_at is None:
             return
+        self.returns += 1
         try:
             await self.store.lease(
                 piece.key,

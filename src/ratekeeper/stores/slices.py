@@ -151,7 +151,8 @@ class Slices:
         self.sharded: bool = getattr(store, "sharded", False) is True
         self.slices: dict[tuple[str, str], Slice] = {}
         self.holder = _holder()
-        self.exchanges = 0  # exchanges sent to the store
+        self.exchanges = 0  # exchanges that took a slice (its hit's, or in vain)
+        self.returns = 0  # exchanges that only gave back (sweep, close, eviction)
         self.granted = 0  # units granted from slices, without the store
         renew_after_fork(self)
 
