@@ -134,8 +134,12 @@ def test_all_or_nothing_gives_the_slices_units_back_when_the_store_refuses() -> 
     world = Processes(1)
     one = world.leasing[0]
     tight = Limit(1, 60)
+    for _ in range(3):  # a slice that holds more than a hit
+        world.clock.advance(0.001)
+        one.apply("hot", HOT)
     assert one.apply_many([("hot", HOT, 1), ("k", tight, 1)], all_or_nothing=True)[1].allowed
     left = one.slices[(HOT.id, "hot")].left
+    assert left > 1
     refused = one.apply_many([("hot", HOT, 1), ("k", tight, 1)], all_or_nothing=True)
     assert [d.allowed for d in refused] == [True, False] and refused[0].granted == 0
     assert one.slices[(HOT.id, "hot")].left == left  # given back to the slice

@@ -190,14 +190,15 @@ class Leasing(Slices):
         return merged(hits, counted, seen)
 
     def _give_back(self, piece: Slice, ended: bool = False) -> None:
-        """Give back what is left of ``piece`` (an exchange that takes nothing); with
-        ``ended``, only if it has ended (an exchange may have renewed it meanwhile)."""
+        """Give back what is left of ``piece`` (an exchange that takes nothing), and the
+        store's record of it; with ``ended``, only if it has ended (an exchange may have
+        renewed it meanwhile)."""
         with piece.lock:
             with self._lock:
                 if ended and self.clock() < piece.until:
                     return
                 returned, piece.left = piece.left, 0
-            if not returned or piece.taken_at is None:
+            if not self._worth_giving_back(piece, returned, ended):
                 return
             self.returns += 1
             try:
@@ -356,7 +357,7 @@ class AsyncLeasing(Slices):
         if ended and self.clock() < piece.until:
             return
         returned, piece.left = piece.left, 0
-        if not returned or piece.taken_at is None:
+        if not self._worth_giving_back(piece, returned, ended):
             return
         self.returns += 1
         try:

@@ -163,10 +163,14 @@ class Slices:
         self.holder = _holder()
 
     def _want(self, piece: Slice, cost: int, now: float) -> int:
-        """The slice to ask for: ``horizon`` seconds at the rate asked since the last
-        exchange, smoothed, but no more than that rate grants before the slice's window ends
-        (what is left at the edge is lost, and counted in the window); at least ``cost``, at
-        most ``share`` of the capacity."""
+        """The slice to ask for: the hit's cost at first, then ``horizon`` seconds at the rate
+        asked since the last exchange, smoothed, but no more than that rate grants before the
+        slice's window ends (what is left at the edge is lost, and counted in the window); at
+        least ``cost``, at most ``share`` of the capacity."""
+        if piece.taken_at is None:  # no demand seen yet: a key's first slice is its hit's
+            piece.asked = 0
+            piece.since = now
+            return cost
         elapsed = now - piece.since
         rate = piece.asked / (elapsed if elapsed > 0.001 else 0.001)
         piece.rate = rate if piece.rate == 0.0 else (piece.rate + rate) / 2
@@ -225,6 +229,17 @@ class Slices:
                 piece.left += results[index].granted
                 self.granted -= results[index].granted
             results[index] = results[index]._replace(granted=0)
+
+    def _worth_giving_back(self, piece: Slice, returned: int, ended: bool) -> bool:
+        """Whether a give-back of ``returned`` units of ``piece`` is worth a round trip: it
+        returns units, or (a slice not known to have ended, whose units were all granted) it
+        drops a record that would hold the bucket back until it expires."""
+        if piece.taken_at is None:
+            return False
+        if returned:
+            return True
+        held = spec(piece.limit.algorithm).hold is not None
+        return held and not ended and self.clock() < piece.until
 
     def _returns(self, now: float) -> list[Slice]:
         """The slices to give back now: ended with units left, or idle for ``10 * ttl``

@@ -164,8 +164,9 @@ def test_processes_never_admit_more_than_the_limit(
 def test_a_slice_goes_back_on_close(
     request: pytest.FixtureRequest, server: str, algorithm: Algorithm
 ) -> None:
-    """A process takes a slice larger than its hits and closes: the store then counts exactly
-    the hits it granted, and holds no record of the slice."""
+    """A process takes slices (the first its hit's own, the next sized from its demand, larger
+    than its hits) and closes: the store then counts exactly the hits it granted, and holds no
+    record of the slice."""
     redis_server = request.getfixturevalue(server)
     url = redis_server.url
     prefix = f"back-{uuid.uuid4().hex[:8]}"
@@ -175,7 +176,7 @@ def test_a_slice_goes_back_on_close(
     leasing = leasing_of(limiter)
     (piece,) = leasing.slices.values()
     taken = AMOUNT - checker.peek("warm", exact).remaining
-    assert (leasing.exchanges, leasing.granted, piece.left) == (1, 5, taken - 5)
+    assert leasing.granted == 5 and piece.left == taken - 5 and 2 <= leasing.exchanges <= 5
     assert taken > 5  # the slice is counted in the store before its units are granted
     limiter.close()
     assert checker.peek("warm", exact).remaining == AMOUNT - 5
@@ -191,9 +192,9 @@ TTL = 0.5
 
 
 def _hold_and_stop(url: str, prefix: str, limit: Limit, how: dict[str, Any], conn: Any) -> None:
-    """Take a slice, grant ``how["hits"]`` from it, report, and stop (SIGSTOP) still holding
-    it: no thread of this process runs again, so its sweep cannot give the slice back before
-    the parent's SIGKILL. With ``how["period_start"]``, begin in the first second of a window."""
+    """Take slices, grant ``how["hits"]`` (more if its last slice is used up), report, and
+    stop (SIGSTOP) still holding it: no thread of this process runs again, so its sweep
+    cannot give the slice back before the parent's SIGKILL. With ``how["period_start"]``, begin in the first second of a window."""
     hits, period_start = how["hits"], how["period_start"]
     limiter = opened(url, prefix, lease_ttl=how["ttl"])
     while period_start and time.time() % limit.period > 1.0:
@@ -201,6 +202,8 @@ def _hold_and_stop(url: str, prefix: str, limit: Limit, how: dict[str, Any], con
     granted = sum(limiter.hit("held", limit).allowed for _ in range(hits))
     leasing = leasing_of(limiter)
     (piece,) = leasing.slices.values()
+    while not piece.left and granted < 5 * hits:  # its last slice used up: take another
+        granted += limiter.hit("held", limit).allowed
     conn.send((leasing.holder, granted, piece.left))
     os.kill(os.getpid(), signal.SIGSTOP)
 
@@ -241,12 +244,12 @@ def test_a_killed_holders_units_count_as_spent_and_its_hold_expires(
     limit = Limit(AMOUNT, DAY, algorithm, sync="leased")
     began = time.monotonic()
     holder, granted, left = killed_holding(redis_server.url, prefix, limit, hits=10)
-    assert granted == 10 and left > 0
+    assert granted >= 10 and left > 0
     client = reader(redis_server)
     slices = state_key(limit, "held", prefix) + ":s"
     (record,) = client.hgetall(slices).items()
-    units, expires = RECORD.unpack(record[1])
-    assert record[0] == holder.encode() and units == granted + left
+    units, expires = RECORD.unpack(record[1])  # its last slice: the earlier ones were granted
+    assert record[0] == holder.encode() and left < units <= granted + left
     assert expires <= server_time(client) + TTL
     wait_until(lambda: server_time(client) > expires, 10, "the hold's expiry")
 
@@ -254,7 +257,8 @@ def test_a_killed_holders_units_count_as_spent_and_its_hold_expires(
     admitted = until_spent(live, "held", limit)
     live.close()
     spread = refill(limit, time.monotonic() - began)
-    assert AMOUNT - units <= admitted <= AMOUNT - units + spread  # all but the dead slice
+    counted = granted + left  # in the store: every slice it took
+    assert AMOUNT - counted <= admitted <= AMOUNT - counted + spread  # all but the dead slices
     assert granted + admitted <= AMOUNT + spread  # nothing granted twice
     assert holder.encode() not in client.hgetall(slices)
     wait_until(lambda: client.exists(slices) == 0, 10, "the slices' hash to expire")
@@ -271,11 +275,10 @@ def test_a_killed_holders_hold_keeps_the_bucket_from_refilling_until_it_expires(
     prefix = f"hold-{uuid.uuid4().hex[:8]}"
     limit = Limit(100, 1, algorithm, sync="leased")
     ttl = 2.0  # long enough to look at the bucket after a free one would have filled up
-    _, granted, left = killed_holding(redis_server.url, prefix, limit, hits=3, ttl=ttl)
-    units = granted + left
+    killed_holding(redis_server.url, prefix, limit, hits=3, ttl=ttl)
     client = reader(redis_server)
     (record,) = client.hgetall(state_key(limit, "held", prefix) + ":s").values()
-    expires = RECORD.unpack(record)[1]
+    units, expires = RECORD.unpack(record)  # the dead holder's last slice
     prober = leasing_of(opened(redis_server.url, prefix))
     refilled = expires - ttl + units / 100 * 1.5  # a free bucket would be full by then
 

@@ -79,8 +79,9 @@ def test_concurrent_tasks_admit_exactly_the_limit(
 
 @pytest.mark.parametrize("algorithm", [Algorithm.FIXED_WINDOW, Algorithm.TOKEN_BUCKET])
 def test_close_gives_every_slice_back(redis_server: RedisServer, algorithm: Algorithm) -> None:
-    """Fifty tasks hit ten keys twice each: one exchange per key takes a slice larger than the
-    key's twenty hits; before the close the store counts the slices, after it the hits."""
+    """Fifty tasks hit ten keys twice each: a few exchanges per key take slices, the first its
+    hit's own, the next sized from demand; before the close the store counts the slices (at
+    least the hits), after it exactly the hits."""
     prefix = f"async-close-{uuid.uuid4().hex[:8]}"
     exact, leased = Limit(AMOUNT, DAY, algorithm), Limit(AMOUNT, DAY, algorithm, sync="leased")
     keys = [f"k{number}" for number in range(10)]
@@ -97,8 +98,9 @@ def test_close_gives_every_slice_back(redis_server: RedisServer, algorithm: Algo
 
         granted = await asyncio.gather(*(twice(keys[n % 10]) for n in range(TASKS)))
         leasing = leasing_of(limiter)
-        assert (leasing.exchanges, leasing.granted, sum(granted)) == (10, 100, 100)
-        assert all(count > 10 for count in counted())  # the slices, counted before granted
+        assert (leasing.granted, sum(granted)) == (100, 100)
+        assert 10 <= leasing.exchanges < 100  # the tasks of a key share its slices
+        assert all(count >= 10 for count in counted())  # the slices, counted before granted
         await limiter.close()
         return granted
 
