@@ -194,7 +194,8 @@ TTL = 0.5
 def _hold_and_stop(url: str, prefix: str, limit: Limit, how: dict[str, Any], conn: Any) -> None:
     """Take slices, grant ``how["hits"]`` (more if its last slice is used up), report, and
     stop (SIGSTOP) still holding it: no thread of this process runs again, so its sweep
-    cannot give the slice back before the parent's SIGKILL. With ``how["period_start"]``, begin in the first second of a window."""
+    cannot give the slice back before the parent's SIGKILL. With ``how["period_start"]``,
+    begin in the first second of a window."""
     hits, period_start = how["hits"], how["period_start"]
     limiter = opened(url, prefix, lease_ttl=how["ttl"])
     while period_start and time.time() % limit.period > 1.0:
