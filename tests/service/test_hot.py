@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
 from ratekeeper.engine.verdict import UNLIMITED, Status
-from ratekeeper.service import bodies, hot
+from ratekeeper.service import bodies, hot, translate
 from ratekeeper.service.responses import encode
-from ratekeeper.service.translate import Answer
+from ratekeeper.service.translate import Answer, Call
 from ratekeeper.wire.headers import (
     rate_limit_headers,
     raw_decision_headers,
     raw_rate_limit_headers,
+    raw_wire_headers,
 )
 from ratekeeper.wire.problems import Problem
 from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
@@ -122,8 +123,20 @@ def outcome_of(run: Any) -> Any:
         return ("problem", problem.status, problem.kind, problem.detail, problem.where)
 
 
+def engine_gets(check: Any) -> Any:
+    """A check as the engine gets it: a ``Call`` of bare descriptors as ``hot.Bare``."""
+    if isinstance(check, Call) and all(
+        one.limit is None and one.hits_addend is None for one in check.descriptors
+    ):
+        found, hits = translate.arguments(check)
+        return hot.Bare(check.domain, list(found), hits)  # type: ignore[arg-type]
+    return check
+
+
 def both_parse(raw: bytes) -> None:
-    assert outcome_of(lambda: hot.parse(raw)) == outcome_of(lambda: bodies.check(bodies.loads(raw)))
+    assert outcome_of(lambda: engine_gets(hot.parse(raw))) == outcome_of(
+        lambda: engine_gets(bodies.check(bodies.loads(raw)))
+    )
 
 
 @pytest.mark.parametrize("body", BODIES, ids=repr)
@@ -240,3 +253,26 @@ def test_raw_headers_are_the_headers_of_an_answer(statuses: list[WireStatus], ie
     assert raw_rate_limit_headers(statuses, ietf=ietf) == raw(
         rate_limit_headers(statuses, ietf=ietf)
     )
+
+
+def fields_of(status: WireStatus) -> translate.Fields:
+    limited = status.current_limit
+    return (
+        status.code,
+        None if limited is None else (limited.requests_per_unit, limited.unit, limited.name),
+        status.limit_remaining,
+        status.duration_until_reset,
+        status.retry_after,
+    )
+
+
+@given(WIRE, st.booleans())
+def test_one_status_is_written_as_its_answer_is(status: WireStatus, degraded: bool) -> None:
+    allowed = status.code == OK
+    outcome = Answer(status.code, (status,), degraded)
+    assert hot.answer_of(allowed, degraded, fields_of(status)) == hot.answer(outcome)
+    amount = None if status.current_limit is None else status.current_limit.requests_per_unit
+    assert raw_wire_headers(
+        status.code, amount, status.limit_remaining, status.duration_until_reset,
+        status.retry_after,
+    ) == raw_rate_limit_headers([status])  # fmt: skip

@@ -17,8 +17,8 @@ from starlette.types import Receive, Scope
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidInputError
 from ratekeeper.core.log_throttle import LogThrottle
-from ratekeeper.engine.verdict import Status
-from ratekeeper.service import bodies, envoy_json, hot, nginx
+from ratekeeper.engine.verdict import Status, Verdict
+from ratekeeper.service import bodies, envoy_json, hot, nginx, translate
 from ratekeeper.service.reading import (
     MAX_BODY,
     check_length,
@@ -34,6 +34,7 @@ from ratekeeper.wire.headers import (
     rate_limit_headers,
     raw_decision_headers,
     raw_rate_limit_headers,
+    raw_wire_headers,
 )
 from ratekeeper.wire.problems import Problem
 from ratekeeper.wire.statuses import OK, OVER_LIMIT, WireStatus
@@ -81,7 +82,7 @@ class Checks:
         return await self.engine.peek(check.key, check.limit)
 
     def _statuses(
-        self, outcome: Decision | Answer, check: bodies.Check
+        self, outcome: Decision | Answer, check: bodies.Check | hot.Bare
     ) -> tuple[WireStatus | Status | Decision, ...]:
         """What the rate-limit headers of ``outcome`` describe."""
         if isinstance(outcome, Answer):
@@ -118,26 +119,46 @@ class Checks:
         if length is not None and len(length) >= _LENGTH_DIGITS:  # else under MAX_BODY
             check_length(length, MAX_BODY)
         check = hot.parse(await receive_body(receive, MAX_BODY))
-        if check.__class__ is bodies.KeyCheck:  # _decide, one call less
-            assert isinstance(check, bodies.KeyCheck)
-            engine, limit = self.engine, check.limit
+        engine = self.engine
+        if isinstance(check, hot.Bare):
+            verdict = await engine.check(check.domain, check.descriptors, check.hits)
+            if len(verdict.statuses) == 1 and not self.ietf_headers:
+                return self._one_status(verdict)
+            outcome: Decision | Answer = translate.answer(verdict)
+        elif type(check) is bodies.KeyCheck:  # _decide, one call less
+            limit = check.limit
             if limit is None:
-                outcome: Decision | Answer = await engine.decide(check.key, check.cost)
+                outcome = await engine.decide(check.key, check.cost)
             else:
                 outcome = await engine.hit(check.key, limit, check.cost)
         else:
             outcome = await self._decide(check)
         payload = hot.answer(outcome)
         headers = [_JSON, (b"content-length", b"%d" % len(payload))]
-        if outcome.__class__ is Decision and not self.ietf_headers:
-            assert isinstance(outcome, Decision) and isinstance(check, bodies.KeyCheck)
-            headers += raw_decision_headers(outcome, given=check.limit is not None)
+        if type(outcome) is Decision and not self.ietf_headers:
+            given = type(check) is bodies.KeyCheck and check.limit is not None
+            headers += raw_decision_headers(outcome, given=given)
             allowed = outcome.allowed
         else:
             statuses = self._statuses(outcome, check)
             headers += raw_rate_limit_headers(statuses, ietf=self.ietf_headers)
             allowed = outcome.code == OK if isinstance(outcome, Answer) else outcome.allowed
         if outcome.degraded:
+            headers.append(_DEGRADED)
+        return 200 if allowed else 429, headers, payload
+
+    @staticmethod
+    def _one_status(verdict: Verdict) -> tuple[int, RawHeaders, bytes]:
+        """The answer of a verdict of one status, without the IETF fields: as ``check_raw``
+        answers its ``translate.answer``, less the objects between."""
+        allowed, degraded = verdict.allowed, verdict.degraded
+        status = translate.fields(verdict.statuses[0])
+        payload = hot.answer_of(allowed, degraded, status)
+        code, limited, remaining, reset, retry_after = status
+        amount = None if limited is None else limited[0]
+        headers = [_JSON, (b"content-length", b"%d" % len(payload))]
+        headers += raw_wire_headers(code, amount, remaining, reset, retry_after)
+        if degraded:
             headers.append(_DEGRADED)
         return 200 if allowed else 429, headers, payload
 

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import math
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, NamedTuple
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidLimitError
 from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.core.rates import cached
 from ratekeeper.engine.verdict import UNLIMITED
+from ratekeeper.rules.model import Entry
 from ratekeeper.service import bodies
 from ratekeeper.service.responses import encode
-from ratekeeper.service.translate import Answer, Call, WireDescriptor
-from ratekeeper.wire.statuses import OK, OVER_LIMIT
+from ratekeeper.service.translate import Answer, Fields
+from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
 #: The fields of each shape ``parse`` takes by the short way.
 _KEY_CHECK = frozenset(bodies.KEY_CHECK)
@@ -33,7 +34,7 @@ _ENTRIES = frozenset(("entries",))
 _float = float.__repr__
 _int = int.__repr__
 #: ``bodies.decoder``'s own scanner: ``decode`` less the white space around the value.
-_scan = bodies.decoder.scan_once
+_scan = vars(bodies.decoder)["scan_once"]
 #: ``"code":...`` and ``"allowed":...`` of an answer, by whether it allowed.
 _OK, _OVER = encode_basestring(OK), encode_basestring(OVER_LIMIT)
 
@@ -54,14 +55,24 @@ def loads(raw: bytes) -> Any:
     return bodies.loads(raw)
 
 
-def parse(raw: bytes) -> bodies.Check:
-    """The check a body asks for: ``bodies.check(bodies.loads(raw))``."""
+class Bare(NamedTuple):
+    """A check of descriptors of bare entries: ``AsyncEngine.check``'s arguments, as
+    ``translate.decide_async`` gives them for the ``Call`` ``bodies`` would have made."""
+
+    domain: str
+    descriptors: list[tuple[Entry, ...]]
+    hits: int
+
+
+def parse(raw: bytes) -> bodies.Check | Bare:
+    """The check a body asks for: ``bodies.check(bodies.loads(raw))``, or its ``Bare``
+    arguments when it is a domain and descriptors of bare entries."""
     data = loads(raw)
     if data.__class__ is dict:
         if "domain" in data:
-            call = _call(data)
-            if call is not None:
-                return call
+            bare = _bare(data)
+            if bare is not None:
+                return bare
         elif data.keys() <= _KEY_CHECK:
             key, limit, cost = data.get("key"), data.get("limit"), data.get("cost", 1)
             if (
@@ -83,9 +94,9 @@ def parse(raw: bytes) -> bodies.Check:
     return bodies.check(data)
 
 
-def _call(data: dict[str, Any]) -> Call | None:
+def _bare(data: dict[str, Any]) -> Bare | None:
     """A domain and descriptors of bare entries (no limit, no ``hits_addend`` of their own),
-    every text ASCII: its ``Call``; else None."""
+    every text ASCII: its ``Bare``; else None."""
     if not data.keys() <= _CALL:
         return None
     domain, listed, hits = data["domain"], data.get("descriptors"), data.get("hits_addend", 0)
@@ -120,8 +131,8 @@ def _call(data: dict[str, Any]) -> Call | None:
             ):
                 return None
             pairs.append((key, value))
-        found.append(WireDescriptor(tuple(pairs)))
-    return Call(domain, tuple(found), hits)
+        found.append(tuple(pairs))
+    return Bare(domain, found, hits or 1)  # translate's costs: 0 means 1
 
 
 def answer(outcome: Decision | Answer) -> bytes:
@@ -140,6 +151,22 @@ def answer(outcome: Decision | Answer) -> bytes:
             f'"degraded":{_bool(outcome.degraded)},"statuses":[{statuses}]}}'
         ).encode()
     except _Unusual:
+        return encode(bodies.result(outcome)).encode()
+
+
+def answer_of(allowed: bool, degraded: bool, status: Fields) -> bytes:
+    """The body of the answer of one descriptor's ``status`` (``translate.fields``), as
+    ``answer`` writes that of its ``Answer``."""
+    try:
+        return (
+            f'{{"allowed":{_bool(allowed)},"code":{_OK if allowed else _OVER},'
+            f'"degraded":{_bool(degraded)},"statuses":[{_fields(*status)}]}}'
+        ).encode()
+    except _Unusual:
+        code, limited, remaining, reset, retry_after = status
+        current = None if limited is None else Limited(*limited)
+        wire = WireStatus(code, current, remaining, reset, retry_after)
+        outcome = Answer(OK if allowed else OVER_LIMIT, (wire,), degraded)
         return encode(bodies.result(outcome)).encode()
 
 
@@ -199,21 +226,31 @@ def _decision_status(decision: Decision) -> str:
     )
 
 
-def _wire_status(status: Any) -> str:
+def _wire_status(status: WireStatus) -> str:
     """``bodies.wire_status(status)``, written."""
     limited = status.current_limit
+    return _fields(
+        status.code,
+        None if limited is None else (limited.requests_per_unit, limited.unit, limited.name),
+        status.limit_remaining,
+        status.duration_until_reset,
+        status.retry_after,
+    )
+
+
+def _fields(
+    code: Any, limited: tuple[Any, Any, Any] | None, remaining: Any, reset: Any, retry: Any
+) -> str:
+    """``bodies.wire_status`` of a ``WireStatus`` of these fields, written."""
     if limited is None:
         limit = current = "null"
     else:
-        amount = _scalar(limited.requests_per_unit)
-        limit = amount
+        limit = _scalar(limited[0])
         current = (
-            f'{{"requests_per_unit":{amount},"unit":{_scalar(limited.unit)},'
-            f'"name":{_scalar(limited.name)}}}'
+            f'{{"requests_per_unit":{limit},"unit":{_scalar(limited[1])},'
+            f'"name":{_scalar(limited[2])}}}'
         )
     return (
-        f'{{"code":{_scalar(status.code)},"limit":{limit},'
-        f'"remaining":{_scalar(status.limit_remaining)},'
-        f'"reset_after":{_scalar(status.duration_until_reset)},'
-        f'"retry_after":{_wait(status.retry_after)},"current_limit":{current}}}'
+        f'{{"code":{_scalar(code)},"limit":{limit},"remaining":{_scalar(remaining)},'
+        f'"reset_after":{_scalar(reset)},"retry_after":{_wait(retry)},"current_limit":{current}}}'
     )

@@ -208,6 +208,16 @@ def raw_decision_headers(decision: Decision, *, given: bool) -> list[tuple[bytes
     return _raw(allowed, limit, remaining, reset, retry_after)
 
 
+def raw_wire_headers(
+    code: str, requests_per_unit: int | None, remaining: int, reset: float | None, retry: float
+) -> list[tuple[bytes, bytes]]:
+    """``raw_rate_limit_headers`` of one ``WireStatus`` of these fields (``requests_per_unit``
+    its current limit's, None when it has none), without the IETF fields."""
+    if requests_per_unit is None:
+        return []
+    return _raw(code == OK, requests_per_unit, remaining, reset or 0.0, retry)
+
+
 def _raw(
     allowed: bool, limit: int, remaining: int, reset: float, retry_after: float
 ) -> list[tuple[bytes, bytes]]:
