@@ -33,15 +33,17 @@ _ENTRIES = frozenset(("entries",))
 
 _float = float.__repr__
 _int = int.__repr__
-#: ``bodies.decoder``'s own scanner: ``decode`` less the white space around the value.
+#: ``bodies.decoder``'s own scanner: ``decode`` less the white space before the value.
 _scan = vars(bodies.decoder)["scan_once"]
+#: JSON's white space, which may follow the value.
+_WHITESPACE = " \t\n\r"
 #: ``"code":...`` and ``"allowed":...`` of an answer, by whether it allowed.
 _OK, _OVER = encode_basestring(OK), encode_basestring(OVER_LIMIT)
 
 
 def loads(raw: bytes) -> Any:
     """``bodies.loads(raw)``, less guessing the encoding of a body that opens an object and
-    looking for white space around it: a body that is anything else, or not JSON, is
+    looking for white space before it: a body that is anything else, or not JSON, is
     ``bodies.loads``'s to read or refuse."""
     if raw[:1] == b"{" and raw[1:2] != b"\x00":  # json.detect_encoding's answer: UTF-8
         try:
@@ -50,7 +52,7 @@ def loads(raw: bytes) -> Any:
         except (StopIteration, ValueError, RecursionError):
             pass
         else:
-            if end == len(text):
+            if end == len(text) or not text[end:].strip(_WHITESPACE):
                 return value
     return bodies.loads(raw)
 
@@ -242,6 +244,24 @@ def _fields(
     code: Any, limited: tuple[Any, Any, Any] | None, remaining: Any, reset: Any, retry: Any
 ) -> str:
     """``bodies.wire_status`` of a ``WireStatus`` of these fields, written."""
+    if (  # the common case: a current limit, counts and finite seconds
+        limited is not None
+        and code.__class__ is str
+        and remaining.__class__ is int
+        and reset.__class__ is float
+        and retry.__class__ is float
+        and reset - reset == 0.0
+        and retry - retry == 0.0
+        and limited[0].__class__ is int
+        and limited[1].__class__ is str
+    ):
+        amount, name = _int(limited[0]), limited[2]
+        return (
+            f'{{"code":{encode_basestring(code)},"limit":{amount},"remaining":{_int(remaining)},'
+            f'"reset_after":{_float(reset)},"retry_after":{_float(retry)},"current_limit":'
+            f'{{"requests_per_unit":{amount},"unit":{encode_basestring(limited[1])},'
+            f'"name":{"null" if name is None else _scalar(name)}}}}}'
+        )
     if limited is None:
         limit = current = "null"
     else:
