@@ -128,7 +128,10 @@ def outcome_of(run: Any) -> Any:
 
 
 def engine_gets(check: Any) -> Any:
-    """A check as the engine gets it: a ``Call`` of bare descriptors as ``hot.Bare``."""
+    """A check as the engine gets it: a key's as ``hot.Key``, a ``Call`` of bare descriptors
+    as ``hot.Bare``."""
+    if isinstance(check, bodies.KeyCheck):
+        return hot.Key(check.key, check.limit, check.cost)
     if isinstance(check, Call) and all(
         one.limit is None and one.hits_addend is None for one in check.descriptors
     ):

@@ -82,12 +82,12 @@ class Checks:
         return await self.engine.peek(check.key, check.limit)
 
     def _statuses(
-        self, outcome: Decision | Answer, check: bodies.Check | hot.Bare
+        self, outcome: Decision | Answer, check: bodies.Check | hot.Key | hot.Bare
     ) -> tuple[WireStatus | Status | Decision, ...]:
         """What the rate-limit headers of ``outcome`` describe."""
         if isinstance(outcome, Answer):
             return outcome.statuses
-        if isinstance(check, bodies.KeyCheck) and check.limit is not None:  # its window known
+        if isinstance(check, hot.Key | bodies.KeyCheck) and check.limit is not None:  # window known
             return (Status(outcome.allowed, outcome, check.limit, None, False, False),)
         return (outcome,)
 
@@ -125,7 +125,7 @@ class Checks:
             if len(verdict.statuses) == 1 and not self.ietf_headers:
                 return self._one_status(verdict)
             outcome: Decision | Answer = translate.answer(verdict)
-        elif type(check) is bodies.KeyCheck:  # _decide, one call less
+        elif isinstance(check, hot.Key):  # _decide, one call less
             limit = check.limit
             if limit is None:
                 outcome = await engine.decide(check.key, check.cost)
@@ -136,7 +136,7 @@ class Checks:
         payload = hot.answer(outcome)
         headers = [_JSON, (b"content-length", b"%d" % len(payload))]
         if type(outcome) is Decision and not self.ietf_headers:
-            given = type(check) is bodies.KeyCheck and check.limit is not None
+            given = isinstance(check, hot.Key | bodies.KeyCheck) and check.limit is not None
             headers += raw_decision_headers(outcome, given=given)
             allowed = outcome.allowed
         else:

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidLimitError
 from ratekeeper.core.inputs import MAX_COST
+from ratekeeper.core.limits import Limit
 from ratekeeper.core.rates import cached
 from ratekeeper.engine.verdict import UNLIMITED
 from ratekeeper.rules.model import Entry
@@ -57,6 +58,15 @@ def loads(raw: bytes) -> Any:
     return bodies.loads(raw)
 
 
+class Key(NamedTuple):
+    """A check of a key: the ``bodies.KeyCheck`` ``bodies`` would have made, as a tuple (a
+    frozen dataclass is slower to make)."""
+
+    key: str
+    limit: Limit | None
+    cost: int
+
+
 class Bare(NamedTuple):
     """A check of descriptors of bare entries: ``AsyncEngine.check``'s arguments, as
     ``translate.decide_async`` gives them for the ``Call`` ``bodies`` would have made."""
@@ -66,9 +76,10 @@ class Bare(NamedTuple):
     hits: int
 
 
-def parse(raw: bytes) -> bodies.Check | Bare:
-    """The check a body asks for: ``bodies.check(bodies.loads(raw))``, or its ``Bare``
-    arguments when it is a domain and descriptors of bare entries."""
+def parse(raw: bytes) -> bodies.Check | Key | Bare:
+    """The check a body asks for: ``bodies.check(bodies.loads(raw))``, as a ``Key`` when it
+    is a key's with a rate string or none, and as its ``Bare`` arguments when it is a domain
+    and descriptors of bare entries."""
     data = loads(raw)
     if data.__class__ is dict:
         if "domain" in data:
@@ -85,14 +96,14 @@ def parse(raw: bytes) -> bodies.Check | Bare:
                 and 0 <= cost <= MAX_COST
             ):
                 if limit is None:
-                    return bodies.KeyCheck(key, None, cost)
+                    return Key(key, None, cost)
                 if limit.__class__ is str:
                     try:
                         limits = cached(limit)
                     except InvalidLimitError:
                         limits = ()
                     if len(limits) == 1:
-                        return bodies.KeyCheck(key, limits[0], cost)
+                        return Key(key, limits[0], cost)
     return bodies.check(data)
 
 
