@@ -15,6 +15,8 @@ A check is one of (``cost`` and ``hits_addend`` default to 1; 0 only looks):
   decided by the rules, as Envoy's rate-limit service decides it.
 
 Envoy's ``POST /json`` has bodies of its own: ``ratekeeper.service.envoy_json``.
+``POST /v1/check``'s hot path reads and writes the common shapes by a shorter way
+(``ratekeeper.service.hot``) that gives the same checks, problems and bytes as this module.
 """
 
 from __future__ import annotations
