@@ -15,6 +15,8 @@ A check is one of (``cost`` and ``hits_addend`` default to 1; 0 only looks):
   decided by the rules, as Envoy's rate-limit service decides it.
 
 Envoy's ``POST /json`` has bodies of its own: ``ratekeeper.service.envoy_json``.
+``POST /v1/check``'s hot path reads and writes the common shapes by a shorter way
+(``ratekeeper.service.hot``) that gives the same checks, problems and bytes as this module.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def is_json(content_type: str) -> bool:
 def loads(raw: bytes) -> Any:
     """The JSON value of a body; a 400 problem when it is not JSON."""
     try:  # json.loads, less building a decoder for every body
-        return _decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+        return decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except (ValueError, RecursionError) as error:
         raise Problem.of("malformed", f"the body is not valid JSON: {error}") from None
 
@@ -83,7 +85,10 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-_decode = json.JSONDecoder(parse_constant=_no_constant).decode
+#: The decoder of ``loads``, built once; ``decode`` gives the JSON value of a body's text
+#: (``ValueError`` when it is not JSON).
+decoder = json.JSONDecoder(parse_constant=_no_constant)
+decode = decoder.decode
 
 
 def _object(value: Any, path: Path, fields: Sequence[str], what: str) -> Mapping[str, Any]:
@@ -124,7 +129,7 @@ def check(data: Any, path: Path = (), *, looks: bool = False) -> Check:
     """The check ``data`` asks for (see the module); ``looks`` makes every cost 0 (a peek)."""
     if isinstance(data, dict) and "domain" in data:
         return _call(data, path, looks=looks)
-    body = _object(data, path, ("key", "limit", "cost"), "a check")
+    body = _object(data, path, KEY_CHECK, "a check")
     if "key" not in body:
         raise invalid("a check names a key, or a domain and its descriptors", path)
     key = _text(body["key"], (*path, "key"), "key")
@@ -164,6 +169,8 @@ def _limit(value: Any, path: Path) -> Limit:
     )
 
 
+#: The fields of a key's check.
+KEY_CHECK = ("key", "limit", "cost")
 #: The fields of each object of a descriptor check (Envoy's names, in snake_case).
 CALL = ("domain", "descriptors", "hits_addend")
 DESCRIPTOR = ("entries", "limit", "hits_addend")

@@ -17,8 +17,8 @@ from starlette.types import Receive, Scope
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidInputError
 from ratekeeper.core.log_throttle import LogThrottle
-from ratekeeper.engine.verdict import Status
-from ratekeeper.service import bodies, envoy_json, nginx
+from ratekeeper.engine.verdict import Status, Verdict
+from ratekeeper.service import bodies, envoy_json, hot, nginx, translate
 from ratekeeper.service.reading import (
     MAX_BODY,
     check_length,
@@ -27,11 +27,17 @@ from ratekeeper.service.reading import (
     read_json,
     receive_body,
 )
-from ratekeeper.service.responses import RawHeaders, encode, json_response
+from ratekeeper.service.responses import RawHeaders, json_response
 from ratekeeper.service.translate import Answer, Call, decide_async
-from ratekeeper.wire.headers import DEGRADED, rate_limit_headers
+from ratekeeper.wire.headers import (
+    DEGRADED,
+    rate_limit_headers,
+    raw_decision_headers,
+    raw_rate_limit_headers,
+    raw_wire_headers,
+)
 from ratekeeper.wire.problems import Problem
-from ratekeeper.wire.statuses import OVER_LIMIT, WireStatus
+from ratekeeper.wire.statuses import OK, OVER_LIMIT, WireStatus
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
@@ -39,6 +45,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("ratekeeper.service")
 #: nginx misconfigured sends every request so: logged once a minute, with a count.
 _refusals = LogThrottle(log)
+#: The fewest digits of a ``Content-Length`` over ``MAX_BODY``.
+_LENGTH_DIGITS = len(str(MAX_BODY + 1))
+_JSON = (b"content-type", b"application/json")
+_DEGRADED = (DEGRADED.lower().encode("latin-1"), b"true")
 
 
 class Checks:
@@ -71,15 +81,18 @@ class Checks:
             return await decide_async(self.engine, check)
         return await self.engine.peek(check.key, check.limit)
 
-    def _headers(self, outcome: Decision | Answer, check: bodies.Check) -> dict[str, str]:
-        statuses: tuple[WireStatus | Status | Decision, ...]
+    def _statuses(
+        self, outcome: Decision | Answer, check: bodies.Check | hot.Key | hot.Bare
+    ) -> tuple[WireStatus | Status | Decision, ...]:
+        """What the rate-limit headers of ``outcome`` describe."""
         if isinstance(outcome, Answer):
-            statuses = outcome.statuses
-        elif isinstance(check, bodies.KeyCheck) and check.limit is not None:  # its window known
-            statuses = (Status(outcome.allowed, outcome, check.limit, None, False, False),)
-        else:
-            statuses = (outcome,)
-        headers = rate_limit_headers(statuses, ietf=self.ietf_headers)
+            return outcome.statuses
+        if isinstance(check, hot.Key | bodies.KeyCheck) and check.limit is not None:  # window known
+            return (Status(outcome.allowed, outcome, check.limit, None, False, False),)
+        return (outcome,)
+
+    def _headers(self, outcome: Decision | Answer, check: bodies.Check) -> dict[str, str]:
+        headers = rate_limit_headers(self._statuses(outcome, check), ietf=self.ietf_headers)
         if outcome.degraded:
             headers[DEGRADED] = "true"
         return headers
@@ -93,28 +106,61 @@ class Checks:
 
     async def check_raw(self, scope: Scope, receive: Receive) -> tuple[int, RawHeaders, bytes]:
         """``POST /v1/check`` on the bare ASGI interface: its status, headers and body, as
-        ``check`` answers them, less Starlette's request and response objects."""
+        ``check`` answers them, less Starlette's request and response objects (and, by
+        ``service.hot``, less the dicts between the JSON and the engine)."""
         content_type = length = None
         for name, value in scope["headers"]:
             if name == b"content-type":
-                content_type = value.decode("latin-1")
+                content_type = value
             elif name == b"content-length":
                 length = value
-        check_media_type(content_type)
-        check_length(length, MAX_BODY)
-        check = bodies.check(bodies.loads(await receive_body(receive, MAX_BODY)))
-        outcome = await self._decide(check)
-        body = bodies.result(outcome)
-        payload = encode(body).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(payload)).encode()),
-        ]
-        headers.extend(
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in self._headers(outcome, check).items()
-        )
-        return 200 if body["allowed"] else 429, headers, payload
+        if content_type is not None and content_type != b"application/json":
+            check_media_type(content_type.decode("latin-1"))
+        if length is not None and len(length) >= _LENGTH_DIGITS:  # else under MAX_BODY
+            check_length(length, MAX_BODY)
+        check = hot.parse(await receive_body(receive, MAX_BODY))
+        engine = self.engine
+        if isinstance(check, hot.Bare):
+            verdict = await engine.check(check.domain, check.descriptors, check.hits)
+            if len(verdict.statuses) == 1 and not self.ietf_headers:
+                return self._one_status(verdict)
+            outcome: Decision | Answer = translate.answer(verdict)
+        elif isinstance(check, hot.Key):  # _decide, one call less
+            limit = check.limit
+            if limit is None:
+                outcome = await engine.decide(check.key, check.cost)
+            else:
+                outcome = await engine.hit(check.key, limit, check.cost)
+        else:
+            outcome = await self._decide(check)
+        payload = hot.answer(outcome)
+        headers = [_JSON, (b"content-length", b"%d" % len(payload))]
+        if type(outcome) is Decision and not self.ietf_headers:
+            given = isinstance(check, hot.Key | bodies.KeyCheck) and check.limit is not None
+            headers += raw_decision_headers(outcome, given=given)
+            allowed = outcome.allowed
+        else:
+            statuses = self._statuses(outcome, check)
+            headers += raw_rate_limit_headers(statuses, ietf=self.ietf_headers)
+            allowed = outcome.code == OK if isinstance(outcome, Answer) else outcome.allowed
+        if outcome.degraded:
+            headers.append(_DEGRADED)
+        return 200 if allowed else 429, headers, payload
+
+    @staticmethod
+    def _one_status(verdict: Verdict) -> tuple[int, RawHeaders, bytes]:
+        """The answer of a verdict of one status, without the IETF fields: as ``check_raw``
+        answers its ``translate.answer``, less the objects between."""
+        allowed, degraded = verdict.allowed, verdict.degraded
+        status = translate.fields(verdict.statuses[0])
+        payload = hot.answer_of(allowed, degraded, status)
+        code, limited, remaining, reset, retry_after = status
+        amount = None if limited is None else limited[0]
+        headers = [_JSON, (b"content-length", b"%d" % len(payload))]
+        headers += raw_wire_headers(code, amount, remaining, reset, retry_after)
+        if degraded:
+            headers.append(_DEGRADED)
+        return 200 if allowed else 429, headers, payload
 
     async def batch(self, request: Request) -> Response:
         """``POST /v1/check/batch``: every check parsed before any is counted; 200."""

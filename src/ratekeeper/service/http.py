@@ -184,7 +184,7 @@ def create_app(
     app = _CheckFirst if access_log is None else _AccessLogged
     return app(
         checks,
-        None if metrics is None else partial(metrics.observe_latency, "http"),
+        None if metrics is None else metrics.latency_observer("http"),
         admission,
         access_log,
         routes=routes,
@@ -266,27 +266,26 @@ class _CheckFirst(Starlette):
             headers.append((b"retry-after", str(RETRY_AFTER).encode()))
             await send_raw(send, 503, headers, payload)
             return
+        observe = self._observe
+        started = time.perf_counter()
         try:
-            await self._check(scope, receive, send)
+            try:
+                status, headers, payload = await self._checks.check_raw(scope, receive)
+            except Exception as error:
+                problem = answer_to(error, "POST", "/v1/check")
+                if problem is None:
+                    _defects.log(logging.ERROR, *DEFECT, key=DEFECT[1:], exc_info=True)
+                    await send_raw(send, FAILED.status, *problem_raw(FAILED))
+                    raise
+                status, (headers, payload) = problem.status, problem_raw(problem)
+            finally:
+                if observe is not None:
+                    observe(time.perf_counter() - started)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
         finally:
             if admission is not None:
                 admission.leave()
-
-    async def _check(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        try:
-            status, headers, payload = await self._checks.check_raw(scope, receive)
-        except Exception as error:
-            problem = answer_to(error, "POST", "/v1/check")
-            if problem is None:
-                _defects.log(logging.ERROR, *DEFECT, key=DEFECT[1:], exc_info=True)
-                await send_raw(send, FAILED.status, *problem_raw(FAILED))
-                raise
-            status, (headers, payload) = problem.status, problem_raw(problem)
-        finally:
-            if self._observe is not None:
-                self._observe(time.perf_counter() - started)
-        await send_raw(send, status, headers, payload)
 
 
 class _AccessLogged(_CheckFirst):

@@ -157,23 +157,37 @@ def headers_to_add(answer: Answer, names: tuple[str, str, str]) -> tuple[tuple[s
     return tuple(headers.items())
 
 
+#: A status's fields before any object: its code, its current limit as ``(requests_per_unit,
+#: unit, name)`` (or None), its remaining hits, seconds until it resets and until a refused
+#: hit could pass: ``WireStatus``'s, for a surface that writes them straight away.
+Fields = tuple[str, "tuple[int, str, str | None] | None", int, "float | None", float]
+
+
 def _status(status: Status) -> WireStatus:
+    code, limited, remaining, reset, retry_after = fields(status)
+    return WireStatus(
+        code, None if limited is None else Limited(*limited), remaining, reset, retry_after
+    )
+
+
+def fields(status: Status) -> Fields:
+    """The fields of the ``WireStatus`` Envoy's answer gives the engine's ``status``."""
     decision, limit, rule = status.decision, status.limit, status.rule
     code = OK if status.allowed else OVER_LIMIT
     if decision is None or limit is None:
         if rule is not None and rule.unlimited:
-            return WireStatus(code, None, MAX_REMAINING, None)
+            return code, None, MAX_REMAINING, None, 0.0
         if not status.allowed:  # a rule that is always over its limit (requests_per_unit 0)
             unit = (rule.unit or "unknown").upper() if rule is not None else "UNKNOWN"
             name = rule.name if rule is not None else None
-            return WireStatus(code, Limited(0, unit, name), 0, None, float("inf"))
-        return WireStatus(code, None, 0, None)
+            return code, (0, unit, name), 0, None, float("inf")
+        return code, None, 0, None, 0.0
     if rule is not None and rule.unit is not None and not status.overridden:
-        limited = Limited(rule.requests_per_unit, rule.unit.upper(), rule.name)
+        limited = (rule.requests_per_unit, rule.unit.upper(), rule.name)
     else:
         name = rule.name if rule is not None else None
-        limited = Limited(limit.amount, UNIT_OF_PERIOD.get(limit.period, "UNKNOWN"), name)
-    return WireStatus(
+        limited = (limit.amount, UNIT_OF_PERIOD.get(limit.period, "UNKNOWN"), name)
+    return (
         code,
         limited,
         min(decision.remaining, MAX_REMAINING),

@@ -24,7 +24,7 @@ no limit applies to (unlimited, whitelisted) give no header.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 from urllib.parse import quote
 
@@ -174,4 +174,59 @@ def rate_limit_headers(
         headers[RATELIMIT] = (
             f"{name};r={max(closest.remaining, 0)};t={whole_seconds(closest.reset)}"
         )
+    return headers
+
+
+#: The limit, remaining, reset and retry headers' names as an ASGI answer holds them.
+_RAW_NAMES = tuple(name.lower().encode("latin-1") for name in (*NAMES, RETRY_AFTER))
+
+
+def raw_rate_limit_headers(
+    statuses: Sequence[WireStatus | Status | Decision], *, ietf: bool = False
+) -> list[tuple[bytes, bytes]]:
+    """``rate_limit_headers(statuses, ietf=ietf)`` as an ASGI answer's headers, in the same
+    order: names in lowercase, values in Latin-1. One status without the IETF fields, nearly
+    every check, is written without the dict."""
+    if len(statuses) != 1 or ietf:
+        return [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in rate_limit_headers(statuses, ietf=ietf).items()
+        ]
+    one = _seen(statuses[0])
+    if one is None:
+        return []
+    return _raw(one.allowed, one.limit, one.remaining, one.reset, one.retry_after)
+
+
+def raw_decision_headers(decision: Decision, *, given: bool) -> list[tuple[bytes, bytes]]:
+    """``raw_rate_limit_headers`` of one ``decision``, without the IETF fields: of a limit the
+    caller gave (``given``: what an engine ``Status`` of that limit gives) or of the key's own
+    (the bare decision's, none when no limit applied)."""
+    allowed, limit, remaining, reset, retry_after = decision[:5]
+    if allowed and limit == 0 and not given:
+        return []
+    return _raw(allowed, limit, remaining, reset, retry_after)
+
+
+def raw_wire_headers(
+    code: str, requests_per_unit: int | None, remaining: int, reset: float | None, retry: float
+) -> list[tuple[bytes, bytes]]:
+    """``raw_rate_limit_headers`` of one ``WireStatus`` of these fields (``requests_per_unit``
+    its current limit's, None when it has none), without the IETF fields."""
+    if requests_per_unit is None:
+        return []
+    return _raw(code == OK, requests_per_unit, remaining, reset or 0.0, retry)
+
+
+def _raw(
+    allowed: bool, limit: int, remaining: int, reset: float, retry_after: float
+) -> list[tuple[bytes, bytes]]:
+    names = _RAW_NAMES
+    headers = [
+        (names[0], str(limit).encode("latin-1")),
+        (names[1], str(max(remaining, 0)).encode("latin-1")),
+        (names[2], str(whole_seconds(reset)).encode("latin-1")),
+    ]
+    if not allowed:
+        headers.append((names[3], str(seconds(retry_after)).encode("latin-1")))
     return headers
