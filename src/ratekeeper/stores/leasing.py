@@ -117,8 +117,8 @@ class Leasing(Slices):
     def _exchange(self, piece: Slice, cost: int) -> Decision:
         """Give back what is left of ``piece`` and take a new slice, one exchange at a time."""
         with piece.lock:
-            t = self.clock()
             with self._lock:
+                t = self.clock()
                 if piece.left >= cost and t < piece.until:  # another thread's exchange
                     self.granted += cost
                     return piece.grant(cost, t)
