@@ -163,7 +163,7 @@ def _hello(port: int, kind: str) -> tuple[int, str, str]:
     return get(port, "/", {"x-hello": kind})
 
 
-def _stats(admin: int) -> dict[str, int]:
+def stats(admin: int) -> dict[str, int]:
     _, text, _ = get(admin, "/stats?filter=%5Ecluster%5C.(app%7Crls)_")
     counters = {}
     for line in text.splitlines():
@@ -256,7 +256,7 @@ def check(
                     zip(kinds, pool.map(_hello, [port] * len(kinds), kinds), strict=True)
                 )
                 load = _load(port, cpus) if name in loaded else None
-                verdicts[name] = _verdict(id_, answers, load, _stats(admin))
+                verdicts[name] = _verdict(id_, answers, load, stats(admin))
         return verdicts
     finally:
         os.kill(process.pid, signal.SIGTERM)
