@@ -54,11 +54,11 @@ def binary() -> str | None:
     return str(beside) if beside.exists() else shutil.which("envoy")
 
 
-def _socket(port: int) -> dict[str, Any]:
+def socket_address(port: int) -> dict[str, Any]:
     return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
 
 
-def _manager(name: str, route: dict[str, Any], filters: list[dict[str, Any]]) -> dict[str, Any]:
+def manager(name: str, route: dict[str, Any], filters: list[dict[str, Any]]) -> dict[str, Any]:
     router = {
         "name": "envoy.filters.http.router",
         "typed_config": {
@@ -85,33 +85,36 @@ def _manager(name: str, route: dict[str, Any], filters: list[dict[str, Any]]) ->
     }
 
 
-def _cluster(name: str, port: int, http2: bool) -> dict[str, Any]:
-    cluster: dict[str, Any] = {
+def cluster(name: str, port: int, http2: bool, streams: int | None = None) -> dict[str, Any]:
+    """A cluster of one endpoint on ``port``; ``http2`` speaks HTTP/2 to it, at most
+    ``streams`` streams on a connection (Envoy opens another when they are all in use)."""
+    found: dict[str, Any] = {
         "name": name,
         "type": "STATIC",
         "connect_timeout": "1s",
         "load_assignment": {
             "cluster_name": name,
-            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket(port)}}]}],
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": socket_address(port)}}]}],
         },
     }
     if http2:
-        cluster["typed_extension_protocol_options"] = {
+        options = {"max_concurrent_streams": streams} if streams is not None else {}
+        found["typed_extension_protocol_options"] = {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                 "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3."
                 "HttpProtocolOptions",
-                "explicit_http_config": {"http2_protocol_options": {}},
+                "explicit_http_config": {"http2_protocol_options": options},
             }
         }
-    return cluster
+    return found
 
 
 def config(admin: int, answer: int, fronts: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
     """Envoy's config: the admin interface on ``admin``, the listener answering 200 on
     ``answer``, and for each stack ``name`` its listener and its gRPC port, ``fronts[name]``."""
     direct = {"direct_response": {"status": 200, "body": {"inline_string": "hello\n"}}}
-    listeners = [{"name": "answer", "address": _socket(answer), "filter_chains": [
-        {"filters": [_manager("answer", direct, [])]}
+    listeners = [{"name": "answer", "address": socket_address(answer), "filter_chains": [
+        {"filters": [manager("answer", direct, [])]}
     ]}]  # fmt: skip
     clusters = []
     for name, (port, grpc_port) in fronts.items():
@@ -130,21 +133,21 @@ def config(admin: int, answer: int, fronts: Mapping[str, tuple[int, int]]) -> di
                 },
             },
         }
-        listeners.append({"name": name, "address": _socket(port), "filter_chains": [
-            {"filters": [_manager(name, route, [limiter])]}
+        listeners.append({"name": name, "address": socket_address(port), "filter_chains": [
+            {"filters": [manager(name, route, [limiter])]}
         ]})  # fmt: skip
         clusters += [
-            _cluster(f"app_{name}", answer, False),
-            _cluster(f"rls_{name}", grpc_port, True),
+            cluster(f"app_{name}", answer, False),
+            cluster(f"rls_{name}", grpc_port, True),
         ]
-    admin_address = {"address": _socket(admin)}
+    admin_address = {"address": socket_address(admin)}
     return {
         "admin": admin_address,
         "static_resources": {"listeners": listeners, "clusters": clusters},
     }
 
 
-def _get(port: int, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, str, str]:
+def get(port: int, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, str, str]:
     """One GET: the status, the body and ``x-envoy-ratelimited``."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
@@ -157,11 +160,11 @@ def _get(port: int, path: str, headers: Mapping[str, str] | None = None) -> tupl
 
 
 def _hello(port: int, kind: str) -> tuple[int, str, str]:
-    return _get(port, "/", {"x-hello": kind})
+    return get(port, "/", {"x-hello": kind})
 
 
-def _stats(admin: int) -> dict[str, int]:
-    _, text, _ = _get(admin, "/stats?filter=%5Ecluster%5C.(app%7Crls)_")
+def stats(admin: int) -> dict[str, int]:
+    _, text, _ = get(admin, "/stats?filter=%5Ecluster%5C.(app%7Crls)_")
     counters = {}
     for line in text.splitlines():
         name, _, value = line.partition(": ")
@@ -243,7 +246,7 @@ def check(
     with (directory / "envoy.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=directory)
     try:
-        _wait_live(process, admin, directory)
+        wait_live(process, admin, directory)
         verdicts = {}
         kinds = ["pass", "over"] * REQUESTS
         with ThreadPoolExecutor(AT_ONCE) as pool:
@@ -253,7 +256,7 @@ def check(
                     zip(kinds, pool.map(_hello, [port] * len(kinds), kinds), strict=True)
                 )
                 load = _load(port, cpus) if name in loaded else None
-                verdicts[name] = _verdict(id_, answers, load, _stats(admin))
+                verdicts[name] = _verdict(id_, answers, load, stats(admin))
         return verdicts
     finally:
         os.kill(process.pid, signal.SIGTERM)
@@ -264,13 +267,13 @@ def check(
             process.wait(10)
 
 
-def _wait_live(process: subprocess.Popen[bytes], admin: int, directory: Path) -> None:
+def wait_live(process: subprocess.Popen[bytes], admin: int, directory: Path) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
             break
         try:
-            if _get(admin, "/ready")[1].strip() == "LIVE":
+            if get(admin, "/ready")[1].strip() == "LIVE":
                 return
         except OSError:
             pass

@@ -62,7 +62,7 @@ from benchmarks.report import Output
 from benchmarks.service import envoy_front, load
 from benchmarks.service.grpc_hellos import METHOD, STACKS
 from benchmarks.service.load import Load
-from benchmarks.service.servers import Server, cpu_seconds, cpus, environment
+from benchmarks.service.servers import Server, cpu_seconds, cpus, descendants, environment
 from benchmarks.trials import BenchmarkError
 from ratekeeper.service.proto import rls_pb2
 
@@ -124,15 +124,6 @@ def command(stack: str, port: int, pyvoy: str | None = None) -> list[str]:
             "--log-level", "warning",
         ]  # fmt: skip
     return [sys.executable, "-m", "benchmarks.service.grpc_hellos", stack, f"127.0.0.1:{port}"]
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes ``pid`` started, and theirs (pyvoy runs an Envoy)."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    return [one for child in children for one in (int(child), *descendants(int(child)))]
 
 
 class Hello:

@@ -99,16 +99,19 @@ def wrk(
     seconds: float,
     cpus: str | None = None,
     expect_ok: bool = True,
+    headers: Sequence[str] = (),
 ) -> Load:
     """POST ``body`` (JSON) to ``url`` for ``seconds`` on ``connections`` connections, one
-    thread. ``expect_ok``: every answer is meant to be 2xx; else every one is meant not to be
-    (a refusal), and the 2xx answers are the failures."""
+    thread, with ``headers`` (``"name: value"``) too. ``expect_ok``: every answer is meant to
+    be 2xx; else every one is meant not to be (a refusal), and the 2xx answers are the
+    failures."""
     with tempfile.NamedTemporaryFile(prefix="ratekeeper-bench-", suffix=".json") as file:
         file.write(body)
         file.flush()
         command = [
             "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s",
-            "--latency", "-s", str(LUA), url,
+            "--latency", "-s", str(LUA),
+            *(option for header in headers for option in ("-H", header)), url,
         ]  # fmt: skip
         env = {**os.environ, "BENCH_BODY_FILE": file.name}
         output = _run(_pinned(command, cpus), seconds + 30, env)

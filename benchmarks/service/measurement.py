@@ -224,7 +224,7 @@ class Measurement:
 
     # The checks.
 
-    def _check_http(self) -> None:
+    def check_http(self) -> None:
         server, body = self.server, self.http_body()
         if self.row.server == BASELINE:
             status, answer = server.post(self.row.path, body)
@@ -238,7 +238,7 @@ class Measurement:
         if (status, answer.get("allowed")) != meant or answer.get("degraded"):
             raise BenchmarkError(f"{self.row.label}: a check answered {status} {answer}")
 
-    def _check_grpc(self) -> bytes:
+    def check_grpc(self) -> bytes:
         server, request = self.server, self.grpc_request()
         if self.row.refused:
             server.should_rate_limit(request)  # the one hit the limit allows
@@ -264,7 +264,7 @@ class Measurement:
             )
         return data
 
-    def _counted(self) -> int:
+    def counted(self) -> int:
         """How many hits the key's limit has counted, read with a peek."""
         body = self.http_body()
         status, answer = self.server.post("/v1/peek", body)
@@ -325,7 +325,7 @@ class Measurement:
         started = datetime.now(UTC).date()
         generate: Callable[[float], Load]
         if row.surface == "HTTP":
-            self._check_http()
+            self.check_http()
             url, raw = self.server.url + row.path, json.dumps(self.http_body()).encode()
             expect_ok = not row.refused
 
@@ -335,7 +335,7 @@ class Measurement:
                     expect_ok=expect_ok,
                 )  # fmt: skip
         else:
-            url, data = self.server.grpc_url + GRPC_METHOD, self._check_grpc()
+            url, data = self.server.grpc_url + GRPC_METHOD, self.check_grpc()
 
             def generate(seconds: float) -> Load:
                 return load.h2load(
@@ -366,7 +366,7 @@ class Measurement:
         if row.option == DASHBOARD:
             self._check_recorded(answers)
         if row.server != BASELINE and not row.refused:
-            counted, meant = self._counted(), answers
+            counted, meant = self.counted(), answers
             if counted < meant and datetime.now(UTC).date() == started:
                 raise BenchmarkError(
                     f"{row.label}: the key counted {counted:,} hits for {meant:,} answers: "

@@ -2,7 +2,7 @@
 
 ``Server`` runs ``ratekeeper serve`` or the hello world (``benchmarks.service.baseline``) for
 the length of a ``with`` block; ``cpus`` says where the servers and the load generator run,
-``cpu_seconds`` how much CPU a process has used.
+``cpu_seconds`` how much CPU a process has used, ``descendants`` the processes it started.
 """
 
 from __future__ import annotations
@@ -132,3 +132,13 @@ def cpu_seconds(pid: int) -> float:
     """The CPU time (user and system, all threads) process ``pid`` has used, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs (pyvoy runs an Envoy; ``ratekeeper serve
+    --workers N`` its workers)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [one for child in children for one in (int(child), *descendants(int(child)))]

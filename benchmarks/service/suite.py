@@ -19,7 +19,8 @@ HTTP descriptor and the gRPC descriptor on memory with ``--dashboard`` (and its 
 each twice: with nobody looking, and with the dashboard's page open, asking ``/v1/stats`` once
 a second (``benchmarks.service.page``). Each prints its ratio to the row without the option
 and to the hello world, measured in the same run. ``--workers`` has no row: the servers share
-one CPU, where two workers only take turns (see docs/benchmarks.md).
+one CPU, where two workers only take turns (see docs/benchmarks.md);
+``benchmarks.service.workers`` measures it.
 
 Every row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking
 turns round by round (in reverse order every other round), each keeping its best round. The
