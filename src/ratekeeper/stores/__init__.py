@@ -34,6 +34,11 @@ class Store(Protocol):
     released). ``reset(key, limit)`` forgets the key's state. ``ping()`` says
     whether the store answers now, as a ``Health``. ``close()`` releases connections.
 
+    A store that several processes share also has ``lease(key, limit, want, *, holder, ttl,
+    returned=0, taken_at=None, need=1, now=None)``, the exchange of a slice of a leased
+    limit's budget (``MemoryStore.lease``, ``ratekeeper.algorithms.leases``), which the
+    wrapper answering leased limits from slices calls (``ratekeeper.stores.leasing``).
+
     Keys and costs are checked before anything is counted (``ratekeeper.core.inputs``): a bad one
     raises ``InvalidInputError``. A store that fails raises ``StoreError``; one that is
     misconfigured raises ``StoreConfigError``, also when opened through a failure policy.
