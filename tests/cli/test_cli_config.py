@@ -47,7 +47,7 @@ def test_validate_names_the_file_and_path_of_each_error(
         err[0]
         == f"{bad}: descriptors[0].ratelimit: unknown key 'ratelimit'; did you mean 'rate_limit'?"
     )
-    assert err[-1] == "invalid: 1 error(s)"
+    assert err[-1] == "invalid: 1 error"
 
 
 def test_validate_reports_a_missing_file(tmp_path: Path) -> None:

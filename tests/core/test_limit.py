@@ -134,3 +134,62 @@ def test_calendar_units() -> None:
 def test_invalid_parameters(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidLimitError, match=message):
         Limit(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("limit", "text"),
+    [
+        (Limit(3, "month"), "3/month (fixed_window)"),
+        (Limit(3, "month", calendar=True), "3/month (fixed_window)"),
+        (Limit(5, "15m", "gcra"), "5/15 minutes (gcra)"),
+        (Limit(10, "day"), "10/day (fixed_window)"),
+        (Limit(100, 60, "sliding_log"), "100/minute (sliding_log)"),
+        (Limit(100, 1), "100/second (fixed_window)"),
+        (Limit(7, 90), "7/90 seconds (fixed_window)"),
+        (Limit(7, 7_200), "7/2 hours (fixed_window)"),
+        (Limit(7, 1_209_600), "7/2 weeks (fixed_window)"),
+        (Limit(7, "year"), "7/year (fixed_window)"),
+        (Limit(7, 0.5), "7/500 ms (fixed_window)"),
+        (Limit(7, 0.001), "7/ms (fixed_window)"),
+        (Limit(7, 1.5), "7/1.5 seconds (fixed_window)"),
+        (Limit(7, 1_234_567.5), "7/1234567.5 seconds (fixed_window)"),
+    ],
+)
+def test_str_reads_as_a_person_would(limit: Limit, text: str) -> None:
+    assert str(limit) == text
+
+
+@pytest.mark.parametrize(
+    "period",
+    [
+        0.001,
+        0.0015,
+        0.5,
+        1,
+        1.5,
+        59,
+        60,
+        61,
+        90,
+        900,
+        3_600,
+        86_400,
+        604_800,
+        2_592_000,
+        31_536_000,
+        5_184_000,
+        1_234_567,
+        1_234_568,
+        1_234_567.5,
+        0.1 + 0.2,
+        3_153_600_000,
+    ],
+)
+def test_str_rate_and_repr_read_back_as_the_same_limit(period: float) -> None:
+    from ratekeeper.core.rates import parse
+
+    limit = Limit(3, period, "gcra", burst=2)
+    rate, _, rest = str(limit).partition(" (")
+    assert rest == "gcra)"
+    assert parse(rate, "gcra", burst=2) == limit
+    assert eval(repr(limit), {"Limit": Limit}) == limit

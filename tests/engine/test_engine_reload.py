@@ -110,7 +110,7 @@ def test_a_reload_to_no_rules_keeps_the_old_ones(
             assert engine.reload() is False
         assert (engine.watcher.errors, engine.watcher.reloads) == (1, 0)
         assert engine.watcher.last_error == (
-            f"{current}: no rule files, or no rules in them, where 1 rules were loaded: an "
+            f"{current}: no rule files, or no rules in them, where 1 rule was loaded: an "
             "emptied rule directory is refused, as it would let every request through"
         )
         assert "previous rules stay in force" in caplog.text

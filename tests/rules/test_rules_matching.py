@@ -306,6 +306,13 @@ def test_empty_rule_set_matches_nothing() -> None:
     assert re.fullmatch(r"<RuleSet 0 rules in 0 domains>", repr(RuleSet.empty()))
 
 
+def test_the_repr_counts_one_rule_and_one_domain_in_the_singular() -> None:
+    one = parse_rules(
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+    )
+    assert repr(one) == "<RuleSet 1 rule in 1 domain>"
+
+
 def test_the_example_in_the_docs_behaves_as_documented() -> None:
     docs = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
     text = docs.read_text().split("```yaml\n", 1)[1].split("```", 1)[0]

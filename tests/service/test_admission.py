@@ -138,7 +138,7 @@ def test_shedding_is_logged_once_as_it_starts_and_once_when_quiet(
     admission.leave()  # nothing shed for QUIET: over
     messages = [record.getMessage() for record in caplog.records]
     assert len(messages) == 2, messages
-    assert messages[0].startswith("overloaded: 1 decisions in flight")
+    assert messages[0].startswith("overloaded: 1 decision in flight, ")
     assert messages[1] == f"no longer overloaded: 51 requests shed in {QUIET / 2:.1f} s"
     assert [record.levelname for record in caplog.records] == ["WARNING", "INFO"]
 
@@ -271,7 +271,7 @@ def test_grpc_answers_past_the_bound_unavailable_at_once() -> None:
     answered, refused, admission = asyncio.run(shed_over_grpc())
     assert answered.overall_code == rls_pb2.RateLimitResponse.OK
     assert refused.code() == grpc.StatusCode.UNAVAILABLE
-    assert refused.details().startswith("overloaded: deciding 1 requests")
+    assert refused.details().startswith("overloaded: deciding 1 request, ")
     assert dict(refused.trailing_metadata() or ())["retry-after"] == "1"
     assert (admission.in_flight, admission.shed) == (0, {"http": 0, "nginx": 0, "grpc": 1})
 

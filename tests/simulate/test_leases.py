@@ -125,7 +125,7 @@ def test_the_summary_and_results_hold_the_leased_runs(tmp_path: Path) -> None:
     )
     text = summary(result)
     assert "Leased: 4 instances (round robin) sharing one store, ttl 1 s, horizon 0.01 s" in text
-    assert "| 100/1s (fixed_window) |            400 |" in text
+    assert "| 100/second (fixed_window) |            400 |" in text
     paths = write(result, tmp_path)
     assert [path.name for path in paths][-1] == "leases.svg"
     data = json.loads((tmp_path / "results.json").read_text())
@@ -252,7 +252,10 @@ def test_the_command_defaults_to_the_leasable_algorithms(
         (["--lease-ttl", "-1"], "error: lease_ttl must be seconds above 0"),
         (["--lease-horizon", "0"], "error: lease_horizon must be seconds above 0"),
         (["--lease-share", "inf"], "error: lease_share must be above 0 and at most 1"),
-        (["--limit", "sliding_log:5/s", "--instances", "2"], "error: 5/1s (sliding_log) cannot"),
+        (
+            ["--limit", "sliding_log:5/s", "--instances", "2"],
+            "error: 5/second (sliding_log) cannot",
+        ),
     ],
 )
 def test_the_command_refuses_bad_lease_options_and_writes_nothing(

@@ -37,7 +37,7 @@ def test_the_table_has_a_row_per_limit() -> None:
     lines = text.splitlines()
     assert lines[0] == "window edge 100/60s: 200 events, 1 keys, 1.2 s"
     assert lines[2].startswith("| limit ")
-    assert lines[4].startswith("| 100/60s (fixed_window) |      200 |       0 |          100 |")
+    assert lines[4].startswith("| 100/minute (fixed_window) |      200 |       0 |          100 |")
     assert "200 (2.00x)" in lines[4] and "100 (1.00x)" in lines[5]
 
 
@@ -88,7 +88,7 @@ def test_the_command_prints_the_table_and_writes_the_report(
     )
     out, err = capsys.readouterr()
     assert status == 0
-    assert "| 100/60s (fixed_window) |      200 |" in out
+    assert "| 100/minute (fixed_window) |      200 |" in out
     assert "results.json" in err
     assert (tmp_path / "admitted.svg").exists()
 
@@ -105,7 +105,7 @@ def test_the_command_reports_bad_lines_with_their_numbers(
     assert f"{trace}:4: time 'x' is neither seconds nor ISO 8601: 'x,b'" in err
     assert "warning: 2 of 5 lines could not be read and were skipped" in err
     assert "2 events" in err  # the progress line
-    assert "| 2/1s (fixed_window) |        2 |" in out
+    assert "| 2/second (fixed_window) |        2 |" in out
     assert main(["simulate", str(trace), "--limit", "2/second", "--strict"]) == 1
     assert f"error: {trace}:3: expected time,key[,cost]" in capsys.readouterr().err
 

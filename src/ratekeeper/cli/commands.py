@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.overrides import Override
+from ratekeeper.core.wording import many
 
 if TYPE_CHECKING:
     import argparse
@@ -69,7 +70,7 @@ def validate(paths: list[str]) -> int:
     except ConfigError as error:
         for message in error.errors:
             print(message, file=err)
-        print(f"invalid: {len(error.errors)} error(s)", file=err)
+        print(f"invalid: {many(len(error.errors), 'error')}", file=err)
         return INVALID
     except OSError as error:
         print(f"{error.filename}: {error.strerror}", file=err)
@@ -81,7 +82,7 @@ def validate(paths: list[str]) -> int:
         )
         return INVALID
     print(
-        f"ok: {_many(len(rules), 'rule')} in {_many(len(rules.domains), 'domain')} "
+        f"ok: {many(len(rules), 'rule')} in {many(len(rules.domains), 'domain')} "
         f"from {', '.join(paths)}",
         file=out,
     )
@@ -256,8 +257,3 @@ def limits(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return OK
-
-
-def _many(count: int, thing: str) -> str:
-    """``1 rule``, ``2 rules``."""
-    return f"{count} {thing}{'' if count == 1 else 's'}"

@@ -8,7 +8,7 @@ from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.errors import InvalidLimitError
-from ratekeeper.core.periods import parse_period
+from ratekeeper.core.periods import parse_period, spoken
 from ratekeeper.core.registry import Algorithm, spec
 
 if TYPE_CHECKING:
@@ -289,9 +289,11 @@ class Limit:
         return f"Limit({self.amount}, {_exact(self.period)}, {self.algorithm.value!r}{extras})"
 
     def __str__(self) -> str:
-        period = self.period
-        seconds = f"{int(period)}" if period.is_integer() else _exact(period)
-        return f"{self.amount}/{seconds}s ({self.algorithm.value})"
+        """The rate as a person reads it, and the algorithm: ``3/month (fixed_window)``,
+        ``5/15 minutes (gcra)``. The rate before the space-and-parenthesis reads back with
+        ``ratekeeper.core.rates.parse`` as the same amount and period; ``repr`` is the
+        constructor call."""
+        return f"{self.amount}/{spoken(self.period)} ({self.algorithm.value})"
 
 
 def _exact(seconds: float) -> str:

@@ -46,3 +46,30 @@ def period_of(match: re.Match[str], text: str) -> float:
     if multiple <= 0:
         raise InvalidLimitError(f"period must be positive in {text!r}")
     return multiple * UNITS[unit]
+
+
+#: The units a period is written in for a person, longest first, as (seconds, one, several).
+_SPOKEN = (
+    (31_536_000.0, "year", "years"),
+    (2_592_000.0, "month", "months"),
+    (604_800.0, "week", "weeks"),
+    (86_400.0, "day", "days"),
+    (3_600.0, "hour", "hours"),
+    (60.0, "minute", "minutes"),
+    (1.0, "second", "seconds"),
+    (0.001, "ms", "ms"),
+)
+
+
+def spoken(seconds: float) -> str:
+    """``seconds`` as a person reads a period, in the longest unit it is a whole number of:
+    ``"month"``, ``"15 minutes"``, ``"day"``, ``"90 seconds"``, ``"500 ms"`` (under a second);
+    else in seconds (``"1.2345 seconds"``). ``parse_period`` reads every result back as the
+    same number, so ``f"{amount}/{spoken(period)}"`` is a rate string ``rates.parse`` reads."""
+    for unit, one, several in _SPOKEN:
+        multiple = round(seconds / unit)
+        if multiple >= 1 and multiple * unit == seconds and (unit >= 1 or seconds < 1):
+            return one if multiple == 1 else f"{multiple} {several}"
+    short = f"{seconds:g}"
+    text = short if "e" not in short and float(short) == seconds else repr(float(seconds))
+    return f"{text} seconds" if "e" not in text else f"{seconds:f} seconds"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.ticker import Ticker
+from ratekeeper.core.wording import many
 
 if TYPE_CHECKING:
     from ratekeeper.rules import RuleSet
@@ -97,7 +98,8 @@ class RuleWatcher:
             if not rules and self.loaded:
                 raise ConfigError(
                     f"{', '.join(map(str, self.paths))}: no rule files, or no rules in them, "
-                    f"where {self.loaded} rules were loaded: an emptied rule directory is "
+                    f"where {many(self.loaded, 'rule')} {'was' if self.loaded == 1 else 'were'} "
+                    "loaded: an emptied rule directory is "
                     "refused, as it would let every request through"
                 )
         except (ConfigError, OSError) as error:
@@ -108,7 +110,9 @@ class RuleWatcher:
             return False
         self.apply(rules)
         self.loaded = len(rules)
-        log.info("rules reloaded from %s: %d rules", ", ".join(map(str, self.paths)), len(rules))
+        log.info(
+            "rules reloaded from %s: %s", ", ".join(map(str, self.paths)), many(len(rules), "rule")
+        )
         self.last_error = None
         self.last_reload_at = time.time()
         self.reloads += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
+from ratekeeper.core.wording import many
 from ratekeeper.rules.model import Entry, Level, Rule
 
 
@@ -41,7 +42,7 @@ class RuleSet:
         return iter(self._rules)
 
     def __repr__(self) -> str:
-        return f"<RuleSet {len(self._rules)} rules in {len(self._domains)} domains>"
+        return f"<RuleSet {many(len(self._rules), 'rule')} in {many(len(self._domains), 'domain')}>"
 
     def match(self, domain: str, entries: Sequence[Entry]) -> Rule | None:
         """Return the rule for one request descriptor, or ``None`` when no limit applies.

@@ -18,6 +18,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from ratekeeper.core.wording import many
+
 log = logging.getLogger("ratekeeper.service")
 
 #: The surfaces whose decisions are admitted.
@@ -82,9 +84,9 @@ class Admission:
         if self._shedding_since is None:
             self._shedding_since, self._shed_since = now, 0
             log.warning(
-                "overloaded: %d decisions in flight, the most --max-in-flight allows; "
+                "overloaded: %s in flight, the most --max-in-flight allows; "
                 "answering the excess 503 overloaded (gRPC UNAVAILABLE) until it drains",
-                self.limit,
+                many(self.limit, "decision"),
             )
         self._shed_since += 1
         return False
@@ -95,7 +97,7 @@ class Admission:
         if since is not None and self.clock() - self._last_shed >= QUIET:
             self._shedding_since = None
             log.info(
-                "no longer overloaded: %d requests shed in %.1f s",
-                self._shed_since,
+                "no longer overloaded: %s shed in %.1f s",
+                many(self._shed_since, "request"),
                 self._last_shed - since,
             )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.errors import ConfigStoreError, MissingExtraError
 from ratekeeper.core.redaction import redacted
+from ratekeeper.core.wording import many
 from ratekeeper.service.logs import ACCESS, configure_logging
 from ratekeeper.service.settings import Address, Settings
 
@@ -91,10 +92,9 @@ def build_app(settings: Settings) -> Starlette:
     rules = engine.rules
     domains = len(rules.domains)
     log.info(
-        "loaded %d rules in %d domain%s from %s",
-        len(rules),
-        domains,
-        "" if domains == 1 else "s",
+        "loaded %s in %s from %s",
+        many(len(rules), "rule"),
+        many(domains, "domain"),
         ", ".join(rules.sources) or "no files",
     )
     if not rules:
@@ -291,7 +291,7 @@ def serve(settings: Settings) -> int:
         from ratekeeper.service.multiprocess import shared_directory
 
         os.environ.update(_environment(settings))
-        log.info("listening on http://%s with %d workers", settings.http, settings.workers)
+        log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
         _say_dashboard(settings)
         with shared_directory():  # the workers' metrics files, for this run only
             uvicorn.run(

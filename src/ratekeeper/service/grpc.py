@@ -28,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.wording import many
 from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.translate import (
@@ -139,7 +140,7 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
         context.set_trailing_metadata((("retry-after", str(RETRY_AFTER)),))
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
-            f"overloaded: deciding {admission.limit} requests, the most this service takes "
+            f"overloaded: deciding {many(admission.limit, 'request')}, the most this service takes "
             f"at once; try again in {RETRY_AFTER} s",
         )
         raise AssertionError("abort raises; this line is never reached")

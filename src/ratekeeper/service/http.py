@@ -48,6 +48,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.wording import many
 from ratekeeper.service.admin import Admin
 from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.checks import Checks
@@ -197,7 +198,7 @@ def overloaded(admission: Admission) -> Problem:
     """The answer to a request ``admission`` turned away."""
     return Problem.of(
         "overloaded",
-        f"the service is deciding {admission.limit} requests, the most it takes at once; "
+        f"the service is deciding {many(admission.limit, 'request')}, the most it takes at once; "
         f"try again in {RETRY_AFTER} s",
     )
 

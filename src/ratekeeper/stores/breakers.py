@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.wording import many
 from ratekeeper.stores.health import Health
 
 log = logging.getLogger("ratekeeper.store")
@@ -132,10 +133,9 @@ class CircuitBreaker:
         if opening:
             self._log.log(
                 logging.ERROR,
-                "%s failed %d times in a row (%s); circuit open, the failure policy "
-                "answers for %.1fs",
+                "%s failed %s in a row (%s); circuit open, the failure policy answers for %.1fs",
                 self._what,
-                self.failures,
+                many(self.failures, "time"),
                 error,
                 self.cooldown,
                 key=_DOWN,

@@ -55,6 +55,7 @@ from ratekeeper.core.errors import StoreError
 from ratekeeper.core.inputs import check_hit, check_hits
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.ticker import Ticker
+from ratekeeper.core.wording import many
 from ratekeeper.stores.memory import Hit
 from ratekeeper.stores.slices import (
     HORIZON,
@@ -213,7 +214,10 @@ class Leasing(Slices):
                 )
             except StoreError as error:
                 log.warning(
-                    "leases: could not give back %d units of %s: %s", returned, piece.key, error
+                    "leases: could not give back %s of %s: %s",
+                    many(returned, "unit"),
+                    piece.key,
+                    error,
                 )
 
     def sweep(self) -> int:
@@ -372,7 +376,7 @@ class AsyncLeasing(Slices):
             )
         except StoreError as error:
             log.warning(
-                "leases: could not give back %d units of %s: %s", returned, piece.key, error
+                "leases: could not give back %s of %s: %s", many(returned, "unit"), piece.key, error
             )
 
     async def sweep(self) -> int:
