@@ -63,7 +63,7 @@ def test_limits_set_get_list_delete(tmp_path: Path) -> None:
     )
     assert status == 0
     assert json.loads(out) == {
-        "algorithm": "bucketed_window",
+        "algorithm": "fixed_window",  # no --algorithm: a fixed window, as for a rule
         "capacity": 5,
         "time_window_sec": 1,
     }

@@ -15,6 +15,7 @@ import pytest
 
 from ratekeeper.config import ConfigStore, open_config_store
 from ratekeeper.core.errors import ConfigError, ConfigStoreError
+from ratekeeper.core.limits import Limit
 from ratekeeper.core.overrides import Override
 from tests.config_stores import KINDS, exists, fresh_store, write_raw
 from tests.servers import free_port
@@ -372,6 +373,31 @@ def test_an_invalid_stored_override_is_named_or_skipped(
     assert [str(error) for error in errors] == ["override 'z': missing time_window_sec", message]
     assert store.delete("b", "d") is True  # an invalid override can be removed
     assert list(store.items("d")) == [("d", "a", FIVE), ("d", "c", TEN)]
+
+
+def test_stored_overrides_read_back_with_their_algorithm_or_the_fixed_window(
+    store: ConfigStore, location: tuple[str, dict[str, Any]]
+) -> None:
+    url, options = location
+    store.set("plain", Override.from_dict({"capacity": 5, "time_window_sec": 1}), "d")
+    write_raw(
+        url,
+        options,
+        "d",
+        "named",
+        '{"algorithm":"bucketed_window","capacity":5,"time_window_sec":1}',
+    )
+    write_raw(url, options, "d", "unnamed", '{"capacity": 5, "time_window_sec": 1}')
+    write_raw(
+        url, options, "d", "granular", '{"capacity": 5, "time_window_sec": 1, "granularity": 0.5}'
+    )
+    found = {key: override.limit for _, key, override in store.items("d")}
+    assert found == {
+        "named": Limit(5, 1, "bucketed_window"),
+        "unnamed": Limit(5, 1, "fixed_window"),
+        "granular": Limit(5, 1, "bucketed_window", granularity=0.5),
+        "plain": Limit(5, 1, "fixed_window"),  # set through the store: its algorithm written
+    }
 
 
 def test_create_false_opens_only_an_existing_store(location: tuple[str, dict[str, Any]]) -> None:

@@ -13,9 +13,38 @@ from ratekeeper.core.overrides import Override
 FIELDS = "capacity, time_window_sec, algorithm, granularity, burst, sync"
 
 
-def test_the_source_form_counts_in_buckets() -> None:
+def test_an_override_naming_no_algorithm_is_a_fixed_window_as_a_limit_and_a_rule_are() -> None:
     override = Override.from_dict({"time_window_sec": 1, "capacity": 5})
-    assert override.limit == Limit(5, 1, "bucketed_window")
+    assert override.limit == Limit(5, 1) == Limit(5, 1, "fixed_window")
+    assert Override(5, 1).limit == Limit(5, 1)
+    assert override.to_dict()["algorithm"] == "fixed_window"  # written down when stored
+
+
+def test_an_override_giving_only_a_granularity_is_a_bucketed_window() -> None:
+    override = Override.from_dict({"time_window_sec": 60, "capacity": 5, "granularity": 2})
+    assert override.limit == Limit(5, 60, "bucketed_window", granularity=2)
+    assert Override(5, 60, granularity=2) == override
+
+
+@pytest.mark.parametrize(
+    ("stored", "limit"),
+    [
+        # What ratekeeper has always written: the algorithm named, read back as it was.
+        (
+            '{"algorithm":"bucketed_window","capacity":5,"time_window_sec":1}',
+            Limit(5, 1, "bucketed_window"),
+        ),
+        (
+            '{"algorithm":"bucketed_window","capacity":5,"granularity":0.5,"time_window_sec":1}',
+            Limit(5, 1, "bucketed_window", granularity=0.5),
+        ),
+        ('{"algorithm":"gcra","capacity":5,"time_window_sec":1}', Limit(5, 1, "gcra")),
+        # Written by hand without one: a fixed window now (a bucketed window before).
+        ('{"capacity":5,"time_window_sec":1}', Limit(5, 1, "fixed_window")),
+    ],
+)
+def test_a_stored_override_reads_back_with_its_algorithm(stored: str, limit: Limit) -> None:
+    assert Override.from_json(stored).limit == limit
 
 
 @pytest.mark.parametrize(
@@ -46,7 +75,7 @@ def test_a_default_granularity_is_not_written_down() -> None:
     assert override.to_dict() == {
         "capacity": 5,
         "time_window_sec": 60,
-        "algorithm": "bucketed_window",
+        "algorithm": "fixed_window",
     }
     given = Override.from_dict({"time_window_sec": 60, "capacity": 5, "granularity": 2})
     assert given.to_dict()["granularity"] == 2
@@ -92,7 +121,7 @@ def test_fractional_window_stays_fractional() -> None:
         ),
         (
             {"capacity": 5, "time_window_sec": 1, "burst": 2},
-            "rules: user:1: burst does not apply to bucketed_window",
+            "rules: user:1: burst does not apply to fixed_window",
         ),
     ],
 )

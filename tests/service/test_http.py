@@ -308,7 +308,7 @@ def test_override_crud(client: AppClient) -> None:
     assert put.json() == {
         "domain": "api",
         "key": "user:1",
-        "override": {"capacity": 5, "time_window_sec": 1, "algorithm": "bucketed_window"},
+        "override": {"capacity": 5, "time_window_sec": 1, "algorithm": "fixed_window"},
     }
     client.put("/v1/overrides/user:2", json={"capacity": 7, "time_window_sec": 60}, headers=auth)
     assert (

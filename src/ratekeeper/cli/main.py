@@ -79,7 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     set_.add_argument(
         "--window", required=True, help="window length: seconds or a period such as 5m"
     )
-    set_.add_argument("--algorithm", help="default bucketed_window")
+    set_.add_argument(
+        "--algorithm", help="default fixed_window (bucketed_window with --granularity)"
+    )
     set_.add_argument("--granularity", type=float, help="bucketed_window's sub-window seconds")
     set_.add_argument("--burst", type=int, help="bucket size of token_bucket, gcra, leaky_*")
     set_.add_argument(

@@ -55,7 +55,7 @@ class ConfigStore(Protocol):
 
         store = open_config_store("sqlite:///ratekeeper.db")
         store.set("user:241531", Override.from_dict({"time_window_sec": 1, "capacity": 5}))
-        store.get("user:241531").limit  # Limit(5, 1.0, 'bucketed_window')
+        store.get("user:241531").limit  # Limit(5, 1.0, 'fixed_window')
     """
 
     def get(self, key: str, domain: str = "") -> Override | None: ...

@@ -3,6 +3,11 @@
 The source design's per-key configuration, ``{"user:241531": {"time_window_sec": 1,
 "capacity": 5}}``, extended with ``algorithm``, ``granularity``, ``burst`` and ``sync``. An
 override wins over the limit a rule file gives the same key.
+
+An override that names no algorithm is a fixed window, as a ``Limit`` and a rule are, or a
+bucketed window when it gives a ``granularity`` (the only algorithm that takes one). Every
+override ratekeeper stores names its algorithm (``to_dict``), so what a store holds reads back
+as it was written whatever this default.
 """
 
 from __future__ import annotations
@@ -16,11 +21,19 @@ from ratekeeper.core.errors import ConfigError, InvalidLimitError
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import Algorithm
 
-#: The source design counts in sub-window buckets, so that is what an override uses unless it
-#: names another algorithm.
-DEFAULT_ALGORITHM = Algorithm.BUCKETED_WINDOW
+#: The algorithm of an override that names none: the fixed window, as for a ``Limit`` and a
+#: rule (a bucketed window when the override gives a ``granularity``).
+DEFAULT_ALGORITHM = Algorithm.FIXED_WINDOW
 
 FIELDS = ("capacity", "time_window_sec", "algorithm", "granularity", "burst", "sync")
+
+
+def _algorithm(algorithm: Algorithm | str | None, granularity: float | None) -> Algorithm | str:
+    """The algorithm given, else the default: a bucketed window for a ``granularity``, else
+    ``DEFAULT_ALGORITHM``."""
+    if algorithm is not None:
+        return algorithm
+    return DEFAULT_ALGORITHM if granularity is None else Algorithm.BUCKETED_WINDOW
 
 
 def _check(name: str, value: object, kind: str) -> None:
@@ -39,7 +52,8 @@ def _check(name: str, value: object, kind: str) -> None:
 
 
 class Override:
-    """``capacity`` hits per ``time_window_sec`` seconds for one key, by ``algorithm``.
+    """``capacity`` hits per ``time_window_sec`` seconds for one key, by ``algorithm``
+    (default: a fixed window, or a bucketed window when ``granularity`` is given).
 
     ``limit`` is the equivalent ``Limit``. Build one from a mapping with ``from_dict``, which
     rejects unknown fields and bad values with a ``ConfigError`` that names them. Example::
@@ -56,7 +70,7 @@ class Override:
         self,
         capacity: int,
         time_window_sec: float | str,
-        algorithm: Algorithm | str = DEFAULT_ALGORITHM,
+        algorithm: Algorithm | str | None = None,
         *,
         granularity: float | None = None,
         burst: int | None = None,
@@ -67,7 +81,12 @@ class Override:
         if burst is not None:
             _check("burst", burst, "count")
         limit = Limit(
-            capacity, time_window_sec, algorithm, granularity=granularity, burst=burst, sync=sync
+            capacity,
+            time_window_sec,
+            _algorithm(algorithm, granularity),
+            granularity=granularity,
+            burst=burst,
+            sync=sync,
         )
         object.__setattr__(self, "limit", limit)
         # Kept as given: a default granularity follows the window if the window changes.
@@ -92,7 +111,7 @@ class Override:
             return cls(
                 data["capacity"],
                 data["time_window_sec"],
-                data.get("algorithm", DEFAULT_ALGORITHM),
+                data.get("algorithm"),
                 granularity=data.get("granularity"),
                 burst=data.get("burst"),
                 sync=data.get("sync", "exact"),

@@ -207,7 +207,9 @@ def _overrides() -> dict[str, Any]:
                 },
                 "algorithm": {
                     "enum": [algorithm.value for algorithm in Algorithm],
-                    "default": "bucketed_window",
+                    "default": "fixed_window",
+                    "description": "fixed_window when absent, or bucketed_window when a "
+                    "granularity is given",
                 },
                 "granularity": {"type": ["number", "null"], "exclusiveMinimum": 0},
                 "burst": {**_AMOUNT, "type": ["integer", "null"]},
