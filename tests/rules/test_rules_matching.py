@@ -308,7 +308,8 @@ def test_empty_rule_set_matches_nothing() -> None:
 
 def test_the_repr_counts_one_rule_and_one_domain_in_the_singular() -> None:
     one = parse_rules(
-        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+        "domain: d\ndescriptors:\n  - key: k\n"
+        "    rate_limit: {unit: second, requests_per_unit: 1}\n"
     )
     assert repr(one) == "<RuleSet 1 rule in 1 domain>"
 

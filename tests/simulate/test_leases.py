@@ -139,8 +139,8 @@ def test_the_summary_and_results_hold_the_leased_runs(tmp_path: Path) -> None:
         for node in ET.parse(tmp_path / "leases.svg").iter()
         if "id" in node.attrib
     }
-    assert {"exact-100_1s__fixed_window_", "leased-0.01-100_1s__fixed_window_"} <= ids
-    assert "limit-100_1s__gcra_" in ids
+    assert {"exact-100_second__fixed_window_", "leased-0.01-100_second__fixed_window_"} <= ids
+    assert "limit-100_second__gcra_" in ids
 
 
 def test_a_simulation_without_leases_says_nothing_of_them() -> None:

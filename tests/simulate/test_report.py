@@ -35,22 +35,23 @@ def test_shares_are_shown_with_enough_decimals() -> None:
 def test_the_table_has_a_row_per_limit() -> None:
     text = summary(simulate(traces.window_edge(100, 60), LIMITS))
     lines = text.splitlines()
-    assert lines[0] == "window edge 100/60s: 200 events, 1 keys, 1.2 s"
+    assert lines[0] == "window edge 100/minute: 200 events, 1 key, 1.2 s"
     assert lines[2].startswith("| limit ")
     assert lines[4].startswith("| 100/minute (fixed_window) |      200 |       0 |          100 |")
     assert "200 (2.00x)" in lines[4] and "100 (1.00x)" in lines[5]
 
 
 def test_results_json_and_plots_hold_every_series(tmp_path: Path) -> None:
-    result = simulate(traces.bursts(5, 20, 40, 600), LIMITS)
-    paths = write(result, tmp_path)
+    result = simulate(traces.bursts(5, 20, 40, 600), LIMITS, record=True)
+    paths = write(result, tmp_path / "report", per_event=True)
     assert [path.name for path in paths] == [
         "results.json",
         "admitted.svg",
         "errors.svg",
         "delays.svg",
     ]
-    data = json.loads((tmp_path / "results.json").read_text())
+    report = tmp_path / "report"
+    data = json.loads((report / "results.json").read_text())
     assert [limit["algorithm"] for limit in data["limits"]] == [
         "fixed_window",
         "sliding_log",
@@ -58,17 +59,23 @@ def test_results_json_and_plots_hold_every_series(tmp_path: Path) -> None:
     ]
     assert data["trace"]["events"] == result.events
     assert sum(units for _, units in data["offered"]) == result.units
-    for limit in data["limits"]:
+    for limit, measures in zip(data["limits"], result.measures, strict=True):
         assert sum(units for _, units in limit["series"]) == limit["admitted_units"]
+        assert max(most for _, most in limit["fullest"]) == limit["peak"]
+        assert len(limit["decisions"]) == result.events
+        assert limit["decisions"].count("1") == measures.admitted
+    assert "event_delays" not in data["limits"][0]
+    assert len(data["limits"][2]["event_delays"]) == result.events
+    assert [path.name for path in tmp_path.iterdir()] == ["report"]  # no staging folder left
     labels = [measures.limit for measures in result.measures]
-    assert {"offered", "limit", *(series_id("admitted", label) for label in labels)} <= ids(
-        tmp_path / "admitted.svg"
-    )
+    assert {
+        series_id(kind, label) for kind in ("admitted", "over", "limit") for label in labels
+    } <= ids(report / "admitted.svg")
     assert {
         series_id(kind, label) for kind in ("false-allows", "false-refusals") for label in labels
-    } <= ids(tmp_path / "errors.svg")
+    } <= ids(report / "errors.svg")
     # Only the shaper's hits waited.
-    delays = ids(tmp_path / "delays.svg")
+    delays = ids(report / "delays.svg")
     assert series_id("delays", labels[2]) in delays
     assert series_id("delays", labels[0]) not in delays
 
@@ -172,4 +179,4 @@ def test_a_generated_key_is_text_even_when_it_looks_like_a_number(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["simulate", "--generate", "poisson:rate=5,seconds=10,key=404"]) == 0
-    assert "1 keys" in capsys.readouterr().out
+    assert "42 events, 1 key, " in capsys.readouterr().out

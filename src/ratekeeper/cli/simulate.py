@@ -2,13 +2,15 @@
 
 Prints the table of measures on stdout; bad lines of the trace on stderr, each with its file
 and line number; a progress line on stderr when stderr is a terminal (or with ``--progress``).
-With ``--out DIR``, writes ``results.json`` and the plots there. With ``--instances N`` or any
-``--lease-*`` option, each limit is also replayed leased through N simulated instances sharing
-one store (``ratekeeper.simulate.leases``), and the report compares it with the limit exact.
-Exit status 0, or 1 (with a
-line ``error: ...`` on stderr, and nothing written) when the trace cannot be read, holds no
-event, or (with ``--strict``) has a bad line, when an argument is invalid, or when ``--out``
-is not a directory that can be written.
+With ``--out DIR``, writes ``results.json`` (summaries; the time series and every event's
+decisions too with ``--per-event``) and the plots there, all or nothing. With ``--instances
+N`` or any ``--lease-*`` option, each limit is also replayed leased through N simulated
+instances sharing one store (``ratekeeper.simulate.leases``), and the report compares it with
+the limit exact. Exit status 0, or 1 (with a line ``error: ...`` on stderr, and nothing
+written) when the trace cannot be read, holds no event, or (with ``--strict``) has a bad
+line, when an argument is invalid, or when ``--out`` is not a directory that can be written;
+3 (the same) when the plots are asked for and matplotlib is not installed, which is checked
+before the trace is replayed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import TraceError
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
+from ratekeeper.core.wording import many
 from ratekeeper.simulate import generators as traces
 from ratekeeper.simulate.leases import LeaseOptions
 from ratekeeper.simulate.loaders import FORMATS, NGINX_KEYS, Loaded, read_trace
@@ -49,9 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--generate",
         metavar="NAME[:ARG=VALUE,...]",
-        help="a generated trace instead of a file, e.g. 'zipf:keys=1000,rate=500,seconds=60'; "
-        f"one of {', '.join(GENERATORS)} (their arguments are those of "
-        "ratekeeper.simulate.generators)",
+        help="a generated trace instead of a file, e.g. 'zipf:keys=1000,rate=500,seconds=60' or "
+        f"just 'window-edge'; one of {', '.join(GENERATORS)} (their arguments, each with a "
+        "default, are those of ratekeeper.simulate.generators)",
     )
     parser.add_argument(
         "--limit",
@@ -74,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="stop at the first bad line")
     parser.add_argument("--out", metavar="DIR", help="write results.json and the plots here")
     parser.add_argument("--no-plots", action="store_true", help="with --out, only the JSON")
+    parser.add_argument(
+        "--per-event",
+        action="store_true",
+        help="with --out, results.json also holds the time series and every event's decision "
+        "(large for a long trace; default: summaries only)",
+    )
     parser.add_argument(
         "--image", choices=("svg", "png"), default="svg", help="the plots' format (default svg)"
     )
@@ -178,7 +187,7 @@ class Progress:
             bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done / self.total:4.0%} "
         else:
             bar = ""
-        print(f"\r{bar}{done:,} events ({rate:,.0f}/s)", end="", file=self.stream, flush=True)
+        print(f"\r{bar}{many(done, 'event')} ({rate:,.0f}/s)", end="", file=self.stream, flush=True)
 
     def end(self) -> None:
         print(file=self.stream, flush=True)
@@ -218,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
         ]
     if args.out and (problem := unwritable(args.out)) is not None:
         raise TraceError(f"--out {args.out}: {problem}")
+    if args.out and not args.no_plots:
+        from ratekeeper.simulate import plots
+
+        plots.require()  # before the replay, which may take minutes
     loaded: Loaded | None = None
     source: Trace | Loaded
     if args.generate:
@@ -232,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
             source,
             limits,
             width=args.width,
+            record=bool(args.out and args.per_event),
             progress=progress,
             instances=1 if args.instances is None else args.instances,
             leases=leases,
@@ -245,8 +259,9 @@ def run(args: argparse.Namespace) -> int:
         for bad in loaded.bad:
             print(f"{loaded.name}:{bad.number}: {bad.reason}: {bad.text!r}", file=err)
         print(
-            f"warning: {loaded.bad_lines:,} of {loaded.lines:,} lines could not be read and "
-            f"were skipped" + (f" (the first {len(loaded.bad)} shown)" if loaded.bad else ""),
+            f"warning: {loaded.bad_lines:,} of {many(loaded.lines, 'line')} could not be read "
+            f"and {'was' if loaded.bad_lines == 1 else 'were'} skipped"
+            + (f" (the first {len(loaded.bad)} shown)" if loaded.bad else ""),
             file=err,
         )
     if not result.events:
@@ -266,7 +281,12 @@ def run(args: argparse.Namespace) -> int:
             }
         try:
             paths = report.write(
-                result, args.out, plots=not args.no_plots, extra=extra, image=args.image
+                result,
+                args.out,
+                plots=not args.no_plots,
+                extra=extra,
+                image=args.image,
+                per_event=args.per_event,
             )
         except OSError as error:
             raise TraceError(f"--out {args.out}: {error.strerror or error}") from None

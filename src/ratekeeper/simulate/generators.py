@@ -5,6 +5,13 @@ windows of any usual period are aligned to it) and are in seconds. Every hit cos
 is held in memory, so a generator refuses, with ``TraceError``, arguments that would make more
 than about ``MAX_EVENTS`` events, as it refuses any that are not positive finite numbers (or
 whole numbers, for counts).
+
+Every argument has a default, so that ``generator()`` (and ``ratekeeper simulate --generate
+NAME``) makes a trace worth replaying through the default limits, 100 per minute: the standard
+scenarios of docs/accuracy.md (``poisson``: 2.5/s for 20 minutes, 1.5 times the limit;
+``bursts``: 10/s for 20 s of every 120 s for an hour; ``window_edge``: 100 either side of a
+minute boundary; ``diurnal``: up to 4/s over two hours; ``zipf``: 1,000 keys at 50/s for ten
+minutes; ``retry_storm``: 3/s for ten minutes).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from math import ceil, cos, isfinite, pi, ulp
 
 from ratekeeper.core.errors import InvalidInputError, TraceError
 from ratekeeper.core.inputs import check_key
+from ratekeeper.core.periods import spoken
+from ratekeeper.core.wording import many
 from ratekeeper.simulate.trace import IMMEDIATELY, RETRY_AFTER, Retry, Trace
 
 #: 2023-11-15 00:00:00 UTC: on a whole day, hour and minute.
@@ -72,7 +81,12 @@ def _arrivals(rng: random.Random, rate: float, start: float, end: float) -> list
 
 
 def poisson(
-    rate: float, seconds: float, *, key: str = "client", seed: int = 0, start: float = START
+    rate: float = 2.5,
+    seconds: float = 1_200,
+    *,
+    key: str = "client",
+    seed: int = 0,
+    start: float = START,
 ) -> Trace:
     """Steady Poisson arrivals on one key: ``rate`` hits per second for ``seconds``."""
     _positive(rate=rate, seconds=seconds)
@@ -84,10 +98,10 @@ def poisson(
 
 
 def bursts(
-    rate: float,
-    on: float,
-    off: float,
-    seconds: float,
+    rate: float = 10,
+    on: float = 20,
+    off: float = 100,
+    seconds: float = 3_600,
     *,
     key: str = "client",
     seed: int = 0,
@@ -109,18 +123,25 @@ def bursts(
         )
     rng = random.Random(seed)
     times: list[float] = []
+    marks: list[tuple[float, float]] = []
     end = start + seconds
     for cycle in range(cycles):
         begin = start + cycle * (on + off)
         if begin >= end:
             break
         times.extend(_arrivals(rng, rate, begin, min(begin + on, end)))
-    return Trace(times, [key] * len(times), name=f"bursts {rate:g}/s {on:g}s on {off:g}s off")
+        marks.append((begin, min(begin + on, end)))
+    return Trace(
+        times,
+        [key] * len(times),
+        name=f"bursts {rate:g}/s {on:g}s on {off:g}s off",
+        marks=tuple(marks),
+    )
 
 
 def window_edge(
-    amount: int,
-    period: float,
+    amount: int = 100,
+    period: float = 60,
     *,
     key: str = "client",
     spread: float = 0.01,
@@ -139,12 +160,17 @@ def window_edge(
     before = [boundary - span + i * step for i in range(amount)]
     after = [boundary + i * step for i in range(amount)]
     times = before + after
-    return Trace(times, [key] * len(times), name=f"window edge {amount}/{period:g}s")
+    return Trace(
+        times,
+        [key] * len(times),
+        name=f"window edge {amount}/{spoken(period)}",
+        marks=((boundary - span, boundary + span),),
+    )
 
 
 def diurnal(
-    peak: float,
-    seconds: float,
+    peak: float = 4,
+    seconds: float = 7_200,
     *,
     low: float = 0.1,
     day: float | None = None,
@@ -176,9 +202,9 @@ def diurnal(
 
 
 def zipf(
-    keys: int,
-    rate: float,
-    seconds: float,
+    keys: int = 1_000,
+    rate: float = 50,
+    seconds: float = 600,
     *,
     exponent: float = 1.1,
     seed: int = 0,
@@ -198,12 +224,12 @@ def zipf(
     names = [f"k{rank}" for rank in range(1, keys + 1)]
     draw = rng.random
     chosen = [names[bisect_right(weights, draw() * total)] for _ in times]
-    return Trace(times, chosen, name=f"zipf {keys:,} keys {rate:g}/s")
+    return Trace(times, chosen, name=f"zipf {many(keys, 'key')} {rate:g}/s")
 
 
 def retry_storm(
-    rate: float,
-    seconds: float,
+    rate: float = 3,
+    seconds: float = 600,
     *,
     after: str = RETRY_AFTER,
     gap: float = 0.0,

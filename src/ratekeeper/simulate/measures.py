@@ -59,6 +59,11 @@ class Measures:
     ``"p99"``, ``"max"``), in units per period. ``fairness`` is Jain's index over the keys of
     each key's admitted units divided by its fair share, ``min(its demand, amount x
     max(duration, period) / period)``: 1 when every key got the same part of what it was due.
+
+    ``series`` is the units admitted per time bin, as ``(seconds from the first event,
+    units)``; ``fullest`` the most units one key held in one window of the period ending at a
+    unit admitted in the bin (0 where none was), the quantity the limit promises to keep at
+    ``amount``: its largest value is ``peak``.
     """
 
     limit: str
@@ -79,16 +84,21 @@ class Measures:
     fairness: float
     delays: Delays
     series: list[tuple[float, int]] = field(repr=False)
+    fullest: list[tuple[float, int]] = field(repr=False, default_factory=list)
 
     @property
     def error_share(self) -> float:
         """False allows and false refusals together, as a share of the requests."""
         return self.false_allow_share + self.false_refusal_share
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, series: bool = False) -> dict[str, Any]:
+        """The measures as JSON-ready data; with ``series``, the time series too."""
         data = asdict(self)
-        data["series"] = [list(point) for point in self.series]
+        del data["series"], data["fullest"]
         data["error_share"] = self.error_share
+        if series:
+            data["series"] = [list(point) for point in self.series]
+            data["fullest"] = [list(point) for point in self.fullest]
         return data
 
 
@@ -135,6 +145,7 @@ def _measures(tally: LimitTally, replay: Replay, slots: range) -> Measures:
             waited=waited,
         ),
         series=dense(tally.series, slots, replay.width, start),
+        fullest=dense(tally.fullest, slots, replay.width, start),
     )
 
 

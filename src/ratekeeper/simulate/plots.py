@@ -2,14 +2,14 @@
 
 The figures, each returned as the path written:
 
-- ``admitted``: units admitted over time per limit, against what was offered and, for a trace
-  of one key, the limit's sustained rate;
+- ``admitted``: one panel per limit: per time bin, the most units one key held in one window
+  of the limit's period, against the limit (what is over it in red), the attack shaded;
 - ``errors``: false allows and false refusals per limit, as shares of the requests;
 - ``delays``: the distribution of the shaper's delays (every limit whose hits waited);
 - ``leases`` (a simulation with leases only): units admitted per window of each limit's
   period, exact and leased, against the limit.
 
-Every series carries a ``gid`` (``admitted-<limit>``, ``offered``, ``limit``,
+Every series carries a ``gid`` (``admitted-<limit>``, ``over-<limit>``, ``limit-<limit>``,
 ``false-allows-<limit>``, ``false-refusals-<limit>``, ``delays-<limit>``, ``exact-<limit>``,
 ``leased-<horizon>-<limit>``, ``limit-<limit>``), which an SVG keeps as
 the ``id`` of its group, so that a reader or a test can find it. Figures are made with
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.errors import MissingExtraError
+from ratekeeper.core.periods import spoken
+from ratekeeper.core.wording import many
 from ratekeeper.simulate.leases import LeaseMeasures
 from ratekeeper.simulate.simulation import Simulation
 
@@ -31,12 +33,20 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def _figure() -> Figure:
+def require() -> None:
+    """Raise ``MissingExtraError`` naming the pip command unless matplotlib can be imported."""
     try:
         import matplotlib
-        from matplotlib.figure import Figure
+        import matplotlib.figure  # noqa: F401
     except ImportError:
         raise MissingExtraError("matplotlib", "plot") from None
+
+
+def _figure() -> Figure:
+    require()
+    import matplotlib
+    from matplotlib.figure import Figure
+
     matplotlib.rcParams["svg.hashsalt"] = "ratekeeper"  # the same ids on every run
     return Figure(figsize=(8, 4.5), layout="constrained")
 
@@ -56,44 +66,100 @@ def _save(figure: Figure, folder: Path, name: str, image: str) -> Path:
 
 
 def admitted(simulation: Simulation, folder: Path, image: str = "svg") -> Path:
-    """Units admitted per time bin for each limit, with the offered load and (one key) the
-    limit's sustained rate per bin."""
+    """One panel per limit, on shared axes: per time bin, the most units one key held in one
+    window of the limit's period ending at a unit admitted in the bin (``Measures.fullest``),
+    blue up to the limit and red above it, against the limit (a dashed line); the attack the
+    generator made (``Simulation.marks``) shaded. A limit that keeps its promise never shows
+    red, whatever the bins' width; a shaper's delayed hits count when they proceed."""
     figure = _figure()
-    axes = figure.add_subplot()
+    count = max(len(simulation.measures), 1)
+    columns = 1 if count < 4 else 2
+    rows = -(-count // columns)
+    figure.set_size_inches(5 * columns if columns > 1 else 8, 1.3 + 1.9 * rows)
+    grid = figure.subplots(rows, columns, squeeze=False, sharex=True, sharey=True)
     width = simulation.width
-    offered = simulation.offered
-    axes.step(
-        [t for t, _ in offered],
-        [units for _, units in offered],
-        where="post",
-        color="0.75",
-        label="offered",
-        gid="offered",
-    )
-    for measures in simulation.measures:
-        axes.step(
-            [t for t, _ in measures.series],
-            [units for _, units in measures.series],
-            where="post",
-            label=measures.limit,
+    one_key = simulation.keys == 1
+    for index, axes in enumerate(grid.flat):
+        if index >= len(simulation.measures):
+            axes.set_visible(False)
+            continue
+        measures = simulation.measures[index]
+        amount = measures.amount
+        starts = [t for t, _ in measures.fullest]
+        values = [most for _, most in measures.fullest]
+        within = [min(most, amount) for most in values]
+        over = [max(most - amount, 0) for most in values]
+        for begin, end in simulation.marks:  # behind the bars, and a band along the top
+            axes.axvspan(begin, end, color="tab:orange", alpha=0.15, linewidth=0)
+            axes.axvspan(
+                begin, end, ymin=0.93, color="tab:orange", linewidth=0, zorder=3, label="attack"
+            )
+        axes.bar(
+            starts,
+            within,
+            width=width,
+            align="edge",
+            color="tab:blue",
+            label="within the limit",
             gid=series_id("admitted", measures.limit),
         )
-    if simulation.keys == 1 and simulation.measures:
-        first = simulation.measures[0]
-        level = first.amount * width / first.period
+        axes.bar(
+            starts,
+            over,
+            bottom=within,
+            width=width,
+            align="edge",
+            color="tab:red",
+            label="over the limit",
+            gid=series_id("over", measures.limit),
+        )
         axes.axhline(
-            level,
+            amount,
             color="black",
             linestyle="--",
             linewidth=1,
-            label="limit (sustained)",
-            gid="limit",
+            label="the limit",
+            gid=series_id("limit", measures.limit),
         )
-    axes.set_xlabel("seconds from the first event")
-    axes.set_ylabel(f"units per {width:.3g} s")
-    axes.set_title(f"Admitted over time: {simulation.name}")
-    axes.legend(fontsize="small", loc="upper right")
+        peak = measures.peak
+        verdict = f"{peak / amount:.2f}x the limit" if peak > amount else "kept"
+        axes.set_title(
+            f"{measures.algorithm} {amount:,}/{spoken(measures.period)}: "
+            f"at most {peak:,} ({verdict})",
+            fontsize="medium",
+            color="tab:red" if peak > amount else "black",
+            loc="left",
+        )
+        axes.margins(x=0.01)
+        axes.tick_params(labelsize="small")
+        axes.grid(axis="y", color="0.9", linewidth=0.6)
+        axes.set_axisbelow(True)
+    first = simulation.measures[0] if simulation.measures else None
+    window = spoken(first.period) if first is not None else "period"
+    whose = "" if one_key else ", for any one key"
+    figure.suptitle(
+        f"{simulation.name}: the most admitted in one {window}{whose}, against the limit",
+        fontsize="large",
+    )
+    for axes in grid[-1]:
+        axes.set_xlabel(f"seconds from the first event (bins of {_seconds(width)})")
+    figure.supylabel(f"admitted in one {window}", fontsize="medium")
+    handles, labels = grid.flat[0].get_legend_handles_labels()
+    named = dict(zip(labels, handles, strict=True))
+    figure.legend(
+        list(named.values()),
+        list(named),
+        loc="outside lower center",
+        ncols=len(named),
+        fontsize="small",
+        frameon=False,
+    )
     return _save(figure, folder, "admitted", image)
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a label: ``0.05 s``, ``2 s``, ``2 minutes``."""
+    return f"{value:g} s" if value < 60 else spoken(value)
 
 
 def errors(simulation: Simulation, folder: Path, image: str = "svg") -> Path:
@@ -202,7 +268,7 @@ def leases(
                 gid=series_id("limit", exact.limit),
             )
         axes.set_title(
-            f"{exact.limit}: {first.leases.instances} instances, ttl "
+            f"{exact.limit}: {many(first.leases.instances, 'instance')}, ttl "
             f"{first.leases.options.ttl:g} s, share {first.leases.options.share:g}",
             fontsize="medium",
         )

@@ -19,6 +19,8 @@ from typing import Any
 
 from ratekeeper.core.errors import TraceError
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.registry import Algorithm
+from ratekeeper.simulate.bins import coarser, readable_width
 from ratekeeper.simulate.tallies import (
     KeyTally,
     LimitTally,
@@ -31,6 +33,8 @@ from ratekeeper.simulate.trace import Event, Retry, Trace, checked, chunks
 
 #: Events read and grouped at a time from a stream.
 CHUNK = 65_536
+
+SHAPER = Algorithm.LEAKY_SHAPER
 
 #: The most bins a time series holds; a longer one is merged (see ``replay``).
 MAX_BINS = 100_000
@@ -70,6 +74,7 @@ class Replay:
         self.last = -inf
         self.offered: dict[int, int] = {}  # time bin -> units requested (retries excluded)
         self.name = "trace"
+        self.marks: tuple[tuple[float, float], ...] = ()
 
     def span(self) -> range:
         """The time bins from the first offered or admitted to the last."""
@@ -133,26 +138,31 @@ def replay(
     """Replay ``source`` (a ``Trace``, or any iterable of events in time order, read ``chunk``
     events at a time) through each of ``limits``; return the tallies.
 
-    ``width`` is the seconds per bin of the time series (default: a 200th of a ``Trace``'s
-    duration, the shortest period for a stream); a series longer than ``MAX_BINS`` bins is
-    merged by the least whole factor that makes it fit, and ``Replay.width`` is the width
-    used. ``record`` keeps every event's decision (``LimitTally.decisions``). ``progress`` is
-    called with the number of events read so far after each chunk. Each of ``feed`` is also
+    ``width`` is the seconds per bin of the time series. By default it is readable and chosen
+    from the span (``ratekeeper.simulate.bins``): for a ``Trace``, the readable width that cuts
+    its duration (and the longest a shaper may delay a hit past it) into at most ``BINS``
+    bins; for a stream, the readable width that cuts the shortest period so; at the end, bins
+    are merged into a readable multiple so that at most ``BINS`` span the series. A series
+    longer than ``MAX_BINS`` bins (a ``width`` given) is merged by the least whole factor that
+    makes it fit. ``Replay.width`` is the width used. ``record`` keeps every event's decision
+    (``LimitTally.decisions``). ``progress`` is called with the number of events read so far
+    after each chunk. Each of ``feed`` is also
     given every chunk, checked, in order (the leased runs, ``ratekeeper.simulate.leases``).
     Raises ``TraceError``
     naming the first bad event (see ``trace.checked``) or a bad ``width``.
     """
+    chosen = width is None
     if width is None:
         if isinstance(source, Trace) and source.duration > 0:
-            width = source.duration / 200
+            width = readable_width(source.duration + _longest_delay(limits))
         else:
-            width = min(limit.period for limit in limits)
+            width = readable_width(min(limit.period for limit in limits))
     elif isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width < inf:
         raise TraceError(f"width must be positive finite seconds, not {width!r}")
     retry = source.retry if isinstance(source, Trace) else None
     result = Replay(limits, width, retry, record)
     if isinstance(source, Trace):
-        result.name = source.name
+        result.name, result.marks = source.name, source.marks
     inverse = 1.0 / width
     offered = result.offered
     offset = 0
@@ -185,14 +195,22 @@ def replay(
             if key.pending:
                 replay_key(tally, key, _with_retries((), key.pending, inf))
             bin_admitted(tally, key.times, len(key.times))
-    _merge(result)
+    _merge(result, -(-len(result.span()) // MAX_BINS))
+    if chosen and (span := result.span()):
+        _merge(result, coarser(result.width, span.start, span.stop - 1))
     return result
 
 
-def _merge(result: Replay) -> None:
-    """Merge the bins of ``result``'s time series by the least whole factor that leaves at
-    most ``MAX_BINS`` from the first to the last."""
-    factor = -(-len(result.span()) // MAX_BINS)
+def _longest_delay(limits: Sequence[Limit]) -> float:
+    """The longest a shaper among ``limits`` may delay a hit: its queue drained (0 for none)."""
+    return max(
+        (limit.capacity * limit.interval for limit in limits if limit.algorithm is SHAPER),
+        default=0.0,
+    )
+
+
+def _merge(result: Replay, factor: int) -> None:
+    """Merge the bins of ``result``'s time series by ``factor``."""
     if factor <= 1:
         return
     result.width *= factor
@@ -202,3 +220,9 @@ def _merge(result: Replay) -> None:
             merged[slot // factor] += found
         bins.clear()
         bins.update(merged)
+    for tally in result.tallies:  # the fullest of a merged bin is the fullest of its parts
+        fullest: dict[int, int] = {}
+        for slot, most in tally.fullest.items():
+            if most > fullest.get(slot // factor, 0):
+                fullest[slot // factor] = most
+        tally.fullest = fullest

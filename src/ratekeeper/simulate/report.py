@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ratekeeper.core.wording import many
 from ratekeeper.simulate.simulation import Simulation
 
 HEADERS = (
@@ -112,15 +116,16 @@ def summary(simulation: Simulation) -> str:
     """What was replayed, and the table of measures (and of the leased runs, if any)."""
     retried = sum(measures.retries for measures in simulation.measures)
     head = (
-        f"{simulation.name}: {simulation.events:,} events, {simulation.keys:,} keys, "
-        f"{simulation.duration:,.1f} s" + (f" (and {retried:,} retries in all)" if retried else "")
+        f"{simulation.name}: {many(simulation.events, 'event')}, {many(simulation.keys, 'key')}, "
+        f"{simulation.duration:,.1f} s"
+        + (f" (and {many(retried, 'retry', 'retries')} in all)" if retried else "")
     )
     text = head + "\n\n" + table(HEADERS, rows(simulation))
     leases = simulation.leases
     if leases is not None:
         options = leases.options
         text += (
-            f"\n\nLeased: {leases.instances:,} instances ({leases.route}) sharing one store, "
+            f"\n\nLeased: {many(leases.instances, 'instance')} ({leases.route}) sharing one store, "
             f"ttl {options.ttl:g} s, horizon {options.horizon:g} s, share {options.share:g}; "
             "admitted in units, against the same limit exact on one store\n\n"
             + table(LEASE_HEADERS, lease_rows(simulation))
@@ -135,19 +140,43 @@ def write(
     plots: bool = True,
     extra: dict[str, Any] | None = None,
     image: str = "svg",
+    per_event: bool = False,
 ) -> list[Path]:
-    """Write ``results.json`` (the numbers, with ``extra`` merged in) and, with ``plots``, the
-    plots (see ``ratekeeper.simulate.plots``) into ``directory``; return the paths written."""
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    data = simulation.to_dict()
-    if extra:
-        data.update(extra)
-    path = folder / "results.json"
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    written = [path]
+    """Write ``results.json`` (the summaries, with ``extra`` merged in; with ``per_event``, the
+    time series and each event's decisions too: see ``Simulation.to_dict``) and, with
+    ``plots``, the plots (see ``ratekeeper.simulate.plots``) into ``directory``; return the
+    paths written.
+
+    All or nothing: matplotlib is checked before anything is written (``MissingExtraError``),
+    the files are written into a new folder beside ``directory`` and moved into it only once
+    all are written; on any error the folder made is removed, and ``directory`` is left as it
+    was (not created, if it did not exist)."""
+    folder = Path(directory).absolute()
     if plots:
         from ratekeeper.simulate import plots as drawing
 
-        written.extend(drawing.draw_all(simulation, folder, image=image))
-    return written
+        drawing.require()
+    data = simulation.to_dict(per_event=per_event)
+    if extra:
+        data.update(extra)
+    text = json.dumps(data, indent=None if per_event else 2) + "\n"
+    base = folder.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=base))
+    try:
+        (staging / "results.json").write_text(text)
+        names = ["results.json"]
+        if plots:
+            names.extend(path.name for path in drawing.draw_all(simulation, staging, image=image))
+        if folder.exists():
+            for name in names:
+                os.replace(staging / name, folder / name)
+            staging.rmdir()
+        else:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [folder / name for name in names]

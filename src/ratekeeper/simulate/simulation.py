@@ -18,6 +18,9 @@ from ratekeeper.simulate.trace import Event, Trace
 #: A limit as ``simulate`` takes it: a ``Limit``, or ``"algorithm:rate"`` (see ``parse_limit``).
 LimitLike = Limit | str
 
+#: Bytes 0 and 1 as the characters ``0`` and ``1``.
+_DIGITS = bytes.maketrans(b"\x00\x01", b"01")
+
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
@@ -61,7 +64,9 @@ class Simulation:
     ``offered`` is the units requested per ``width`` seconds (retries not included), as
     ``(seconds from the first event, units)``; each ``Measures.series`` is the units admitted,
     alike. ``replay`` holds the raw tallies (and, with ``record``, every decision).
-    ``leases`` holds the leased runs, when ``simulate`` was given ``leases``.
+    ``leases`` holds the leased runs, when ``simulate`` was given ``leases``. ``marks`` are
+    the moments of the attack the trace's generator made (``Trace.marks``), as ``(start, end)``
+    in seconds from the first event.
     """
 
     name: str
@@ -74,22 +79,37 @@ class Simulation:
     measures: list[Measures]
     replay: Replay = field(repr=False)
     leases: Leases | None = None
+    marks: list[tuple[float, float]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The numbers, as JSON-ready data."""
-        return {
+    def to_dict(self, per_event: bool = False) -> dict[str, Any]:
+        """The numbers, as JSON-ready data: what the trace held and each limit's measures.
+
+        With ``per_event``, also the time series (``offered``, and each limit's ``series`` and
+        ``fullest``, per ``width`` seconds) and, for a simulation run with ``record``, each
+        limit's ``decisions``, one character per event of the trace in its order (``1``
+        allowed, ``0`` refused), and ``event_delays``, the seconds each waited (only for a
+        limit whose hits waited)."""
+        data: dict[str, Any] = {
             "trace": {
                 "name": self.name,
                 "events": self.events,
                 "units": self.units,
                 "keys": self.keys,
                 "duration": self.duration,
+                "marks": [list(mark) for mark in self.marks],
             },
             "width": self.width,
-            "offered": [list(point) for point in self.offered],
-            "limits": [measures.to_dict() for measures in self.measures],
+            "limits": [measures.to_dict(series=per_event) for measures in self.measures],
             **({"leases": self.leases.to_dict()} if self.leases is not None else {}),
         }
+        if per_event:
+            data["offered"] = [list(point) for point in self.offered]
+            for limit, tally in zip(data["limits"], self.replay.tallies, strict=True):
+                if tally.decisions is not None:
+                    limit["decisions"] = tally.decisions.translate(_DIGITS).decode("ascii")
+                if tally.delay_of is not None and tally.delays:
+                    limit["event_delays"] = list(tally.delay_of)
+        return data
 
 
 def simulate(
@@ -159,4 +179,5 @@ def simulate(
         leases=None
         if leases is None
         else Leases(instances, leases, [run.measures(start) for run in leased]),
+        marks=[(begin - start, end - start) for begin, end in replayed.marks],
     )

@@ -91,6 +91,9 @@ class LimitTally:
         self.delays = array("d")  # the delays of admitted hits that had to wait
         self.inverse = 1.0 / width
         self.series: dict[int, int] = {}  # time bin -> admitted units
+        #: time bin -> the most units one key held in one period ending at a unit it admitted
+        #: in the bin: what the limit promises to keep at its amount
+        self.fullest: dict[int, int] = {}
         self.sequence = count()
         #: With ``record``: 1 per allowed event of the trace (retries are not recorded), and
         #: each allowed event's delay.
@@ -118,6 +121,8 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
     delays = tally.delays
     decisions, delay_of = tally.decisions, tally.delay_of
     retry = tally.retry
+    inverse, fullest = tally.inverse, tally.fullest
+    slot, most = -1, 0  # the bin of the last unit admitted, and the most held in it
     for now, cost, tag in events:
         new, decision = step(state, now, cost, limit)
         allowed = decision[0]
@@ -151,6 +156,13 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
                 held += granted
                 if held > peak:
                     peak = held
+                here = int(at * inverse)
+                if here != slot:
+                    if most:
+                        _fullest(fullest, slot, most)
+                    slot, most = here, 0
+                if held > most:
+                    most = held
             delay = decision[5]
             if delay:
                 delays.append(delay)
@@ -171,6 +183,8 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
                         key.requested += cost
         if lo >= trim_at:
             lo, size, trim_at = _trim(tally, times, lo, reach)
+    if most:
+        _fullest(fullest, slot, most)
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
     key.peak, key.admitted = peak, admitted_units
@@ -194,6 +208,8 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
     peak = key.peak
     false_allows = false_refusals = 0
     before = size
+    inverse, fullest = tally.inverse, tally.fullest
+    slot, most = -1, 0  # the bin of the last unit admitted, and the most held in it
     for now in events:
         new, decision = step(state, now, 1, limit)
         at = now
@@ -215,12 +231,21 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
             size += 1
             if held >= peak:
                 peak = held + 1
+            here = int(at * inverse)
+            if here != slot:
+                if most:
+                    _fullest(fullest, slot, most)
+                slot, most = here, 0
+            if held >= most:
+                most = held + 1
         elif held < amount:
             false_refusals += 1
         if lo >= trim_at:
             before -= lo
             lo, size, trim_at = _trim(tally, times, lo, reach)
             before += lo
+    if most:
+        _fullest(fullest, slot, most)
     admitted = size - before
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
@@ -229,6 +254,12 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
     tally.admitted += admitted
     tally.false_allows += false_allows
     tally.false_refusals += false_refusals
+
+
+def _fullest(fullest: dict[int, int], slot: int, most: int) -> None:
+    """Keep ``most`` as the fullest of bin ``slot`` if it is more than the bin holds."""
+    if most > fullest.get(slot, 0):
+        fullest[slot] = most
 
 
 def _trim(tally: LimitTally, times: list[float], lo: int, reach: float) -> tuple[int, int, int]:

@@ -57,13 +57,15 @@ class Retry:
 class Trace:
     """Events in memory: ``times`` (non-decreasing seconds since the epoch), ``keys`` and
     ``costs`` (``None``: every cost is 1), aligned; a ``name`` for reports; an optional
-    ``retry`` policy. Build one from events with ``Trace.from_events``."""
+    ``retry`` policy; ``marks``, the moments of an attack a generator made, as ``(start, end)``
+    times, which the plots shade. Build one from events with ``Trace.from_events``."""
 
     times: Sequence[float]
     keys: Sequence[str]
     costs: Sequence[int] | None = None
     name: str = "trace"
     retry: Retry | None = None
+    marks: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.times) != len(self.keys) or (
