@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ def test_bursts_are_marked_each_and_binned_in_2_minutes() -> None:
     assert len(result.marks) == 30
     assert [round(end - begin) for begin, end in result.marks] == [20] * 30
     starts = [begin for begin, _ in result.marks]
-    assert [round(b - a) for a, b in zip(starts, starts[1:], strict=False)] == [120] * 29
+    assert [round(b - a) for a, b in pairwise(starts)] == [120] * 29
 
 
 def test_results_json_holds_summaries_unless_per_event(tmp_path: Path) -> None:

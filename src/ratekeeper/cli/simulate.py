@@ -87,7 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--image", choices=("svg", "png"), default="svg", help="the plots' format (default svg)"
     )
     parser.add_argument(
-        "--width", type=float, help="seconds per bin of the time series (default: automatic)"
+        "--width",
+        type=float,
+        help="seconds per bin of the time series (default: a readable width, a few dozen bins)",
     )
     leases = parser.add_argument_group(
         "leased quotas",

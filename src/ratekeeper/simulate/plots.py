@@ -207,9 +207,9 @@ def delays(simulation: Simulation, folder: Path, image: str = "svg") -> Path:
         axes.text(0.5, 0.5, "no admitted hit waited", ha="center", transform=axes.transAxes)
     else:
         axes.legend(fontsize="small", loc="lower right")
-    axes.set_xlabel("delay (s)")
-    axes.set_ylabel("share of admitted hits")
-    axes.set_title(f"Delays: {simulation.name}")
+    axes.set_xlabel("seconds an admitted hit waited before it proceeded")
+    axes.set_ylabel("share of admitted hits that waited at most that")
+    axes.set_title(f"Delays of admitted hits: {simulation.name}")
     return _save(figure, folder, "delays", image)
 
 
