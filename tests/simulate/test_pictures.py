@@ -16,6 +16,8 @@ from ratekeeper.simulate import generators as traces
 from ratekeeper.simulate import simulate
 from ratekeeper.simulate.bins import coarser, readable_width
 from ratekeeper.simulate.generators import START
+from ratekeeper.simulate.trace import Trace
+from tests.simulate.mixed import mixed_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 EDGE = ["fixed_window:100/minute", "sliding_log:100/minute", "leaky_shaper:100/minute"]
@@ -203,3 +205,45 @@ def test_a_failure_while_drawing_leaves_nothing(
     with pytest.raises(OSError, match="No space left"):
         report.write(simulate(traces.window_edge(10, 1), EDGE), tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+def brute_fullest(
+    trace: Trace, decisions: bytearray, period: float, width: float
+) -> dict[int, int]:
+    """Per bin, the most units one key held in one period ending at a unit it admitted there,
+    counted from scratch from the decisions (every allowed hit granted its whole cost)."""
+    costs = trace.costs or [1] * len(trace)
+    admitted: dict[str, list[tuple[float, int]]] = {}
+    fullest: dict[int, int] = {}
+    for index, (now, key) in enumerate(zip(trace.times, trace.keys, strict=True)):
+        if not decisions[index] or not costs[index]:
+            continue
+        mine = admitted.setdefault(key, [])
+        mine.append((now, costs[index]))
+        held = sum(cost for when, cost in mine if now - period < when <= now)
+        slot = int(now * (1.0 / width))
+        fullest[slot] = max(fullest.get(slot, 0), held)
+    return fullest
+
+
+@pytest.mark.parametrize("algorithm", ["fixed_window", "sliding_counter", "gcra", "token_bucket"])
+@pytest.mark.parametrize("costs", [False, True])
+def test_the_fullest_window_per_bin_is_exact_on_both_paths(algorithm: str, costs: bool) -> None:
+    trace = mixed_trace(600)
+    if not costs:
+        trace = Trace(trace.times, trace.keys, name="mixed, cost 1")
+    limit = f"{algorithm}:5/second"
+    recorded = simulate(trace, [limit], record=True)  # decided hit by hit
+    fast = simulate(trace, [limit])  # the lean loop, when every cost is 1
+    decisions = recorded.replay.tallies[0].decisions
+    assert decisions is not None
+    expected = brute_fullest(trace, decisions, 1.0, recorded.width)
+    for result in (recorded, fast):
+        start = result.replay.first
+        got = {
+            round((t + start) / result.width): most
+            for t, most in result.measures[0].fullest
+            if most
+        }
+        assert got == expected
+        assert max(got.values()) == result.measures[0].peak

@@ -89,6 +89,7 @@ class LimitTally:
         self.false_allows = 0
         self.false_refusals = 0
         self.delays = array("d")  # the delays of admitted hits that had to wait
+        self.width = width
         self.inverse = 1.0 / width
         self.series: dict[int, int] = {}  # time bin -> admitted units
         #: time bin -> the most units one key held in one period ending at a unit it admitted
@@ -121,8 +122,9 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
     delays = tally.delays
     decisions, delay_of = tally.decisions, tally.delay_of
     retry = tally.retry
-    inverse, fullest = tally.inverse, tally.fullest
-    slot, most = -1, 0  # the bin of the last unit admitted, and the most held in it
+    inverse, width, fullest = tally.inverse, tally.width, tally.fullest
+    # The bin of the last unit admitted, its bounds in seconds, and the most held in it.
+    slot, low, high, most = 0, inf, -inf, 0
     for now, cost, tag in events:
         new, decision = step(state, now, cost, limit)
         allowed = decision[0]
@@ -156,11 +158,12 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
                 held += granted
                 if held > peak:
                     peak = held
-                here = int(at * inverse)
-                if here != slot:
-                    if most:
-                        _fullest(fullest, slot, most)
-                    slot, most = here, 0
+                if not low <= at < high:
+                    if most > fullest.get(slot, 0):
+                        fullest[slot] = most
+                    slot = int(at * inverse)
+                    low = slot * width
+                    high, most = low + width, 0
                 if held > most:
                     most = held
             delay = decision[5]
@@ -183,8 +186,8 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
                         key.requested += cost
         if lo >= trim_at:
             lo, size, trim_at = _trim(tally, times, lo, reach)
-    if most:
-        _fullest(fullest, slot, most)
+    if most > fullest.get(slot, 0):
+        fullest[slot] = most
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
     key.peak, key.admitted = peak, admitted_units
@@ -208,8 +211,9 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
     peak = key.peak
     false_allows = false_refusals = 0
     before = size
-    inverse, fullest = tally.inverse, tally.fullest
-    slot, most = -1, 0  # the bin of the last unit admitted, and the most held in it
+    inverse, width, fullest = tally.inverse, tally.width, tally.fullest
+    # The bin of the last unit admitted, its bounds in seconds, and the most held in it.
+    slot, low, high, most = 0, inf, -inf, 0
     for now in events:
         new, decision = step(state, now, 1, limit)
         at = now
@@ -231,11 +235,12 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
             size += 1
             if held >= peak:
                 peak = held + 1
-            here = int(at * inverse)
-            if here != slot:
-                if most:
-                    _fullest(fullest, slot, most)
-                slot, most = here, 0
+            if not low <= at < high:
+                if most > fullest.get(slot, 0):
+                    fullest[slot] = most
+                slot = int(at * inverse)
+                low = slot * width
+                high, most = low + width, 0
             if held >= most:
                 most = held + 1
         elif held < amount:
@@ -244,8 +249,8 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
             before -= lo
             lo, size, trim_at = _trim(tally, times, lo, reach)
             before += lo
-    if most:
-        _fullest(fullest, slot, most)
+    if most > fullest.get(slot, 0):
+        fullest[slot] = most
     admitted = size - before
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
@@ -254,12 +259,6 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
     tally.admitted += admitted
     tally.false_allows += false_allows
     tally.false_refusals += false_refusals
-
-
-def _fullest(fullest: dict[int, int], slot: int, most: int) -> None:
-    """Keep ``most`` as the fullest of bin ``slot`` if it is more than the bin holds."""
-    if most > fullest.get(slot, 0):
-        fullest[slot] = most
 
 
 def _trim(tally: LimitTally, times: list[float], lo: int, reach: float) -> tuple[int, int, int]:
