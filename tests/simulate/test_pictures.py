@@ -247,3 +247,12 @@ def test_the_fullest_window_per_bin_is_exact_on_both_paths(algorithm: str, costs
         }
         assert got == expected
         assert max(got.values()) == result.measures[0].peak
+
+
+def test_a_stream_is_binned_by_its_shortest_period_then_merged_into_a_readable_width() -> None:
+    hour = traces.poisson(2, 3_600, seed=3)
+    result = simulate(iter(list(hour)), ["fixed_window:100/minute", "gcra:10/5 minutes"])
+    assert result.width == 120.0  # minutes merged into 2 minutes: 30 bins, as for the trace
+    assert len(result.offered) == 30
+    assert simulate(hour, ["fixed_window:100/minute"]).width == 120.0
+    assert simulate(iter(list(hour)), ["fixed_window:100/minute"], width=7).width == 7

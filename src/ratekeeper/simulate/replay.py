@@ -141,8 +141,8 @@ def replay(
     ``width`` is the seconds per bin of the time series. By default it is readable and chosen
     from the span (``ratekeeper.simulate.bins``): for a ``Trace``, the readable width that cuts
     its duration (and the longest a shaper may delay a hit past it) into at most ``BINS``
-    bins; for a stream, the readable width that cuts the shortest period so; at the end, bins
-    are merged into a readable multiple so that at most ``BINS`` span the series. A series
+    bins; for a stream, whose span is not known before its end, the shortest period; at the
+    end, bins are merged into a readable multiple so that at most ``BINS`` span the series. A series
     longer than ``MAX_BINS`` bins (a ``width`` given) is merged by the least whole factor that
     makes it fit. ``Replay.width`` is the width used. ``record`` keeps every event's decision
     (``LimitTally.decisions``). ``progress`` is called with the number of events read so far
@@ -156,7 +156,7 @@ def replay(
         if isinstance(source, Trace) and source.duration > 0:
             width = readable_width(source.duration + _longest_delay(limits))
         else:
-            width = readable_width(min(limit.period for limit in limits))
+            width = min(limit.period for limit in limits)  # as fine as a stream affords
     elif isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width < inf:
         raise TraceError(f"width must be positive finite seconds, not {width!r}")
     retry = source.retry if isinstance(source, Trace) else None
