@@ -179,4 +179,4 @@ def write(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return [folder / name for name in names]
+    return [Path(directory) / name for name in names]
