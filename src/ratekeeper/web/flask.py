@@ -99,12 +99,14 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
 
     _gate = Gate
 
-    def decide(self, gate: Gate) -> flask.Response | Outcome:
-        """``gate``'s decision on the current request, recorded in its ``Layers``: the
-        answer to send when refused (or its body is too long), else what to tell."""
+    def decide(self, gate: Gate, seen: Request | None = None) -> flask.Response | Outcome:
+        """``gate``'s decision on the current request (``seen``, when built already),
+        recorded in its ``Layers``: the answer to send when refused (or its body is too
+        long), else what to tell."""
         # The request itself, not its context-local proxy: read once per attribute.
         request = flask.request._get_current_object()  # type: ignore[attr-defined]
-        seen = request_of(request)
+        if seen is None:
+            seen = request_of(request)
         if gate.needs_body(seen):
             body = self.bounded(request.content_length, lambda: request.get_data(cache=True))
             if body is None:
@@ -176,9 +178,10 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
         replies = self.replies
 
         def rate_limit() -> flask.Response | None:
-            if skip is not None and skip(request_of(flask.request)):
+            seen = request_of(flask.request._get_current_object())  # type: ignore[attr-defined]
+            if skip is not None and skip(seen):
                 return None
-            told = self.decide(gate)
+            told = self.decide(gate, seen)
             return None if isinstance(told, Outcome) else told
 
         def add_headers(response: flask.Response) -> flask.Response:
