@@ -44,6 +44,11 @@ def own(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"view": "own"})
 
 
+@per_view.limit(RateLimit(minute(10)))
+def roomy(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"view": "roomy"})
+
+
 @per_view.limit(RateLimit(minute(2), key=keys.client_ip() + keys.route()))
 async def reading(request: HttpRequest, number: int) -> HttpResponse:
     await asyncio.sleep(0)
@@ -54,6 +59,7 @@ api = [
     path("a", named("a"), name="a"),
     path("b", named("b"), name="b"),
     path("own", own, name="own"),
+    path("roomy", roomy, name="roomy"),
     path("health", named("health"), name="health"),
 ]
 urlpatterns: list[Any] = [
@@ -122,6 +128,16 @@ def test_the_app_the_namespace_and_the_views_own_limits_all_apply_in_that_order(
     # view answers counts in the app's too, and the app's limit refuses the 6th.
     assert answers[3]["X-RateLimit-Limit"] == "3"
     assert answers[5]["X-RateLimit-Limit"] == "5"
+
+
+def test_an_admitted_view_tells_of_the_namespace_limit_when_it_is_the_closer() -> None:
+    with configured(ROUTES={"api:*": [RateLimit(minute(3))]}):
+        answers = get(["/api/a", "/api/roomy", "/api/roomy"])
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    # The namespace's 3 (none left) is closer than the view's 10 (8 left).
+    assert answers[2]["X-RateLimit-Limit"] == "3"
+    assert answers[2]["X-RateLimit-Remaining"] == "0"
+    assert answers[1]["X-RateLimit-Remaining"] == "1"
 
 
 def test_methods_and_shadow_are_honoured(caplog: pytest.LogCaptureFixture) -> None:

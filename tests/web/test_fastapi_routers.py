@@ -20,9 +20,9 @@ def minute(amount: int) -> Limit:
 
 
 def build(clock: FakeClock, *router_limits: RateLimit) -> FastAPI:
-    """``/api/a``, ``/api/b``, ``/api/health`` and ``POST /api/c`` (a limit of its own, 1 a
-    minute) on a router limited by ``router_limits`` (3 a minute by default); ``/outside``
-    off the router."""
+    """``/api/a``, ``/api/b``, ``/api/health``, ``POST /api/c`` (a limit of its own, 1 a
+    minute) and ``/api/roomy`` (its own 10 a minute) on a router limited by
+    ``router_limits`` (3 a minute by default); ``/outside`` off the router."""
     app = FastAPI()
     limiter = RateLimiter(AsyncLimiter(AsyncMemoryStore(clock=clock)))
     limiter.install(app)
@@ -45,6 +45,10 @@ def build(clock: FakeClock, *router_limits: RateLimit) -> FastAPI:
     @api.post("/c", dependencies=[Depends(limiter.limit(RateLimit(minute(1))))])
     async def c() -> dict[str, str]:
         return {"route": "c"}
+
+    @api.get("/roomy", dependencies=[Depends(limiter.limit(RateLimit(minute(10))))])
+    async def roomy() -> dict[str, str]:
+        return {"route": "roomy"}
 
     app.include_router(api)
 
@@ -103,6 +107,17 @@ def test_the_router_limit_and_the_routes_own_both_apply_router_first(clock: Fake
     assert answers[1].headers["x-ratelimit-limit"] == "1"
     assert answers[2].headers["x-ratelimit-limit"] == "3"
     assert answers[2].headers["x-ratelimit-remaining"] == "0"  # c, c and a: 3 of 3
+
+
+def test_an_admitted_route_tells_of_the_router_limit_when_it_is_the_closer(
+    clock: FakeClock,
+) -> None:
+    answers = requests(build(clock), ["GET /api/a", "GET /api/roomy", "GET /api/roomy"])
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    # The router's 3 (none left) is closer than the route's 10 (8 left).
+    assert answers[2].headers.get_list("x-ratelimit-limit") == ["3"]
+    assert answers[2].headers.get_list("x-ratelimit-remaining") == ["0"]
+    assert answers[1].headers["x-ratelimit-remaining"] == "1"
 
 
 def test_a_router_limit_on_some_methods_counts_only_those(clock: FakeClock) -> None:

@@ -21,9 +21,9 @@ def minute(amount: int) -> Limit:
 
 
 def build(clock: FakeClock, *blueprint_limits: RateLimit) -> Flask:
-    """``/api/a``, ``/api/b``, ``/api/health`` and ``POST /api/c`` (a limit of its own, 1 a
-    minute) in a blueprint limited by ``blueprint_limits`` (3 a minute by default);
-    ``/outside`` off it."""
+    """``/api/a``, ``/api/b``, ``/api/health``, ``POST /api/c`` (a limit of its own, 1 a
+    minute) and ``/api/roomy`` (its own 10 a minute) in a blueprint limited by
+    ``blueprint_limits`` (3 a minute by default); ``/outside`` off it."""
     app = Flask(__name__)
     limiter = RateLimiter(Limiter(MemoryStore(clock=clock)))
     api = Blueprint("api", __name__, url_prefix="/api")
@@ -47,6 +47,11 @@ def build(clock: FakeClock, *blueprint_limits: RateLimit) -> Flask:
     @limiter.limit(RateLimit(minute(1)))
     def c() -> Any:
         return {"route": "c"}
+
+    @api.get("/roomy")
+    @limiter.limit(RateLimit(minute(10)))
+    def roomy() -> Any:
+        return {"route": "roomy"}
 
     app.register_blueprint(api)
 
@@ -102,6 +107,17 @@ def test_the_blueprint_limit_and_the_views_own_both_apply_blueprint_first(
     assert answers[1].headers.getlist("X-RateLimit-Limit") == ["1"]
     assert answers[2].headers["X-RateLimit-Limit"] == "3"
     assert answers[2].headers["X-RateLimit-Remaining"] == "0"  # c, c and a: 3 of 3
+
+
+def test_an_admitted_view_tells_of_the_blueprint_limit_when_it_is_the_closer(
+    clock: FakeClock,
+) -> None:
+    answers = statuses(build(clock), ["GET /api/a", "GET /api/roomy", "GET /api/roomy"])
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    # The blueprint's 3 (none left) is closer than the view's 10 (8 left).
+    assert answers[2].headers.getlist("X-RateLimit-Limit") == ["3"]
+    assert answers[2].headers.getlist("X-RateLimit-Remaining") == ["0"]
+    assert answers[1].headers["X-RateLimit-Remaining"] == "1"
 
 
 def test_a_blueprint_limit_on_some_methods_counts_only_those(clock: FakeClock) -> None:
