@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from ratekeeper import MemoryStore
+from ratekeeper.core.networks import Prefixes
 from ratekeeper.engine import AsyncEngine, Engine
 from ratekeeper.rules import parse_rules
 from ratekeeper.stores.memory import AsyncMemoryStore
@@ -147,3 +149,40 @@ def test_the_async_engine_counts_the_same_blocks() -> None:
 
     block = "edge/remote_address:2001:db8:1:2::/64"
     assert asyncio.run(run()) == [(True, block), (True, block), (False, block)]
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.mark.parametrize(
+    ("page", "heading"), [("rules.md", "### Address blocks"), ("service.md", "## Client addresses")]
+)
+def test_the_examples_in_the_docs_count_as_documented(page: str, heading: str) -> None:
+    section = (DOCS / page).read_text().split(heading, 1)[1]
+    rules = parse_rules(section.split("```yaml\n", 1)[1].split("```", 1)[0], page)
+    found = [
+        rules.lookup("edge", (("remote_address", value),))[1]
+        for value in ["2001:db8:1:2::5", "2001:DB8:1:2:ffff::9", "::ffff:203.0.113.7", "unix:"]
+    ]
+    assert [entries[0][1] for entries in found] == [
+        "2001:db8:1:2::/64",
+        "2001:db8:1:2::/64",
+        "203.0.113.7",
+        "unix:",
+    ]
+
+
+def test_the_table_in_the_docs_holds() -> None:
+    blocks = Prefixes(ipv4=24, ipv6=64)
+    table = {
+        "2001:db8:1:2::5": "2001:db8:1:2::/64",
+        "2001:DB8:1:2:ffff::9": "2001:db8:1:2::/64",
+        "203.0.113.7": "203.0.113.0/24",
+        "::ffff:203.0.113.7": "203.0.113.0/24",
+        "fe80::1%eth0": "fe80::/64",
+        "2001:db8:1:2::/64": "2001:db8:1:2::/64",
+        "2001:db8:1:2:3::/80": "2001:db8:1:2::/64",
+        "unix:": "unix:",
+        "unknown": "unknown",
+    }
+    assert {value: blocks.key(value) for value in table} == table
