@@ -66,9 +66,14 @@ def http_request(
     headers: Mapping[str, str] | None = None,
     body: bytes | None = None,
     timeout: float = 5.0,
+    host: str = "127.0.0.1",
+    source: str | None = None,
 ) -> Response:
-    """One HTTP/1.1 request to 127.0.0.1:``port``, on a connection of its own."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    """One HTTP/1.1 request to ``host``:``port``, on a connection of its own, from the
+    loopback address ``source`` when given (``127.0.0.2``: Linux routes all of 127/8 to the
+    loopback)."""
+    bound = None if source is None else (source, 0)
+    connection = http.client.HTTPConnection(host, port, timeout=timeout, source_address=bound)
     try:
         connection.request(method, path, body=body, headers=dict(headers or {}))
         answer = connection.getresponse()

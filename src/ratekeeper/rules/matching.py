@@ -64,7 +64,10 @@ class RuleSet:
 
         Those are ``entries`` themselves (the same object), except where a level matched a
         wildcard descriptor with ``share_threshold``: there the wildcard pattern stands for the
-        value, so that every value it matches shares one counter, as in Envoy's service.
+        value, so that every value it matches shares one counter, as in Envoy's service; and
+        where a level matched a descriptor with ``ipv4_prefix`` or ``ipv6_prefix``: there the
+        address's block stands for it (``2001:db8:1:2::/64``), so that every address of one
+        block shares one counter.
         """
         level = self._domains.get(domain)
         if level is None:
@@ -87,6 +90,11 @@ class RuleSet:
                     node = nodes.get(key)
                     if node is None:
                         return None, entries
+            if node.prefixes is not None:
+                block = node.prefixes.key(value)
+                if block != value:
+                    shared = shared or {}
+                    shared[index] = block
             if index == last:
                 if node.rule is None or shared is None:
                     return node.rule, entries
