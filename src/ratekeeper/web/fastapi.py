@@ -13,7 +13,10 @@ request raises ``RateLimited``, an ``HTTPException`` of status 429 carrying ``Re
 the rate-limit headers; ``install(app)`` answers it with the problem+json body of
 ``ratekeeper.web.replies`` (without it, FastAPI answers ``{"detail": ...}``). An admitted
 request's response gets the headers too, unless the route returns a ``Response`` of its own.
-For limits on every route, use ``ratekeeper.web.asgi.RateLimitMiddleware``.
+A limit charged by outcome (``charge_statuses``, ``charge_when``) needs ``install(app)``: the
+middleware it adds reads the status of the response (or the exception) and settles the
+request's pending units. For limits on every route, use
+``ratekeeper.web.asgi.RateLimitMiddleware``.
 """
 
 import json
@@ -29,14 +32,27 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("fastapi", "fastapi") from None
 
 from ratekeeper.decider import AsyncDecider
-from ratekeeper.web.asgi import encoded, extended, request_of
-from ratekeeper.web.gate import AsyncGate
+from ratekeeper.web.asgi import (
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    encoded,
+    extended,
+    request_of,
+    settled,
+)
+from ratekeeper.web.gate import AsyncGate, Outcome
 from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.outcomes import Result
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import declared_length
 from ratekeeper.web.routes import RouteLimiter
 
 __all__ = ["RateLimited", "RateLimiter", "problem_handler"]
+
+#: Where ``Settling`` keeps a request's outcomes to settle, in its ASGI scope.
+PENDING = "ratekeeper.pending"
 
 
 class RateLimited(HTTPException):
@@ -65,6 +81,22 @@ async def problem_handler(request: StarletteRequest, error: Exception) -> Respon
     return Response(reply.body, status_code=reply.status, headers=dict(reply.headers))
 
 
+class Settling:
+    """The ASGI middleware ``install`` adds: it settles the outcomes a request's dependencies
+    left in its scope (``PENDING``) with the response's status, or the exception raised."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: list[tuple[AsyncGate, Outcome]] = []
+        scope[PENDING] = held
+        await settled(self.app, scope, receive, send, held)
+
+
 class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
     """Makes per-route dependencies deciding with an ``AsyncDecider`` (``AsyncLimiter``,
     ``AsyncEngine``, ``AsyncRemoteLimiter``); its options are ``RouteLimiter``'s."""
@@ -72,8 +104,10 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
     _gate = AsyncGate
 
     def install(self, app: FastAPI) -> None:
-        """Have ``app`` answer ``RateLimited`` with its problem+json reply."""
+        """Have ``app`` answer ``RateLimited`` with its problem+json reply, and settle the
+        limits charged by outcome (``Settling``)."""
         app.add_exception_handler(RateLimited, problem_handler)
+        app.add_middleware(Settling)
 
     def limit(
         self, *limits: RateLimit, scope: str | None = None
@@ -95,6 +129,12 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
             outcome = await gate.decide(seen)
             if not outcome.allowed:
                 raise RateLimited(replies.refusal(seen, outcome))
+            if outcome.pending:
+                held = request.scope.get(PENDING)
+                if held is None:
+                    await gate.settle(outcome, Result(500))
+                    raise RuntimeError("a limit charged by outcome needs limiter.install(app)")
+                held.append((gate, outcome))
             extra = replies.admitted(outcome)
             if extra:
                 extended(response.raw_headers, encoded(extra))

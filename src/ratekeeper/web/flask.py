@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
 from ratekeeper.decider import Decider
 from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
 from ratekeeper.web.routes import RouteLimiter
@@ -93,7 +94,14 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 outcome = gate.decide(seen)
                 if not outcome.allowed:
                     return response_of(replies.refusal(seen, outcome))
-                response = flask.make_response(view(*args, **kwargs))
+                try:
+                    response = flask.make_response(view(*args, **kwargs))
+                except BaseException as error:
+                    if outcome.pending:
+                        gate.settle(outcome, Result(status_of(error), error))
+                    raise
+                if outcome.pending:  # a limit charged by outcome
+                    gate.settle(outcome, Result(response.status_code))
                 extra = replies.admitted(outcome)
                 if extra:
                     headers = response.headers
