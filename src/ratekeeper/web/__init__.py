@@ -12,6 +12,7 @@ from ratekeeper.web import keys
 from ratekeeper.web.gate import AsyncGate, Gate, Outcome
 from ratekeeper.web.keys import Key
 from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.outcomes import Result
 from ratekeeper.web.replies import Replies, Reply
 from ratekeeper.web.request import Request
 
@@ -24,5 +25,6 @@ __all__ = [
     "Replies",
     "Reply",
     "Request",
+    "Result",
     "keys",
 ]
