@@ -84,7 +84,7 @@ def test_admit_reports_the_time_a_refund_needs(store: Store) -> None:
     limit = Limit(3, 3600, "sliding_log")  # entries stamped with their time: exact refunds
     admitted = store.admit([("k", limit, 1)] * 3)
     assert [decision.allowed for decision, _ in admitted] == [True] * 3
-    (refused, _), = store.admit([("k", limit, 1)])
+    ((refused, _),) = store.admit([("k", limit, 1)])
     assert not refused.allowed and refused.granted == 0
     decision, at = admitted[1]
     store.refund("k", limit, decision.granted, at)
