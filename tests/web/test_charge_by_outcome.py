@@ -80,10 +80,10 @@ def flask_app(limiter: Limiter) -> Any:
 
 
 def django_view(limiter: Limiter) -> Callable[..., Any]:
-    from tests.web import django_site  # noqa: F401  (configures Django)
     from django.http import HttpResponse
 
     from ratekeeper.web.django import RateLimiter
+    from tests.web import django_site  # noqa: F401  (configures Django)
 
     @RateLimiter(limiter).limit(login_limit())
     def login(request: Any) -> Any:
