@@ -62,8 +62,15 @@ api = [
     path("roomy", roomy, name="roomy"),
     path("health", named("health"), name="health"),
 ]
+
+
+def sign_in(request: HttpRequest, password: str) -> HttpResponse:
+    return JsonResponse({"ok": password == "right"}, status=200 if password == "right" else 401)
+
+
 urlpatterns: list[Any] = [
     path("api/", include((api, "api"))),
+    path("sign-in/<str:password>", sign_in, name="sign-in"),
     path("login", named("login"), name="login"),
     path("search/<str:term>", named("search")),
     path("outside", named("outside")),
@@ -214,3 +221,19 @@ def test_an_async_view_through_the_async_client() -> None:
 
     with configured(LIMITS=[RateLimit(minute(5))]):
         assert asyncio.run(readings()) == [200, 200, 429]
+
+
+def test_settings_limits_charged_by_outcome_count_only_failures() -> None:
+    """The app's and a URL name's limits, both charging 401s only: a correct password is
+    given back by the middleware after the view, every time; wrong ones count, and past the
+    URL's 3 the 4th is refused, after which the app's limit has counted only the 401s."""
+    config = {
+        "LIMITS": [RateLimit(minute(5), charge_statuses={401})],
+        "ROUTES": {"sign-in": [RateLimit(minute(3), charge_statuses={401})]},
+    }
+    with configured(**config):
+        answers = get(["/sign-in/right"] * 12 + ["/sign-in/wrong"] * 4 + ["/sign-in/right"])
+        statuses = [answer.status_code for answer in answers]
+        assert statuses == [200] * 12 + [401, 401, 401, 429, 429]
+    # The app's 5 counted the three 401s only (the 200s and the 429s were given back).
+    assert limiter.peek("scope:app|remote_address:127.0.0.1", minute(5)).remaining == 2

@@ -65,6 +65,13 @@ def test_fastapi(load: types.FunctionType) -> None:
             (await client.post("/orders", headers={"X-Client-App": "app-42", **via("1.0.0.1")}))
             for _ in range(6)
         ]
+        good = [
+            await client.post(
+                "/login", json={"username": "Alice", "password": "right"}, headers=via("1.0.1.9")
+            )
+            for _ in range(20)
+        ]
+        assert [a.status_code for a in good] == [200] * 20  # never charged
         logins = [
             await client.post(
                 "/login", json={"username": "Alice", "password": "x"}, headers=via(f"1.0.1.{n}")
@@ -74,7 +81,7 @@ def test_fastapi(load: types.FunctionType) -> None:
         health = [await client.get("/health", headers=via("1.0.0.1")) for _ in range(3)]
         assert "x-ratelimit-limit" not in health[0].headers
         assert orders[5].headers["content-type"] == "application/problem+json"
-        assert logins[0].json() == {"welcome": "Alice"}
+        assert good[0].json() == {"welcome": "Alice"}
         return {
             "orders": [a.status_code for a in orders],
             "logins": [a.status_code for a in logins],
@@ -84,7 +91,7 @@ def test_fastapi(load: types.FunctionType) -> None:
     found = run(app, steps, peer="10.0.0.1")
     assert found == {
         "orders": [200] * 5 + [429],
-        "logins": [200] * 5 + [429],
+        "logins": [401] * 5 + [429],
         "health": [200] * 3,
     }
 
@@ -94,10 +101,12 @@ def test_flask(load: types.FunctionType) -> None:
     user = {"X-User": "alice"}
     uploads = [client.post(p, headers=user).status_code for p in ["/photos", "/videos"] * 6]
     assert uploads == [200] * 10 + [429] * 2
+    good = [client.post("/login", data={"username": "bob", "password": "right"}) for _ in range(20)]
+    assert [a.status_code for a in good] == [200] * 20  # never charged
+    assert good[0].json == {"welcome": "bob"}
+    assert good[0].headers["X-RateLimit-Limit"] == "5"
     logins = [client.post("/login", data={"username": "bob"}) for _ in range(6)]
-    assert [a.status_code for a in logins] == [200] * 5 + [429]
-    assert logins[0].json == {"welcome": "bob"}
-    assert logins[0].headers["X-RateLimit-Limit"] == "5"
+    assert [a.status_code for a in logins] == [401] * 5 + [429]
 
 
 def test_django(load: types.FunctionType) -> None:

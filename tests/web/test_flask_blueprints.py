@@ -204,3 +204,54 @@ def test_an_async_view_is_limited_like_a_sync_one(clock: FakeClock) -> None:
     assert answers[2].headers["Content-Type"] == "application/problem+json"
     other = client.get("/items/9", environ_base={"REMOTE_ADDR": "198.51.100.9"})
     assert other.status_code == 200
+
+
+def test_a_blueprint_limit_charged_by_outcome_counts_only_failures() -> None:
+    """A blueprint-wide limit charging 401s only: good logins are given back by the layer's
+    ``after_request``, wrong ones count, a view that raises is settled by its teardown (its
+    500 is not charged), and one answered 500 by Flask too."""
+    clock = FakeClock(1_700_000_000.0)
+    app = Flask(__name__)
+    limiter = RateLimiter(Limiter(MemoryStore(clock=clock)))
+    auth = Blueprint("auth", __name__, url_prefix="/auth")
+    limiter.limit_views(auth, RateLimit(minute(3), charge_statuses={401}))
+
+    @auth.post("/login/<password>")
+    def login(password: str) -> Any:
+        if password == "boom":
+            raise RuntimeError("the view failed")
+        return ({"ok": True}, 200) if password == "right" else ({"ok": False}, 401)
+
+    app.register_blueprint(auth)
+    app.testing = True  # exceptions propagate: the teardown settles the view that raised
+    client = app.test_client()
+    assert [client.post("/auth/login/right").status_code for _ in range(10)] == [200] * 10
+    with pytest.raises(RuntimeError):
+        client.post("/auth/login/boom")
+    app.testing = False
+    assert client.post("/auth/login/boom").status_code == 500  # not charged: given back
+    assert [client.post("/auth/login/wrong").status_code for _ in range(4)] == [401] * 3 + [429]
+    assert client.post("/auth/login/right").status_code == 429  # locked out
+
+
+def test_a_view_inside_a_charged_blueprint_settles_both_layers() -> None:
+    """The view's own limit and the blueprint's, both charged by outcome: settled together with
+    the view's status; a request the view's limit refuses settles the blueprint's with 429."""
+    clock = FakeClock(1_700_000_000.0)
+    app = Flask(__name__)
+    limiter = RateLimiter(Limiter(MemoryStore(clock=clock)))
+    auth = Blueprint("auth", __name__, url_prefix="/auth")
+    limiter.limit_views(auth, RateLimit(minute(5), charge_statuses={401}))
+
+    @auth.post("/login/<password>")
+    @limiter.limit(RateLimit(minute(2), charge_statuses={401}))
+    def login(password: str) -> Any:
+        return ({"ok": True}, 200) if password == "right" else ({"ok": False}, 401)
+
+    app.register_blueprint(auth)
+    client = app.test_client()
+    assert [client.post("/auth/login/right").status_code for _ in range(6)] == [200] * 6
+    answers = [client.post("/auth/login/wrong").status_code for _ in range(4)]
+    assert answers == [401, 401, 429, 429]
+    # The blueprint counted only the two 401s: three more failures fit under its 5 elsewhere.
+    assert limiter.decider.peek("scope:auth|remote_address:127.0.0.1", minute(5)).remaining == 3

@@ -230,6 +230,18 @@ class Slices:
                 self.granted -= results[index].granted
             results[index] = results[index]._replace(granted=0)
 
+    def _put_back(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        """Refund ``cost`` units granted at ``at`` (this wrapper's clock) into the slice of
+        ``key``: only when that slice was taken before ``at`` (the units are its own, not an
+        earlier slice's, which the store has settled already) and has not ended."""
+        piece = self.slices.get((limit.id, key))
+        if piece is None or piece.taken_at is None or at < piece.since:
+            return
+        if self.clock() >= piece.until:
+            return
+        piece.left += cost
+        self.granted -= cost
+
     def _worth_giving_back(self, piece: Slice, returned: int, ended: bool) -> bool:
         """Whether a give-back of ``returned`` units of ``piece`` is worth a round trip: it
         returns units, or (a slice not known to have ended, whose units were all granted) it

@@ -13,6 +13,7 @@ from ratekeeper.web import keys
 from ratekeeper.web.gate import AsyncGate, Gate, Outcome
 from ratekeeper.web.keys import Key
 from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.outcomes import Result
 from ratekeeper.web.replies import Replies, Reply
 from ratekeeper.web.request import Request
 
@@ -25,5 +26,6 @@ __all__ = [
     "Replies",
     "Reply",
     "Request",
+    "Result",
     "keys",
 ]

@@ -42,6 +42,7 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
 from ratekeeper.decider import Decider
 from ratekeeper.web.gate import Gate, Outcome
 from ratekeeper.web.limits import RateLimit, exemption
+from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
 from ratekeeper.web.routes import Layers, RouteLimiter
@@ -94,6 +95,11 @@ def layers_of(request: Any) -> Layers:
     return found
 
 
+def settled(request: Any, result: Result) -> None:
+    """Settle ``request``'s layers' units held for limits charged by outcome with ``result``."""
+    layers_of(request).settle(result)
+
+
 def with_headers(response: Any, extra: list[tuple[str, str]]) -> Any:
     """``response`` with the headers ``extra`` added, unless it holds them already."""
     for name, value in extra:
@@ -120,7 +126,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 return response_of(self.too_large())
             seen.body = body
         outcome = gate.decide(seen)
-        told = layers_of(request).add(outcome)
+        told = layers_of(request).add(outcome, gate)
         if not outcome.allowed:
             return response_of(self.replies.refusal(seen, outcome))
         return told
@@ -137,13 +143,19 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
         def decorate(view: Callable[P, Any]) -> Callable[P, Any]:
             if iscoroutinefunction(view):
                 decide = sync_to_async(self.decide)
+                settle = sync_to_async(settled)
 
                 @functools.wraps(view)
                 async def limited_async(*args: P.args, **kwargs: P.kwargs) -> Any:
                     told = await decide(gate, args[0])
                     if not isinstance(told, Outcome):
                         return told
-                    response = await view(*args, **kwargs)
+                    try:
+                        response = await view(*args, **kwargs)
+                    except BaseException as error:
+                        await settle(args[0], Result(status_of(error), error))
+                        raise
+                    await settle(args[0], Result(response.status_code))
                     return with_headers(response, replies.admitted(told))
 
                 return limited_async
@@ -153,7 +165,13 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 told = self.decide(gate, args[0])
                 if not isinstance(told, Outcome):
                     return told
-                return with_headers(view(*args, **kwargs), replies.admitted(told))
+                try:
+                    response = view(*args, **kwargs)
+                except BaseException as error:
+                    layers_of(args[0]).settle(Result(status_of(error), error))
+                    raise
+                layers_of(args[0]).settle(Result(response.status_code))
+                return with_headers(response, replies.admitted(told))
 
             return limited
 
@@ -262,6 +280,8 @@ class RateLimitMiddleware:
                     return told
         response = self.get_response(request)
         found: Layers | None = getattr(request, "_ratekeeper_layers", None)
+        if found is not None:
+            found.settle(Result(response.status_code))
         told = None if found is None else found.told()
         if told is not None:
             with_headers(response, self.limiter.replies.admitted(told))

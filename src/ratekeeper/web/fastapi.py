@@ -20,6 +20,9 @@ or of the app (``FastAPI(dependencies=[...])``): its routes count together in th
 Router dependencies run before a route's own, so both apply, the router's first (see
 ``ratekeeper.web.routes``). ``ratekeeper.web.asgi.RateLimitMiddleware`` also counts requests
 no route matches.
+A limit charged by outcome (``charge_statuses``, ``charge_when``) needs ``install(app)``: the
+middleware it adds reads the status of the response (or the exception) and settles the
+request's pending units.
 """
 
 import json
@@ -35,14 +38,27 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("fastapi", "fastapi") from None
 
 from ratekeeper.decider import AsyncDecider
-from ratekeeper.web.asgi import encoded, extended, request_of
-from ratekeeper.web.gate import AsyncGate
+from ratekeeper.web.asgi import (
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    encoded,
+    extended,
+    request_of,
+    settled,
+)
+from ratekeeper.web.gate import AsyncGate, Outcome
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.outcomes import Result
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import declared_length
 from ratekeeper.web.routes import Layers, RouteLimiter
 
 __all__ = ["RateLimited", "RateLimiter", "problem_handler"]
+
+#: Where ``Settling`` keeps a request's outcomes to settle, in its ASGI scope.
+PENDING = "ratekeeper.pending"
 
 
 class RateLimited(HTTPException):
@@ -89,6 +105,22 @@ def replaced(headers: list[tuple[bytes, bytes]], more: list[tuple[bytes, bytes]]
     headers[:] = [pair for pair in headers if pair[0] not in names] + more
 
 
+class Settling:
+    """The ASGI middleware ``install`` adds: it settles the outcomes a request's dependencies
+    left in its scope (``PENDING``) with the response's status, or the exception raised."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: list[tuple[AsyncGate, Outcome]] = []
+        scope[PENDING] = held
+        await settled(self.app, scope, receive, send, held)
+
+
 class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
     """Makes per-route dependencies deciding with an ``AsyncDecider`` (``AsyncLimiter``,
     ``AsyncEngine``, ``AsyncRemoteLimiter``); its options are ``RouteLimiter``'s."""
@@ -96,8 +128,10 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
     _gate = AsyncGate
 
     def install(self, app: FastAPI) -> None:
-        """Have ``app`` answer ``RateLimited`` with its problem+json reply."""
+        """Have ``app`` answer ``RateLimited`` with its problem+json reply, and settle the
+        limits charged by outcome (``Settling``)."""
         app.add_exception_handler(RateLimited, problem_handler)
+        app.add_middleware(Settling)
 
     def limit(
         self, *limits: RateLimit, scope: str | None = None, exempt: ExemptLike = ()
@@ -125,6 +159,12 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
             told = layers_of(request).add(outcome)
             if not outcome.allowed:
                 raise RateLimited(replies.refusal(seen, outcome))
+            if outcome.pending:
+                held = request.scope.get(PENDING)
+                if held is None:
+                    await gate.settle(outcome, Result(500))
+                    raise RuntimeError("a limit charged by outcome needs limiter.install(app)")
+                held.append((gate, outcome))
             extra = replies.admitted(told)
             if extra:  # an outer layer's headers give way to those of every layer passed
                 (extended if told is outcome else replaced)(response.raw_headers, encoded(extra))

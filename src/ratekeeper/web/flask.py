@@ -39,6 +39,7 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
 from ratekeeper.decider import Decider
 from ratekeeper.web.gate import Gate, Outcome
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
 from ratekeeper.web.routes import Layers, RouteLimiter
@@ -93,6 +94,18 @@ def with_headers(response: flask.Response, extra: list[tuple[str, str]]) -> flas
     return response
 
 
+def ran(view: Callable[[], flask.Response]) -> flask.Response:
+    """The response of ``view``, after settling the request's layers' units held for limits
+    charged by outcome with its status (or the exception it raised)."""
+    try:
+        response = view()
+    except BaseException as error:
+        layers().settle(Result(status_of(error), error))
+        raise
+    layers().settle(Result(response.status_code))
+    return response
+
+
 class RateLimiter(RouteLimiter[Decider, Gate]):
     """Makes view decorators deciding with a ``Decider`` (``Limiter``, ``Engine``,
     ``RemoteLimiter``); its options are ``RouteLimiter``'s."""
@@ -113,7 +126,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 return response_of(self.too_large())
             seen.body = body
         outcome = gate.decide(seen)
-        told = layers().add(outcome)
+        told = layers().add(outcome, gate)
         if not outcome.allowed:
             return response_of(self.replies.refusal(seen, outcome))
         return told
@@ -135,7 +148,12 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                     told = self.decide(gate)
                     if not isinstance(told, Outcome):
                         return told
-                    response = flask.make_response(await view(*args, **kwargs))
+                    try:
+                        response = flask.make_response(await view(*args, **kwargs))
+                    except BaseException as error:
+                        layers().settle(Result(status_of(error), error))
+                        raise
+                    layers().settle(Result(response.status_code))
                     return with_headers(response, replies.admitted(told))
 
                 return limited_async
@@ -145,7 +163,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 told = self.decide(gate)
                 if not isinstance(told, Outcome):
                     return told
-                response = flask.make_response(view(*args, **kwargs))
+                response = ran(lambda: flask.make_response(view(*args, **kwargs)))
                 return with_headers(response, replies.admitted(told))
 
             return limited
@@ -185,8 +203,17 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
             return None if isinstance(told, Outcome) else told
 
         def add_headers(response: flask.Response) -> flask.Response:
-            told = layers().told()
+            found = layers()
+            found.settle(Result(response.status_code))
+            told = found.told()
             return response if told is None else with_headers(response, replies.admitted(told))
+
+        def settle_failed(error: BaseException | None) -> None:
+            # A view that raised reaches no after_request: its units are settled here.
+            found = flask.request.environ.get(LAYERS)
+            if found is not None and found.held:
+                found.settle(Result(500 if error is None else status_of(error), error))
 
         views.before_request(rate_limit)
         views.after_request(add_headers)
+        views.teardown_request(settle_failed)

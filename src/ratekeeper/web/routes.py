@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic
 
-from ratekeeper.web.gate import Outcome
+from ratekeeper.web.gate import Gate, Outcome
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.options import Adapter, AnyDecider, AnyGate
+from ratekeeper.web.outcomes import Result
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import MAX_BODY, Request
 from ratekeeper.wire.headers import DEGRADED
@@ -73,23 +74,36 @@ def joined(outcomes: list[Outcome]) -> Outcome:
 
 class Layers:
     """What the layers of limits of one request decided so far (see the module's doc): the
-    outcomes that admitted it, and whether one refused it. An adapter keeps one per request, on
-    the request."""
+    outcomes that admitted it, whether one refused it, and the admitted outcomes that hold
+    units of limits charged by outcome, with their gates (``held``), until the response's
+    ``Result`` settles them. An adapter keeps one per request, on the request."""
 
-    __slots__ = ("outcomes", "refused")
+    __slots__ = ("held", "outcomes", "refused")
 
     def __init__(self) -> None:
         self.outcomes: list[Outcome] = []
         self.refused = False
+        self.held: list[tuple[Gate, Outcome]] = []
 
-    def add(self, outcome: Outcome) -> Outcome:
-        """Record one layer's ``outcome``; what the response tells: a refusal as it is, an
-        admission joined with the layers the request passed before."""
+    def add(self, outcome: Outcome, gate: Gate | None = None) -> Outcome:
+        """Record one layer's ``outcome`` (of ``gate``, whose pending units it holds until
+        ``settle``); what the response tells: a refusal as it is, an admission joined with the
+        layers the request passed before."""
         if not outcome.allowed:
             self.refused = True
             return outcome
+        if outcome.pending and gate is not None:
+            self.held.append((gate, outcome))
         self.outcomes.append(outcome)
         return joined(self.outcomes)
+
+    def settle(self, result: Result) -> None:
+        """Settle every layer's pending units with the request's ``result`` (the response's
+        status, or the exception raised), once: a layer a later one refused is settled with
+        the refusal's status."""
+        held, self.held = self.held, []
+        for gate, outcome in held:
+            gate.settle(outcome, result)
 
     def told(self) -> Outcome | None:
         """What an admitted request's response tells of all its layers; None when a layer
