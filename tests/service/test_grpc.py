@@ -256,6 +256,30 @@ def test_the_health_service_reports_serving(with_server: WithServer, clock: Fake
     assert unknown == grpc.StatusCode.NOT_FOUND
 
 
+def test_the_health_watch_sends_serving_and_stays_open(
+    with_server: WithServer, clock: FakeClock
+) -> None:
+    """``Watch`` answers the status at once and keeps the stream open while the status holds
+    (still open after a ``Check`` made after it was answered), until the client cancels it."""
+
+    async def talk(
+        _: rls_pb2_grpc.RateLimitServiceStub, channel: grpc.aio.Channel
+    ) -> tuple[int, int, bool]:
+        stub = health_pb2_grpc.HealthStub(channel)
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service="ratelimit"), timeout=10)
+        first = await watch.read()
+        checked = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        still_open = not watch.done()
+        watch.cancel()
+        return first.status, checked.status, still_open  # type: ignore[attr-defined]
+
+    assert with_server(clock, talk) == (
+        health_pb2.HealthCheckResponse.SERVING,
+        health_pb2.HealthCheckResponse.SERVING,
+        True,
+    )
+
+
 def test_the_rate_limit_headers_come_with_each_answer_when_named(
     with_server: WithServer, clock: FakeClock
 ) -> None:
