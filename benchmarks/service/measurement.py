@@ -383,4 +383,6 @@ class Measurement:
                     f"{row.label}: the key counted {counted:,} hits for {meant:,} answers: "
                     "some answers were not decisions"
                 )
+        if timed.requests == 0:
+            raise BenchmarkError(f"{row.label}: the timed run completed no request {timed.detail}")
         return Result(timed, cpu / timed.requests)
