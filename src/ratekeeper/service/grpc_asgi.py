@@ -26,6 +26,7 @@ as grpc.aio bounds it: past it the decision is cancelled and the answer is
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -40,6 +41,8 @@ from ratekeeper.service.grpc import HEALTH_NAMES, SERVICE, _parse
 if TYPE_CHECKING:
     from ratekeeper.service.access import AccessLog
     from ratekeeper.service.grpc import RateLimitServicer
+
+log = logging.getLogger("ratekeeper.service")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -130,7 +133,7 @@ class _Refused(Exception):
 async def read_message(receive: Receive, encoding: bytes) -> bytes | None:
     """The one message of the request's body (None if the client left first); ``_Refused`` if
     it is compressed, larger than ``MAX_MESSAGE``, or not one whole message."""
-    body = b""
+    body = bytearray()
     more = True
     while more:
         received = await receive()
@@ -159,7 +162,7 @@ async def read_message(receive: Receive, encoding: bytes) -> bytes | None:
         raise _Refused(
             grpc.StatusCode.INTERNAL, "the request's body is not one whole gRPC message", _START
         )
-    return body[5:]
+    return bytes(body[5:])
 
 
 class GrpcApp:
@@ -200,17 +203,24 @@ class GrpcApp:
 
     async def _should_rate_limit(self, data: bytes, timeout: float | None, send: Send) -> None:
         context = Context()
+        deadline = None if timeout is None else asyncio.timeout(timeout)
         try:
-            if timeout is None:
+            if deadline is None:
                 response = await self._method(_parse(data), context)
             else:
-                async with asyncio.timeout(timeout):
+                async with deadline:
                     response = await self._method(_parse(data), context)
         except Aborted as aborted:
             await _answer(send, None, aborted.code, aborted.details, context.trailing)
             return
-        except TimeoutError:
-            await _answer(send, None, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        except Exception as error:
+            if deadline is not None and deadline.expired():
+                await _answer(send, None, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+                return
+            # what grpc.aio answers a servicer that fails unexpectedly
+            log.exception("ShouldRateLimit failed")
+            details = f"Unexpected {type(error)}: {error}"
+            await _answer(send, None, grpc.StatusCode.UNKNOWN, details)
             return
         await _answer(send, response.SerializeToString(), grpc.StatusCode.OK, "", context.trailing)
 
