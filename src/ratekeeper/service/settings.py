@@ -429,10 +429,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server",
         metavar="NAME",
-        help="uvicorn (default): HTTP on uvicorn, gRPC on grpc.aio at --grpc; pyvoy: both on "
-        "--http, in Envoy's HTTP/2 (pyvoy), about half the CPU a gRPC call, one process and "
-        "event loop (no --workers), no gRPC compression, no graceful drain of calls in flight; "
-        "needs ratekeeper[pyvoy] (docs/service.md)",
+        help="uvicorn (default): HTTP on uvicorn, gRPC on grpc.aio at --grpc. pyvoy: both on "
+        "--http, in Envoy (pyvoy); for gRPC-heavy traffic: less than half the CPU a gRPC call "
+        "(an HTTP check a quarter more); it loses --workers (one process, one event loop), "
+        "compressed gRPC messages, and waiting for the calls in flight at SIGTERM; needs "
+        "ratekeeper[pyvoy] (docs/service.md)",
     )
     parser.add_argument(
         "--max-in-flight",
