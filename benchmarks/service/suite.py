@@ -20,7 +20,10 @@ each twice: with nobody looking, and with the dashboard's page open, asking ``/v
 a second (``benchmarks.service.page``). Each prints its ratio to the row without the option
 and to the hello world, measured in the same run. ``--workers`` has no row: the servers share
 one CPU, where two workers only take turns (see docs/benchmarks.md);
-``benchmarks.service.workers`` measures it.
+``benchmarks.service.workers`` measures it. When pyvoy (the ``pyvoy`` extra) is installed, the
+``--server pyvoy`` rows run too: the HTTP key and the gRPC descriptor on memory, the gRPC
+descriptor on Redis, and the gRPC hello world on pyvoy (``benchmarks.service.pyvoy_hello``);
+a table of their own sets the gRPC rows against both gRPC hello worlds.
 
 Every row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking
 turns round by round (in reverse order every other round), each keeping its best round. The
