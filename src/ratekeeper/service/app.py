@@ -326,7 +326,7 @@ def serve(settings: Settings) -> int:
         from ratekeeper.rules import load_rules
 
         load_rules(list(settings.rules), merge_domains=settings.merge_domains)  # errors: here
-        return pyvoy_server.run(settings, _environment(settings))
+        return pyvoy_server.run(settings, _environment(settings), GRACE)
     import uvicorn
 
     common = uvicorn_options(settings)

@@ -432,8 +432,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="uvicorn (default): HTTP on uvicorn, gRPC on grpc.aio at --grpc. pyvoy: both on "
         "--http, in Envoy (pyvoy); for gRPC-heavy traffic: less than half the CPU a gRPC call "
         "(an HTTP check a quarter more); it loses --workers (one process, one event loop), "
-        "compressed gRPC messages, and waiting for the calls in flight at SIGTERM; needs "
-        "ratekeeper[pyvoy] (docs/service.md)",
+        "compressed gRPC messages and grpc.aio's keepalive policy; needs ratekeeper[pyvoy] "
+        "(docs/service.md)",
     )
     parser.add_argument(
         "--max-in-flight",
