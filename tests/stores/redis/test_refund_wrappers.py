@@ -270,3 +270,28 @@ def test_async_refunds_through_the_stack(redis_server: RedisServer) -> None:
     assert granted == 9 and exchanges >= 1
     assert counted(redis_server.url, where, "e", EXACT) == 5
     assert counted(redis_server.url, where, "l", LEASED) == 9
+
+
+def test_an_async_refund_while_redis_is_down_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = RedisServer(tmp_path)
+    try:
+
+        async def run() -> int:
+            limiter = AsyncLimiter(open_async_store(server.url, prefix=prefix(), timeout=0.5))
+            ((_, at),) = await limiter.admit([("k", EXACT)])
+            server.kill()
+            await limiter.refund("k", EXACT, 1, at)  # no exception
+            failures: int = limiter.store.breaker.failures
+            await limiter.close()
+            return failures
+
+        resilience._unrefunded.clear(resilience.UNREFUNDED)
+        caplog.set_level(logging.WARNING, logger="ratekeeper.store")
+        assert asyncio.run(run()) == 1
+        assert [r.getMessage() for r in caplog.records] == [
+            "could not refund 1 units of 'k' (they stay counted): the store failed"
+        ]
+    finally:
+        server.stop()
