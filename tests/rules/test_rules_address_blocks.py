@@ -61,6 +61,38 @@ def test_the_block_stands_for_the_address() -> None:
     assert counted("exact", "2001:db8:1:2::5") == (("exact", "2001:db8:1:2::5"),)
 
 
+def test_locate_names_the_entries_with_their_blocks_only() -> None:
+    """What the engine keys a plan and looks up an override by: the blocks, not the
+    ``share_threshold`` patterns; the entries themselves when no address changes."""
+    rules = parse_rules(
+        """
+domain: edge
+descriptors:
+  - key: office
+    ipv4_prefix: 24
+    descriptors:
+      - key: share
+        value: "doc-*"
+        share_threshold: true
+        rate_limit: {unit: hour, requests_per_unit: 4}
+  - key: remote_address
+    ipv6_prefix: 64
+    rate_limit: {unit: hour, requests_per_unit: 2}
+""",
+        "edge.yaml",
+    )
+    entries = (("office", "203.0.113.7"), ("share", "doc-1"))
+    rule, found, blocked = rules.locate("edge", entries)
+    assert rule is not None and rule.path == "office/share=doc-*"
+    assert found == (("office", "203.0.113.0/24"), ("share", "doc-*"))
+    assert blocked == (("office", "203.0.113.0/24"), ("share", "doc-1"))
+    same = (("remote_address", "2001:db8:1:2::/64"),)  # already its block
+    assert rules.locate("edge", same) == (rules.match("edge", same), same, same)
+    assert rules.locate("edge", same)[2] is same
+    unknown = (("nothing", "2001:db8:1:2::5"),)
+    assert rules.locate("edge", unknown) == (None, unknown, unknown)
+
+
 def test_a_value_that_is_no_address_counts_as_given() -> None:
     entries = (("remote_address", "unix:"),)
     rule, found = RULES.lookup("edge", entries)

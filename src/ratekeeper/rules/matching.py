@@ -69,10 +69,21 @@ class RuleSet:
         address's block stands for it (``2001:db8:1:2::/64``), so that every address of one
         block shares one counter.
         """
+        rule, counted, _ = self.locate(domain, entries)
+        return rule, counted
+
+    def locate(
+        self, domain: str, entries: Sequence[Entry]
+    ) -> tuple[Rule | None, Sequence[Entry], Sequence[Entry]]:
+        """``lookup``, and the entries with only their addresses as blocks: ``entries`` itself
+        (the same object) unless a level with ``ipv4_prefix`` or ``ipv6_prefix`` matched an
+        address outside its block's canonical form. The engine keys a plan, and looks up its
+        override, by those: every address of one block has one plan, as it has one counter."""
         level = self._domains.get(domain)
         if level is None:
-            return None, entries
+            return None, entries, entries
         shared: dict[int, str] | None = None
+        blocks: dict[int, str] | None = None
         last = len(entries) - 1
         for index, (key, value) in enumerate(entries):
             nodes = level.nodes
@@ -89,21 +100,22 @@ class RuleSet:
                 else:
                     node = nodes.get(key)
                     if node is None:
-                        return None, entries
+                        return None, entries, entries
             if node.prefixes is not None:
                 block = node.prefixes.key(value)
                 if block != value:
-                    shared = shared or {}
-                    shared[index] = block
+                    blocks = blocks or {}
+                    blocks[index] = block
             if index == last:
-                if node.rule is None or shared is None:
-                    return node.rule, entries
-                counted = [(k, shared.get(i, v)) for i, (k, v) in enumerate(entries)]
-                return node.rule, tuple(counted)
+                if node.rule is None or (shared is None and blocks is None):
+                    return node.rule, entries, entries
+                blocked = entries if blocks is None else _with(entries, blocks)
+                counted = blocked if shared is None else _with(blocked, shared)
+                return node.rule, counted, blocked
             level = node.children
             if not level.nodes:
-                return None, entries
-        return None, entries
+                return None, entries, entries
+        return None, entries, entries
 
     def resolve(self, domain: str, descriptors: Sequence[Sequence[Entry]]) -> list[Rule | None]:
         """``match`` every descriptor of one request, then apply ``replaces``.
@@ -117,6 +129,11 @@ class RuleSet:
         if replaced:
             rules = [None if rule is not None and rule.name in replaced else rule for rule in rules]
         return rules
+
+
+def _with(entries: Sequence[Entry], values: dict[int, str]) -> tuple[Entry, ...]:
+    """``entries`` with the values of the indexes in ``values`` replaced."""
+    return tuple((key, values.get(index, value)) for index, (key, value) in enumerate(entries))
 
 
 def replaced_names(rules: Iterable[Rule | None]) -> set[str]:

@@ -196,13 +196,16 @@ class Leasing(Slices):
 
     def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
         """The store's ``admit``; a batch of leased limits is answered from slices, each hit
-        with this wrapper's clock as its time (a batch mixing leased and exact limits raises
-        ``InvalidLimitError``: its hits would have no one time to be refunded at)."""
+        with this wrapper's clock once they are granted as its time, so that a hit granted
+        from the slice its own exchange took is refunded into it (a batch mixing leased and
+        exact limits raises ``InvalidLimitError``: its hits would have no one time to be
+        refunded at)."""
         if not _leased_only(hits):
             admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
             return admitted
+        decisions = self.apply_many(hits, all_or_nothing=all_or_nothing)
         t = self.clock()
-        return [Admitted(one, t) for one in self.apply_many(hits, all_or_nothing=all_or_nothing)]
+        return [Admitted(one, t) for one in decisions]
 
     def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
         """The store's ``refund``; under a leased limit, the units go back into this process's
@@ -383,8 +386,8 @@ class AsyncLeasing(Slices):
         if not _leased_only(hits):
             admitted: list[Admitted] = await self.store.admit(hits, all_or_nothing=all_or_nothing)
             return admitted
-        t = self.clock()
         decisions = await self.apply_many(hits, all_or_nothing=all_or_nothing)
+        t = self.clock()
         return [Admitted(one, t) for one in decisions]
 
     async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
