@@ -66,9 +66,14 @@ def http_request(
     headers: Mapping[str, str] | None = None,
     body: bytes | None = None,
     timeout: float = 5.0,
+    host: str = "127.0.0.1",
+    source: str | None = None,
 ) -> Response:
-    """One HTTP/1.1 request to 127.0.0.1:``port``, on a connection of its own."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    """One HTTP/1.1 request to ``host``:``port``, on a connection of its own, from the
+    loopback address ``source`` when given (``127.0.0.2``: Linux routes all of 127/8 to the
+    loopback)."""
+    bound = None if source is None else (source, 0)
+    connection = http.client.HTTPConnection(host, port, timeout=timeout, source_address=bound)
     try:
         connection.request(method, path, body=body, headers=dict(headers or {}))
         answer = connection.getresponse()
@@ -417,6 +422,60 @@ def running_in_group(group: int) -> list[int]:
         if int(process_group) == group and state not in "ZX":
             found.append(int(stat.parent.name))
     return found
+
+
+# -- pyvoy -----------------------------------------------------------------------------------
+
+
+def pyvoy_binary() -> str | None:
+    """The ``pyvoy`` console script beside this Python (the ``pyvoy`` extra), or None."""
+    beside = Path(sys.executable).with_name("pyvoy")
+    return str(beside) if beside.exists() else None
+
+
+class PyvoyApp(ServerProcess):
+    """pyvoy on 127.0.0.1 serving the ASGI app ``app`` (``module:attr``, importable from the
+    repository's root) with one worker thread and its lifespan. The app answers ``GET /pid``
+    with the pid of the process that started it (pyvoy's, the parent of its Envoy)."""
+
+    name = "pyvoy"
+    ready_timeout = 30.0
+
+    def __init__(self, directory: Path, app: str) -> None:
+        binary = pyvoy_binary()
+        if binary is None:
+            raise RuntimeError("pyvoy is not installed; pip install -e '.[dev]' installs it")
+        self.binary = binary
+        self.app = app
+        self.directory = directory
+        self.port = free_port()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.start_on_free_port()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        args = [
+            self.binary, self.app, "--address", "127.0.0.1", "--port", str(self.port),
+            "--worker-threads", "1", "--lifespan",
+        ]  # fmt: skip
+        path = os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+        with self._log().open("ab") as log:
+            return subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=log,
+                cwd=self.directory,
+                env={**os.environ, "PYTHONPATH": path},
+            )
+
+    def _answers(self, pid: int) -> bool:
+        return _answers_with(self.port, "/pid", str(pid))
+
+    def _log(self) -> Path:
+        return self.directory / "pyvoy.log"
 
 
 # -- a small HTTP server to proxy to -----------------------------------------------------------

@@ -72,7 +72,7 @@ PACKAGES = {
     "ratekeeper.web.wsgi": ["RateLimitMiddleware"],
     "ratekeeper.web.fastapi": ["RateLimited", "RateLimiter", "problem_handler"],
     "ratekeeper.web.flask": ["RateLimiter", "request_of"],
-    "ratekeeper.web.django": ["RateLimiter", "request_of"],
+    "ratekeeper.web.django": ["RateLimitMiddleware", "RateLimiter", "request_of"],
     "ratekeeper.simulate": [
         "Delays",
         "Event",

@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks.service import load
 from benchmarks.service.load import Load
 from benchmarks.service.page import Page
-from benchmarks.service.servers import GRPC_METHOD, Server, cpu_seconds
+from benchmarks.service.servers import GRPC_METHOD, Server, tree_cpu_seconds
 from benchmarks.trials import BenchmarkError
 from ratekeeper.service.proto import rls_pb2
 
@@ -40,10 +40,13 @@ STARLETTE, STARLETTE_PATH = "hello (Starlette)", "/starlette"
 
 #: The production options some rows' servers run with, and what each makes the server do.
 ENVOY_HEADERS, ACCESS_LOG, DASHBOARD = "--envoy-headers", "--access-log", "--dashboard"
+#: The service (and a hello world) on pyvoy, HTTP and gRPC on one address: only when pyvoy is
+#: installed (the ``pyvoy`` extra).
+PYVOY = "--server pyvoy"
 #: The admin token of the servers run with ``--dashboard``, which needs one.
 TOKEN = "ratekeeper-bench-admin-token"
 #: What an option adds to ``ratekeeper serve``'s command, where it is more than its flag.
-ARGUMENTS = {DASHBOARD: (DASHBOARD, "--admin-token", TOKEN)}
+ARGUMENTS = {DASHBOARD: (DASHBOARD, "--admin-token", TOKEN), PYVOY: ("--server", "pyvoy")}
 #: How a row with the dashboard's page open is named.
 PAGE_OPEN = "page open"
 OPTIONS = {
@@ -59,6 +62,10 @@ OPTIONS = {
     f"*{PAGE_OPEN}*, a thread on the load generator's CPU asks `GET /v1/stats` once a second "
     "with `Authorization: Bearer <token>` from before the warm-up to the end of the timed run, "
     "as the dashboard's page does; every poll must be answered 200, and at least one a second",
+    PYVOY: "HTTP and gRPC on one address in Envoy's HTTP/2, through pyvoy (gRPC as a raw ASGI "
+    "app, `ratekeeper.service.grpc_asgi`); its hello world is the gRPC hello world as the same "
+    "raw ASGI app (`benchmarks.service.grpc_hellos.grpc_asgi`) on pyvoy. The CPU time is "
+    "Envoy's (pyvoy runs Python in it) and its parent's.",
 }
 #: The headers ``--envoy-headers`` adds to an answer, and to a refusal.
 ENVOY_NAMES = frozenset({"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"})
@@ -152,6 +159,10 @@ ROWS = (
     Row("gRPC", "descriptor", REDIS),
     Row("gRPC", "refused descriptor", MEMORY),
     Row("gRPC", "refused descriptor", MEMORY, ENVOY_HEADERS),
+    Row("HTTP", "key", MEMORY, PYVOY),
+    Row("gRPC", "hello", BASELINE, PYVOY),
+    Row("gRPC", "descriptor", MEMORY, PYVOY),
+    Row("gRPC", "descriptor", REDIS, PYVOY),
 )
 
 #: What each request shape sends, as the table says it.
@@ -348,9 +359,9 @@ class Measurement:
             page = Page(self.server.url, TOKEN, load_cpu)
         with page as open_page:
             runs = [generate(sizes.warmup)] if sizes.warmup > 0 else []
-            before = cpu_seconds(self.server.process.pid)
+            before = tree_cpu_seconds(self.server.process.pid)
             timed = generate(sizes.seconds)
-            cpu = cpu_seconds(self.server.process.pid) - before
+            cpu = tree_cpu_seconds(self.server.process.pid) - before
         runs.append(timed)
         for one in runs:
             if one.failures:
@@ -372,4 +383,6 @@ class Measurement:
                     f"{row.label}: the key counted {counted:,} hits for {meant:,} answers: "
                     "some answers were not decisions"
                 )
+        if timed.requests == 0:
+            raise BenchmarkError(f"{row.label}: the timed run completed no request {timed.detail}")
         return Result(timed, cpu / timed.requests)

@@ -51,13 +51,25 @@ class Server:
     """A server process of the benchmark's (``ratekeeper serve`` or the hello world) on free
     loopback ports, for the length of a ``with`` block; stopped by its pid."""
 
-    def __init__(self, name: str, command: list[str], directory: Path, cpu: str | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        directory: Path,
+        cpu: str | None,
+        *,
+        grpc_on_http: bool = False,
+    ) -> None:
+        """``grpc_on_http``: the server answers gRPC on its HTTP address (``--server pyvoy``)."""
         self.name = name
         self.http_port, self.grpc_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.http_port}"
-        self.grpc_address = f"127.0.0.1:{self.grpc_port}"
+        port = self.http_port if grpc_on_http else self.grpc_port
+        self.grpc_address = f"127.0.0.1:{port}"
         self.grpc_url = f"http://{self.grpc_address}"
-        addresses = ["--http", f"127.0.0.1:{self.http_port}", "--grpc", self.grpc_address]
+        addresses = ["--http", f"127.0.0.1:{self.http_port}"]
+        if not grpc_on_http:
+            addresses += ["--grpc", self.grpc_address]
         self.log = directory / f"{name}.log"
         pinned = ["taskset", "-c", cpu] if cpu else []
         with self.log.open("wb") as log:
@@ -132,6 +144,11 @@ def cpu_seconds(pid: int) -> float:
     """The CPU time (user and system, all threads) process ``pid`` has used, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` and its ``descendants`` have used, in seconds."""
+    return sum(cpu_seconds(one) for one in (pid, *descendants(pid)))
 
 
 def descendants(pid: int) -> list[int]:

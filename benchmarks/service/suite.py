@@ -20,7 +20,10 @@ each twice: with nobody looking, and with the dashboard's page open, asking ``/v
 a second (``benchmarks.service.page``). Each prints its ratio to the row without the option
 and to the hello world, measured in the same run. ``--workers`` has no row: the servers share
 one CPU, where two workers only take turns (see docs/benchmarks.md);
-``benchmarks.service.workers`` measures it.
+``benchmarks.service.workers`` measures it. When pyvoy (the ``pyvoy`` extra) is installed, the
+``--server pyvoy`` rows run too: the HTTP key and the gRPC descriptor on memory, the gRPC
+descriptor on Redis, and the gRPC hello world on pyvoy (``benchmarks.service.pyvoy_hello``);
+a table of their own sets the gRPC rows against both gRPC hello worlds.
 
 Every row runs ``connections`` connections for ``seconds`` after a warm-up, the rows taking
 turns round by round (in reverse order every other round), each keeping its best round. The
@@ -61,6 +64,7 @@ from benchmarks.service.load import LoadError
 from benchmarks.service.measurement import (
     BASELINE,
     OPTIONS,
+    PYVOY,
     REDIS,
     ROWS,
     RULES,
@@ -122,6 +126,8 @@ def run(out: Output, sizes: ServiceSizes, rows: Sequence[Row] = ROWS) -> None:
             "(bash scripts/bench.sh --service installs them)"
         )
     server_cpu, load_cpu = cpus()
+    if not pyvoy_installed():
+        rows = [row for row in rows if row.option != PYVOY]
     out.emit("# ratekeeper benchmarks: the decision service", "", *report.machine())
     out.emit("", "## The decision service under load", "")
     with tempfile.TemporaryDirectory(prefix="ratekeeper-bench-service-") as name:
@@ -131,10 +137,20 @@ def run(out: Output, sizes: ServiceSizes, rows: Sequence[Row] = ROWS) -> None:
         stack = _stack(directory / "baseline.log")
     _emit(out, sizes, measured, stack, (server_cpu, load_cpu))
     _emit_options(out, measured)
+    _emit_pyvoy(out, measured)
+    if not pyvoy_installed():
+        out.emit("", "(No `--server pyvoy` rows: pyvoy, the `pyvoy` extra, is not installed.)")
+
+
+def pyvoy_installed() -> bool:
+    """Whether pyvoy (the ``pyvoy`` extra) is installed beside this Python."""
+    return Path(sys.executable).with_name("pyvoy").exists()
 
 
 def _command(row: Row, redis_url: str) -> list[str]:
     """The command of the server ``row`` runs on."""
+    if row.server == BASELINE and row.option == PYVOY:
+        return [sys.executable, "-m", "benchmarks.service.pyvoy_hello"]
     if row.server == BASELINE:
         return [sys.executable, "-m", "benchmarks.service.baseline"]
     store = redis_url if row.server == REDIS else "memory://"
@@ -171,7 +187,9 @@ def _measure(
         for row in rows:  # one server per store and option, in the order of the rows
             if row.instance not in servers:
                 name, command = _log_name(row.instance), _command(row, redis_url)
-                server = Server(name, command, directory, server_cpu)
+                server = Server(
+                    name, command, directory, server_cpu, grpc_on_http=row.option == PYVOY
+                )
                 servers[row.instance] = stack.enter_context(server)
         for round_number in range(sizes.rounds):
             order = rows if round_number % 2 == 0 else rows[::-1]
@@ -212,7 +230,7 @@ def _emit(
         f"{sizes.rounds} round(s), each row's best kept.",
         "",
     )
-    baselines = {row.surface: measured[row] for row in measured if row.shape == "hello"}
+    baselines = _hellos(measured)
     rows = []
     for row, result in measured.items():
         baseline = baselines[row.surface]
@@ -244,6 +262,47 @@ def _emit(
             out.emit(f"- {surface} {shape}: {text}")
 
 
+def _hellos(measured: dict[Row, Measured]) -> dict[str, Measured]:
+    """Each surface's hello world on ``ratekeeper serve``'s own stack (no option)."""
+    return {
+        row.surface: measured[row] for row in measured if row.shape == "hello" and not row.option
+    }
+
+
+#: The table of the ``--server pyvoy`` rows.
+PYVOY_HEADERS = [
+    "request", "store", "requests/s", "CPU µs / request", "/ grpc.aio hello",
+    "CPU ratio to grpc.aio hello", "/ pyvoy hello", "CPU ratio to pyvoy hello",
+]  # fmt: skip
+
+
+def _emit_pyvoy(out: Output, measured: dict[Row, Measured]) -> None:
+    """The gRPC rows on ``--server pyvoy`` against both hello worlds of the same run: grpc.aio's
+    (``ratekeeper serve``'s default stack) and the raw ASGI one on pyvoy."""
+    on_pyvoy = [row for row in measured if row.option == PYVOY and row.surface == "gRPC"]
+    hellos = [row for row in on_pyvoy if row.server == BASELINE]
+    if not hellos:
+        return
+    aio, pyvoy = _hellos(measured)["gRPC"], measured[hellos[0]]
+    rows = []
+    for row in on_pyvoy:
+        result = measured[row]
+        rate = result.best.load.rate
+        rows.append([
+            row.shape, row.server, f"{rate:,.0f}", f"{result.cpu * 1e6:,.0f}",
+            f"{rate / aio.best.load.rate:.2f}x", f"{aio.cpu / result.cpu:.2f}x",
+            f"{rate / pyvoy.best.load.rate:.2f}x", f"{pyvoy.cpu / result.cpu:.2f}x",
+        ])  # fmt: skip
+    out.emit("", "### gRPC on `--server pyvoy`", "")
+    out.emit(*report.table(PYVOY_HEADERS, rows))
+    out.emit(
+        "",
+        "Each row against the gRPC hello world on grpc.aio (the table above's) and the same hello "
+        "world as a raw ASGI app on pyvoy, measured in the same run: throughput (best round "
+        "each) and CPU ratio (the hello world's CPU time a request over the row's).",
+    )
+
+
 #: The table of what each option costs.
 OPTION_HEADERS = [
     "surface", "request", "store", "option", "requests/s (without → with)",
@@ -258,7 +317,7 @@ def _emit_options(out: Output, measured: dict[Row, Measured]) -> None:
     options = [row for row in measured if row.option]
     if not options:
         return
-    baselines = {row.surface: measured[row] for row in measured if row.shape == "hello"}
+    baselines = _hellos(measured)
     rows = []
     for row in options:
         with_, without, hello = measured[row], measured[row.without], baselines[row.surface]

@@ -7,8 +7,9 @@ against these protocols takes any of them: a limit given with the call (a ``Limi
 string) is counted on ``key``; ``peek`` counts nothing; ``reset`` forgets the key's count.
 
 Some deciders do more, each with its twin: a limiter decides several hits in one call
-(``ManyDecider``, ``hit_many``), an engine decides Envoy descriptors by its rules
-(``DescriptorDecider``, ``check``).
+(``ManyDecider``, ``hit_many``) and gives back what it granted (``RefundDecider``, ``admit``
+and ``refund``), an engine decides Envoy descriptors by its rules (``DescriptorDecider``,
+``check``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ratekeeper.core.limits import Limit
     from ratekeeper.engine.verdict import Descriptor, Verdict
     from ratekeeper.rules.model import Entry
+    from ratekeeper.stores.memory import Admitted
 
 
 @runtime_checkable
@@ -72,6 +74,30 @@ class AsyncManyDecider(Protocol):
 
 
 @runtime_checkable
+class RefundDecider(Protocol):
+    """Decides hits it can give back: ``admit([(key, limit, cost), ...], all_or_nothing=True)``,
+    each decision with the time it was taken at, and ``refund(key, limit, cost, at)`` (see
+    ``Limiter.admit``)."""
+
+    def admit(
+        self, hits: Iterable[tuple[str, Limit | str, int]], *, all_or_nothing: bool = True
+    ) -> list[Admitted]: ...
+
+    def refund(self, key: str, limit: Limit | str, cost: int, at: float) -> None: ...
+
+
+@runtime_checkable
+class AsyncRefundDecider(Protocol):
+    """The asyncio twin of ``RefundDecider``."""
+
+    async def admit(
+        self, hits: Iterable[tuple[str, Limit | str, int]], *, all_or_nothing: bool = True
+    ) -> list[Admitted]: ...
+
+    async def refund(self, key: str, limit: Limit | str, cost: int, at: float) -> None: ...
+
+
+@runtime_checkable
 class DescriptorDecider(Protocol):
     """Decides a request's Envoy descriptors by the rules of ``domain``: ``check(domain,
     descriptors, hits=1, all_or_nothing=False)`` (see ``Engine.check``)."""
@@ -106,10 +132,12 @@ if TYPE_CHECKING:  # mypy holds each of them to its protocols
 
     def _held(
         limiter: Limiter, engine: Engine
-    ) -> tuple[Decider, ManyDecider, Decider, DescriptorDecider]:
-        return limiter, limiter, engine, engine
+    ) -> tuple[Decider, ManyDecider, RefundDecider, Decider, DescriptorDecider]:
+        return limiter, limiter, limiter, engine, engine
 
     def _async_held(
         limiter: AsyncLimiter, engine: AsyncEngine
-    ) -> tuple[AsyncDecider, AsyncManyDecider, AsyncDecider, AsyncDescriptorDecider]:
-        return limiter, limiter, engine, engine
+    ) -> tuple[
+        AsyncDecider, AsyncManyDecider, AsyncRefundDecider, AsyncDecider, AsyncDescriptorDecider
+    ]:
+        return limiter, limiter, limiter, engine, engine

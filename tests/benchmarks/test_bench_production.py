@@ -25,6 +25,7 @@ from benchmarks.service.measurement import (
     DASHBOARD,
     ENVOY_HEADERS,
     MEMORY,
+    PYVOY,
     ROWS,
     RULES,
     TOKEN,
@@ -128,7 +129,30 @@ def test_the_option_rows_beside_their_rows_without_the_option() -> None:
         ("gRPC", "descriptor", DASHBOARD),
         ("gRPC", "descriptor", watched),
         ("gRPC", "refused descriptor", ENVOY_HEADERS),
+        *(
+            [
+                ("HTTP", "key", PYVOY),
+                ("gRPC", "hello", PYVOY),
+                ("gRPC", "descriptor", PYVOY),  # memory
+                ("gRPC", "descriptor", PYVOY),  # Redis
+            ]
+            if suite.pyvoy_installed()
+            else []
+        ),
     ]
+    if suite.pyvoy_installed():  # its own table: against both hello worlds
+        start = out.lines.index("### gRPC on `--server pyvoy`")
+        table = [_split(line) for line in out.lines[start:] if line.startswith("| ")][2:]
+        assert [(cells[0], cells[1]) for cells in table] == [
+            ("hello", "hello world"),
+            ("descriptor", "memory"),
+            ("descriptor", "redis"),
+        ]
+        assert table[0][6] == "1.00x"  # the pyvoy hello over itself
+    else:
+        assert "(No `--server pyvoy` rows: pyvoy, the `pyvoy` extra, is not installed.)" in (
+            out.lines
+        )
     for cells in map(_split, costs):
         assert RATIO.fullmatch(cells[5])  # / without the option
         assert re.fullmatch(r"\d+\.\d\dx → \d+\.\d\dx", cells[8])  # / hello world

@@ -49,7 +49,7 @@ CASES = {
         "descriptors[1].rate_limit: missing 'requests_per_unit'",
         "descriptors[2].colour: unknown key 'colour'; expected one of key, value, rate_limit, "
         "descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, "
-        "share_threshold, metadata",
+        "share_threshold, metadata, ipv4_prefix, ipv6_prefix",
     ],
     "list_item_not_map": [
         "descriptors[1]: expected a descriptor (a mapping), got a string 'user'",
@@ -126,6 +126,15 @@ CASES = {
         "descriptors[0].shadow_mode: expected true or false, got a string 'yes'",
         "descriptors[0].rate_limit: expected a rate_limit mapping, got a string 'every second'",
         "descriptors[1].descriptors: expected a list of descriptors, got a mapping",
+    ],
+    "bad_address_prefix": [
+        "descriptors[0].ipv4_prefix: expected an integer from 0 up to 32, got an integer 33",
+        "descriptors[0].ipv6_prefix: expected an integer from 0 up to 128, got an integer -1",
+        "descriptors[1].ipv6_prefix: expected an integer from 0 up to 128, got a number .nan",
+        "descriptors[2].ipv4_prefix: expected an integer from 0 up to 32, got a boolean true",
+        "descriptors[3].ipv6_prefix: expected an integer from 0 up to 128, got a string '64'",
+        "descriptors[4]: share_threshold counts every value under the pattern; it cannot be "
+        "combined with ipv4_prefix or ipv6_prefix",
     ],
     "not_a_mapping": ["expected a mapping with 'domain' and 'descriptors', got a list"],
     "empty_file": ["the file is empty; expected a mapping with 'domain' and 'descriptors'"],

@@ -34,6 +34,8 @@ class Served:
         reference_addresses: bool = False,
     ) -> None:
         self.http, self.grpc = free_ports(2)
+        #: Where it answers gRPC: its gRPC port, or with ``--server pyvoy`` its HTTP port.
+        self.grpc_port = self.http if "pyvoy" in flags else self.grpc
         self.url = f"http://127.0.0.1:{self.http}"
         clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
         addresses = ["--http", f"127.0.0.1:{self.http}", "--grpc", f"127.0.0.1:{self.grpc}"]

@@ -34,6 +34,7 @@ import grpc
 import pytest
 
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
+from tests.gateways import pyvoy_binary
 from tests.servers import RedisServer, command, wait_until
 from tests.service.http_load import CLOSED, REFUSED, RESET, Exchange, Request, exchange
 from tests.service.served import Served
@@ -198,7 +199,7 @@ class Held:
 async def stop_while_deciding(served: Served, redis_port: int, surface: str) -> Held:
     """``DECIDING`` requests (``surface`` ``"http"``) or calls (``"grpc"``) wait for the
     store, which pauses its writes for ``PAUSE`` seconds; the signal comes while they wait."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc}") as channel:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
         stub = rls_pb2_grpc.RateLimitServiceStub(channel)
         assert (await exchange(served.http, CHECK)).status == 200  # scripts loaded
         assert (await call(stub)).code == "OK"  # the channel connected
@@ -270,15 +271,24 @@ def test_sigterm_under_load_answers_what_was_in_flight_and_exits_0(served: Serve
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("server", ["uvicorn", "pyvoy"])
 @pytest.mark.parametrize("surface", ["http", "grpc"])
-def test_sigterm_while_deciding_waits_for_the_decisions(tmp_path: Path, surface: str) -> None:
+def test_sigterm_while_deciding_waits_for_the_decisions(
+    tmp_path: Path, surface: str, server: str
+) -> None:
+    """On ``--server pyvoy`` too: Envoy stops listening, the requests under way are answered,
+    then Envoy stops."""
+    if server == "pyvoy" and pyvoy_binary() is None:
+        pytest.skip("pyvoy is not installed (the pyvoy extra)")
     redis = RedisServer(tmp_path / "redis")
     rules = tmp_path / "stop.yaml"
     rules.write_text(RULES)
     store = f"{redis.url}?timeout={PAUSE * 5}"  # the store is slow, not down
     try:
         with (tmp_path / "serve.log").open("wb") as log:
-            served = Served(tmp_path, "--store", store, "--rules", str(rules), stderr=log)
+            served = Served(
+                tmp_path, "--server", server, "--store", store, "--rules", str(rules), stderr=log
+            )
         try:
             held = asyncio.run(stop_while_deciding(served, redis.port, surface))
         finally:

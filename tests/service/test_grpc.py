@@ -1,18 +1,22 @@
 """Envoy's ShouldRateLimit over a real gRPC connection on loopback, decided by the engine.
 
-The server is ``serve_grpc`` over an ``AsyncEngine`` with rules; the client sends requests as
-Envoy does (domain, descriptors, hits_addend, a limit sent with a descriptor). Statuses come
-back in request order with Envoy's fields, equal to what the engine decides in process.
+The server is each of the service's gRPC stacks over an ``AsyncEngine`` with rules: grpc.aio
+(``serve_grpc``), and the raw ASGI app (``grpc_asgi.GrpcApp``) on pyvoy, Envoy's HTTP/2
+(``tests/service/pyvoy_grpc_app.py``; skipped when pyvoy is not installed). The client sends
+requests as Envoy does (domain, descriptors, hits_addend, a limit sent with a descriptor).
+Statuses come back in request order with Envoy's fields, equal to what the engine decides in
+process, and the same on both stacks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol, TypeVar
 
 import grpc
+import httpx
 import pytest
 from google.protobuf import wrappers_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -24,6 +28,7 @@ from ratekeeper.service.proto import ratelimit_pb2, ratelimit_unit_pb2, rls_pb2,
 from ratekeeper.service.translate import decide_async
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
+from tests.gateways import PyvoyApp, pyvoy_binary
 
 RULES = """
 domain: test
@@ -59,10 +64,20 @@ def descriptor(*entries: tuple[str, str], **fields: object) -> Descriptor:
 DEFAULT = ("generic_key", "default")
 
 
-def with_server(
-    clock: FakeClock,
-    talk: Callable[[rls_pb2_grpc.RateLimitServiceStub, grpc.aio.Channel], Awaitable[T]],
-    header_names: tuple[str, str, str] | None = None,
+Talk = Callable[[rls_pb2_grpc.RateLimitServiceStub, grpc.aio.Channel], Awaitable[T]]
+
+
+class WithServer(Protocol):
+    """``with_server(clock, talk, header_names)``: a fresh engine on ``clock`` behind the stack
+    under test, ``talk``'s result over a channel to it."""
+
+    def __call__(
+        self, clock: FakeClock, talk: Talk[T], header_names: tuple[str, str, str] | None = None
+    ) -> T: ...
+
+
+def on_grpc_aio(
+    clock: FakeClock, talk: Talk[T], header_names: tuple[str, str, str] | None = None
 ) -> T:
     async def main() -> T:
         engine = AsyncEngine(AsyncMemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
@@ -77,7 +92,41 @@ def with_server(
     return asyncio.run(main())
 
 
-def test_envoys_request_is_decided_with_envoys_statuses(clock: FakeClock) -> None:
+@pytest.fixture(scope="module")
+def pyvoy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PyvoyApp]:
+    if pyvoy_binary() is None:
+        pytest.skip("pyvoy is not installed (the pyvoy extra)")
+    server = PyvoyApp(tmp_path_factory.mktemp("pyvoy"), "tests.service.pyvoy_grpc_app:app")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["grpc.aio", "pyvoy"])
+def with_server(request: pytest.FixtureRequest) -> WithServer:
+    if request.param == "grpc.aio":
+        return on_grpc_aio
+    server: PyvoyApp = request.getfixturevalue("pyvoy")
+
+    def on_pyvoy(
+        clock: FakeClock, talk: Talk[T], header_names: tuple[str, str, str] | None = None
+    ) -> T:
+        made = httpx.post(
+            f"{server.url}/engine", json={"now": clock(), "header_names": header_names}, timeout=10
+        )
+        assert made.status_code == 200, made.text
+
+        async def main() -> T:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                return await talk(rls_pb2_grpc.RateLimitServiceStub(channel), channel)
+
+        return asyncio.run(main())
+
+    return on_pyvoy
+
+
+def test_envoys_request_is_decided_with_envoys_statuses(
+    with_server: WithServer, clock: FakeClock
+) -> None:
     clock.set(1_699_999_990.0)  # 10 s into a minute
 
     async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> list[Response]:
@@ -99,7 +148,9 @@ def test_envoys_request_is_decided_with_envoys_statuses(clock: FakeClock) -> Non
     assert [s.limit_remaining for s in third.statuses] == [0, 0]
 
 
-def test_hits_addend_and_a_limit_sent_with_a_descriptor(clock: FakeClock) -> None:
+def test_hits_addend_and_a_limit_sent_with_a_descriptor(
+    with_server: WithServer, clock: FakeClock
+) -> None:
     async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> list[Response]:
         sent = descriptor(
             ("anything", "x"),
@@ -119,7 +170,9 @@ def test_hits_addend_and_a_limit_sent_with_a_descriptor(clock: FakeClock) -> Non
     assert answers[0].statuses[0].current_limit.unit == Response.RateLimit.SECOND
 
 
-def test_a_limit_of_zero_sent_with_a_descriptor_is_always_over(clock: FakeClock) -> None:
+def test_a_limit_of_zero_sent_with_a_descriptor_is_always_over(
+    with_server: WithServer, clock: FakeClock
+) -> None:
     async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> Response:
         zero = Descriptor.RateLimitOverride(
             requests_per_unit=0, unit=ratelimit_unit_pb2.RateLimitUnit.MINUTE
@@ -139,7 +192,7 @@ def test_a_limit_of_zero_sent_with_a_descriptor_is_always_over(clock: FakeClock)
     assert zero.limit_remaining == 0
 
 
-def test_unlimited_and_no_rule_answer_as_envoy(clock: FakeClock) -> None:
+def test_unlimited_and_no_rule_answer_as_envoy(with_server: WithServer, clock: FakeClock) -> None:
     async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> Response:
         return await stub.ShouldRateLimit(
             request(descriptor(("path", "/health")), descriptor(("other", "x"))), timeout=10
@@ -166,7 +219,7 @@ def test_unlimited_and_no_rule_answer_as_envoy(clock: FakeClock) -> None:
     ids=["empty domain", "no descriptors", "empty key", "unknown unit", "no such unit"],
 )
 def test_an_invalid_request_is_invalid_argument(
-    clock: FakeClock, bad: rls_pb2.RateLimitRequest
+    with_server: WithServer, clock: FakeClock, bad: rls_pb2.RateLimitRequest
 ) -> None:
     async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> grpc.StatusCode:
         try:
@@ -178,7 +231,7 @@ def test_an_invalid_request_is_invalid_argument(
     assert with_server(clock, talk) == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_the_health_service_reports_serving(clock: FakeClock) -> None:
+def test_the_health_service_reports_serving(with_server: WithServer, clock: FakeClock) -> None:
     """SERVING for the whole server, the service's full name, and ``ratelimit``, the name
     Envoy's own rate-limit service registers; any other name is NOT_FOUND."""
 
@@ -203,7 +256,33 @@ def test_the_health_service_reports_serving(clock: FakeClock) -> None:
     assert unknown == grpc.StatusCode.NOT_FOUND
 
 
-def test_the_rate_limit_headers_come_with_each_answer_when_named(clock: FakeClock) -> None:
+def test_the_health_watch_sends_serving_and_stays_open(
+    with_server: WithServer, clock: FakeClock
+) -> None:
+    """``Watch`` answers the status at once and keeps the stream open while the status holds
+    (still open after a ``Check`` made after it was answered), until the client cancels it."""
+
+    async def talk(
+        _: rls_pb2_grpc.RateLimitServiceStub, channel: grpc.aio.Channel
+    ) -> tuple[int, int, bool]:
+        stub = health_pb2_grpc.HealthStub(channel)
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service="ratelimit"), timeout=10)
+        first = await watch.read()
+        checked = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        still_open = not watch.done()
+        watch.cancel()
+        return first.status, checked.status, still_open  # type: ignore[attr-defined]
+
+    assert with_server(clock, talk) == (
+        health_pb2.HealthCheckResponse.SERVING,
+        health_pb2.HealthCheckResponse.SERVING,
+        True,
+    )
+
+
+def test_the_rate_limit_headers_come_with_each_answer_when_named(
+    with_server: WithServer, clock: FakeClock
+) -> None:
     """``response_headers_to_add``: the limit, remaining and reset headers, under the names
     given, of the status closest to its limit, and retry-after on OVER_LIMIT; reset and
     retry-after rounded up to whole seconds."""
@@ -231,7 +310,7 @@ def test_the_rate_limit_headers_come_with_each_answer_when_named(clock: FakeCloc
     ]
 
 
-def test_no_headers_unless_named(clock: FakeClock) -> None:
+def test_no_headers_unless_named(with_server: WithServer, clock: FakeClock) -> None:
     async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> int:
         answer = await stub.ShouldRateLimit(request(descriptor(DEFAULT)), timeout=10)
         return len(answer.response_headers_to_add)
@@ -239,7 +318,9 @@ def test_no_headers_unless_named(clock: FakeClock) -> None:
     assert with_server(clock, talk) == 0
 
 
-def test_the_wire_decides_as_the_engine_does_in_process(clock: FakeClock) -> None:
+def test_the_wire_decides_as_the_engine_does_in_process(
+    with_server: WithServer, clock: FakeClock
+) -> None:
     sequence = [
         request(descriptor(DEFAULT), descriptor(DEFAULT, ("user", "bob"))),
         request(descriptor(DEFAULT, ("user", "bob")), hits_addend=2),
@@ -286,7 +367,7 @@ def test_an_address_in_use_is_an_os_error_naming_it(clock: FakeClock) -> None:
     ids=["bad UTF-8 in the domain", "no message at all", "a truncated descriptor"],
 )
 def test_bytes_that_are_no_request_are_invalid_argument_and_the_server_goes_on(
-    clock: FakeClock, data: bytes
+    with_server: WithServer, clock: FakeClock, data: bytes
 ) -> None:
     async def talk(
         stub: rls_pb2_grpc.RateLimitServiceStub, channel: grpc.aio.Channel

@@ -277,3 +277,24 @@ def test_http_and_grpc_need_ports_of_their_own() -> None:
         ).grpc.port
         == 9000
     )
+
+
+def test_the_server_from_the_flag_or_the_variable() -> None:
+    assert read([]).server == "uvicorn"
+    assert read(["--server", "pyvoy"]).server == "pyvoy"
+    assert read([], {"RATEKEEPER_SERVER": "pyvoy"}).server == "pyvoy"
+    assert read(["--server", "uvicorn"], {"RATEKEEPER_SERVER": "pyvoy"}).server == "uvicorn"
+    with pytest.raises(ConfigError, match=r"--server: expected one of uvicorn, pyvoy, not 'nginx'"):
+        read(["--server", "nginx"])
+    with pytest.raises(ConfigError, match=r"--server \(from \$RATEKEEPER_SERVER\): expected"):
+        read([], {"RATEKEEPER_SERVER": ""})
+
+
+def test_pyvoy_runs_one_worker() -> None:
+    redis = ["--store", "redis://127.0.0.1:6379/0"]
+    assert read(["--server", "pyvoy", "--workers", "1", *redis]).workers == 1
+    with pytest.raises(
+        ConfigError,
+        match=r"--workers \(from \$RATEKEEPER_WORKERS\): --server pyvoy runs one process",
+    ):
+        read(["--server", "pyvoy", *redis], {"RATEKEEPER_WORKERS": "2"})

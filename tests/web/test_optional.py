@@ -48,5 +48,6 @@ def test_the_web_surface_is_what_its_all_says() -> None:
         "Replies",
         "Reply",
         "Request",
+        "Result",
         "keys",
     ]

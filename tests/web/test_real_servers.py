@@ -1,14 +1,17 @@
 """Real servers over loopback, many clients at once: exactly the limit is admitted.
 
-uvicorn serves a Starlette app behind the ASGI middleware, and waitress a Flask app behind the
-WSGI middleware; 16 client threads send 200 requests against a limit of 50 (an exact sliding
+uvicorn serves a Starlette app behind the ASGI middleware, a FastAPI router's limit and an async
+Django view; waitress a Flask app behind the WSGI middleware, an async Flask view and a
+blueprint's limit. 16 client threads send 200 requests against a limit of 50 (an exact sliding
 log over a day, so no window edge can pass more).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+import types
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -114,5 +117,85 @@ def test_waitress_admits_exactly_the_limit_to_concurrent_clients() -> None:
 
     app.wsgi_app = RateLimitMiddleware(app.wsgi_app, Limiter(), [RateLimit(LIMIT)])  # type: ignore[method-assign]
     with waitress_serving(app) as url:
+        statuses = hammer(url + "/")
+    assert statuses == {200: 50, 429: 150}
+
+
+def test_waitress_admits_exactly_the_limit_to_an_async_flask_view() -> None:
+    from flask import Flask
+
+    from ratekeeper.web.flask import RateLimiter
+
+    app = Flask(__name__)
+    limiter = RateLimiter(Limiter())
+
+    @app.get("/")
+    @limiter.limit(RateLimit(LIMIT))
+    async def home() -> str:
+        await asyncio.sleep(0)
+        return "ok"
+
+    with waitress_serving(app) as url:
+        statuses = hammer(url + "/")
+    assert statuses == {200: 50, 429: 150}
+
+
+def test_waitress_admits_exactly_the_limit_to_a_flask_blueprint() -> None:
+    from flask import Blueprint, Flask
+
+    from ratekeeper.web.flask import RateLimiter
+
+    app = Flask(__name__)
+    api = Blueprint("api", __name__)
+    RateLimiter(Limiter()).limit_views(api, RateLimit(LIMIT))
+    api.add_url_rule("/", "home", lambda: "ok")
+    app.register_blueprint(api)
+    with waitress_serving(app) as url:
+        statuses = hammer(url + "/")
+    assert statuses == {200: 50, 429: 150}
+
+
+def test_uvicorn_admits_exactly_the_limit_to_an_async_django_view() -> None:
+    from django.core.asgi import get_asgi_application
+    from django.http import HttpRequest, HttpResponse
+    from django.test import override_settings
+    from django.urls import path
+
+    import tests.web.django_site  # noqa: F401  (Django's settings)
+    from ratekeeper.web.django import RateLimiter
+
+    limiter = RateLimiter(Limiter())
+
+    @limiter.limit(RateLimit(LIMIT))
+    async def home(request: HttpRequest) -> HttpResponse:
+        await asyncio.sleep(0)
+        return HttpResponse("ok")
+
+    urls = types.ModuleType("async_django_urls")
+    urls.urlpatterns = [path("", home)]  # type: ignore[attr-defined]
+    with (
+        override_settings(ROOT_URLCONF=urls, MIDDLEWARE=[]),
+        uvicorn_serving(get_asgi_application()) as url,
+    ):
+        statuses = hammer(url + "/")
+    assert statuses == {200: 50, 429: 150}
+
+
+def test_uvicorn_admits_exactly_the_limit_to_a_fastapi_router() -> None:
+    from fastapi import APIRouter, Depends, FastAPI
+
+    from ratekeeper.web.fastapi import RateLimiter
+
+    limiter = RateLimiter(AsyncLimiter())
+    api = APIRouter(dependencies=[Depends(limiter.router_limit(RateLimit(LIMIT), scope="api"))])
+
+    @api.get("/")
+    async def home() -> str:
+        return "ok"
+
+    app = FastAPI()
+    limiter.install(app)
+    app.include_router(api)
+    with uvicorn_serving(app) as url:
         statuses = hammer(url + "/")
     assert statuses == {200: 50, 429: 150}

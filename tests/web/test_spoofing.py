@@ -43,7 +43,7 @@ def test_a_trusted_proxy_is_believed_up_to_the_right_most_untrusted_hop() -> Non
 
 def test_forwarded_is_read_the_same_way() -> None:
     value = 'for=1.1.1.1, for="[2001:db8:cafe::17]:4711";proto=https, for=10.0.0.2;by=10.0.0.3'
-    assert address("10.0.0.3", "Forwarded", forwarded=value) == "2001:db8:cafe::17"
+    assert address("10.0.0.3", "Forwarded", forwarded=value) == "2001:db8:cafe::/64"
     assert address("10.0.0.3", "Forwarded", forwarded="for=198.51.100.9:80") == "198.51.100.9"
     # Only the header the proxies are said to write is read.
     assert address("10.0.0.3", "Forwarded", x_forwarded_for="198.51.100.9") == "10.0.0.3"
@@ -62,7 +62,8 @@ def test_addresses_come_out_in_one_form() -> None:
     assert parse_address("nonsense") is None
     assert forwarded_hops('for="a,b";by=x, proto=http') == ['"a,b"', ""]
     assert address("::ffff:203.0.113.7") == "203.0.113.7"
-    assert address("2001:db8:ffff::1", x_forwarded_for="2001:db8::5") == "2001:db8::5"
+    # An IPv6 client counts by its /64 (see test_address_blocks.py).
+    assert address("2001:db8:ffff::1", x_forwarded_for="2001:db8::5") == "2001:db8::/64"
 
 
 def test_a_proxy_on_a_unix_socket_is_trusted_only_when_named() -> None:

@@ -159,6 +159,7 @@ class EngineBase:
         self.shadow = shadow
         cache = self.planner.cache
         self._lookup = cache.lookup
+        self._block = self.planner.blocks.get
         self._lock = threading.Lock()
         self._running = False  # started in this process
         self._closed = False
@@ -202,8 +203,9 @@ class EngineBase:
         """The cached plan of a check's only descriptor, or None: the general path decides.
 
         The plan cache's ``get``, inlined as in ``decide``: this is ``check``'s hot path, for
-        entries given as a list or tuple of ``(key, value)`` tuples. A ``Descriptor``, or
-        entries that are lists, take the general path.
+        entries given as a list or tuple of ``(key, value)`` tuples, then the plan of their
+        address's block, if the planner knows it. A ``Descriptor``, or entries that are lists,
+        take the general path.
         """
         entries = descriptors[0]
         if entries.__class__ is list:
@@ -212,7 +214,12 @@ class EngineBase:
             return None
         slot = (domain, entries)
         try:
-            return self._lookup(slot)
+            plan = self._lookup(slot)
+            if plan is None:  # planned by its address's block, if it holds one
+                block = self._block(slot)
+                if block is not None:
+                    plan = self._lookup(block)
+            return plan
         except TypeError:  # unhashable: entries given as lists
             return None
 

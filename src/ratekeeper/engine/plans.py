@@ -2,9 +2,10 @@
 
 A ``Plan`` says how one key or descriptor is decided: the identity its counters live under, the
 limit (from the configuration store's override, else the matching rule, else the default) and the
-rule that matched. Plans are cached (``cache.TTLCache``: bounded, with a TTL); the cache is
-emptied when the rules are reloaded, and a change the configuration store reports from any
-instance drops the plans of the key it names (all plans when it names none).
+rule that matched. Plans are cached (``cache.TTLCache``: bounded, with a TTL) by key, or by
+descriptor (an address counted by its block, by its block); the cache is emptied when the rules
+are reloaded, and a change the configuration store reports from any instance drops the plans of
+the key it names (all plans when it names none).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ _UNFOLLOWED = "cannot follow the configuration store's changes; trying again eve
 #: longer key is made again each time, so that the cache holds at most ``cache_size`` keys of
 #: this length, whatever the requests say. Its identity is ``bounded`` (``keys``) either way.
 MAX_CACHED_KEY = 1024
+
+#: The descriptors whose address block (the slot of their plan) is remembered at most; past
+#: it they are forgotten all at once and worked out again.
+MAX_BLOCKS = 10_000
 
 #: One descriptor of a check, normalised: ``(entries, limit sent with it, cost)``.
 Request = tuple[tuple[Entry, ...], "Limit | None", int]
@@ -110,6 +115,10 @@ class Planner:
         # the same override share it (and its id, its step), which keeps a decision's working
         # set small. Emptied when it holds as many limits as the cache holds plans.
         self._limits: dict[Limit, Limit] = {}
+        # The slot of the plan of each descriptor planned by its address's block (only those
+        # under rules with ``ipv6_prefix`` or ``ipv4_prefix``), which the engine's hot path
+        # reads too.
+        self.blocks: dict[tuple[str, tuple[Entry, ...]], Hashable] = {}
         self.config_errors = 0
         self.cache_misses = 0
         self._config_down_until = 0.0
@@ -150,6 +159,7 @@ class Planner:
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
+        self.blocks.clear()
         self.cache.clear()
 
     def load_key(self, key: str) -> Plan:
@@ -157,20 +167,54 @@ class Planner:
         return self._load(key, domain, key, identity(domain, key), None, self.default)
 
     def load_descriptor(self, domain: str, entries: tuple[Entry, ...]) -> Plan:
-        key = descriptor_key(entries)
-        rule, counted = self.rules.lookup(domain, entries)
-        shared = key if counted is entries else descriptor_key(counted)  # share_threshold
-        return self._load((domain, entries), domain, key, identity(domain, shared), rule, None)
+        """The plan of a descriptor the cache has not under its entries. An address counted by
+        its block (``ipv6_prefix``, ``ipv4_prefix``) is planned by its block: its plan is
+        cached, and its override looked up, under the entries with the block for the address,
+        so that one client rotating addresses within its /64 costs one configuration-store
+        lookup and one cache entry, not one per address."""
+        block = self._block_of(domain, entries)
+        if block is not None:
+            plan = self.cache.lookup(block)
+            if plan is not None:
+                return plan
+        rule, counted, blocked = self.rules.locate(domain, entries)
+        slot: Hashable = (domain, entries) if blocked is entries else (domain, blocked)
+        if block is not None and slot != block:  # remembered under rules reloaded since
+            self.blocks.pop((domain, entries), None)
+        key = descriptor_key(blocked)
+        shared = key if counted is blocked else descriptor_key(counted)  # share_threshold
+        return self._load(slot, domain, key, identity(domain, shared), rule, None)
 
     def missing(self, domain: str, requests: list[Request]) -> list[tuple[Entry, ...]]:
-        """The entries of ``requests`` whose plans are not cached (the async engine loads them
-        in a thread, away from the event loop)."""
+        """The entries of ``requests`` whose plans are not cached, under their entries nor
+        under their addresses' blocks (the async engine loads them in a thread, away from the
+        event loop)."""
         cached = self.cache.lookup
-        return [
-            entries
-            for entries, limit, _ in requests
-            if limit is None and cached((domain, entries)) is None
-        ]
+        missed = []
+        for entries, limit, _ in requests:
+            if limit is not None or cached((domain, entries)) is not None:
+                continue
+            block = self._block_of(domain, entries)
+            if block is None or cached(block) is None:
+                missed.append(entries)
+        return missed
+
+    def _block_of(self, domain: str, entries: tuple[Entry, ...]) -> Hashable | None:
+        """The slot of the plan of ``entries``' address block, None when they hold no address
+        a rule counts by its block. Remembered for ``MAX_BLOCKS`` descriptors, so that a client
+        that keeps its address does not work its block out (parse it) on every request; as
+        the cache, not for descriptors longer than ``MAX_CACHED_KEY``."""
+        slot = self.blocks.get((domain, entries))
+        if slot is None:
+            blocked = self.rules.locate(domain, entries)[2]
+            if blocked is entries:
+                return None
+            slot = (domain, blocked)
+            if sum(len(key) + len(value) + 2 for key, value in entries) <= MAX_CACHED_KEY:
+                if len(self.blocks) >= MAX_BLOCKS:
+                    self.blocks.clear()
+                self.blocks[(domain, entries)] = slot
+        return slot
 
     def _load(  # noqa: PLR0917 - one private call site per entry point
         self,

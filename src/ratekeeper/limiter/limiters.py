@@ -19,15 +19,17 @@ from typing import Any, ParamSpec, TypeVar
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.closing import AsyncClosing, Closing
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import RateLimitExceeded
+from ratekeeper.core.errors import RateLimitExceeded, StoreError
 from ratekeeper.core.inputs import check_cost
 from ratekeeper.core.limits import Limit, algorithm_of, charged
 from ratekeeper.limiter.shared import (
     POLL,
+    Charging,
     HitLike,
     KeyLike,
     LimitLike,
     Rates,
+    check_charging,
     check_timeout,
     concurrency_limit,
     expand,
@@ -36,9 +38,11 @@ from ratekeeper.limiter.shared import (
     last_refusal,
     limits_of,
     pause_after,
+    refunds_of,
     single,
+    unrefunded,
 )
-from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
+from ratekeeper.stores import Admitted, AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, Clock, MemoryStore
 
 P = ParamSpec("P")
@@ -125,6 +129,24 @@ class Limiter(Closing):
         batch = expand(hits, self.algorithm)
         return self.store.apply_many(batch, all_or_nothing=all_or_nothing)
 
+    def admit(self, hits: Iterable[HitLike], *, all_or_nothing: bool = True) -> list[Admitted]:
+        """``hit_many``, each decision with the time the store took it at (``Admitted``), for
+        a ``refund`` of what it granted should the work it admitted not count after all.
+        Example, a login charged only when it fails::
+
+            (decision, at), = limiter.admit([(user, "5/15 minutes")])
+            if decision.allowed and check_password(user, password):
+                limiter.refund(user, "5/15 minutes", decision.granted, at)
+        """
+        batch = expand(hits, self.algorithm)
+        return self.store.admit(batch, all_or_nothing=all_or_nothing)
+
+    def refund(self, key: str, limit: LimitLike, cost: int, at: float) -> None:
+        """Give back ``cost`` units ``key`` was granted under ``limit`` (one limit) at ``at``,
+        an ``Admitted``'s time: the store takes them back from the window or bucket that
+        counted them, and gives nothing once that window has turned (``Store.refund``)."""
+        self.store.refund(key, single(limit, self.algorithm), cost, at)
+
     def acquire(
         self, key: str, limit: LimitLike, cost: int = 1, timeout: float | None = None
     ) -> Decision:
@@ -156,7 +178,13 @@ class Limiter(Closing):
             poll = min(poll * 2, POLL[1])
 
     def limit(
-        self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
+        self,
+        limit: LimitLike,
+        *,
+        key: KeyLike = None,
+        cost: int = 1,
+        charge_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        charge_when: Callable[[Any], bool] | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Decorate a function so each call counts as a hit.
 
@@ -164,7 +192,17 @@ class Limiter(Closing):
         to the function share one key. A refused call raises ``RateLimitExceeded`` carrying
         ``retry_after``. ``limit`` may hold several limits (``"100/day; 10/minute"``): a call
         passes only if all allow, and a refused call consumes nothing. A bad ``limit``, fixed
-        ``key`` or ``cost`` raises here, when the function is decorated.
+        ``key``, ``cost`` or charging option raises here, when the function is decorated.
+
+        ``charge_on`` (exception classes) and ``charge_when`` (a test of the result) charge a
+        call by its outcome: it is counted before it runs, and refused past the limit as any
+        call, then given back (``refund``) unless it raised one of ``charge_on`` or returned
+        a result ``charge_when`` holds true; so calls at once never pass the limit together.
+        A give-back the store fails is logged, never raised. Example, failed logins only::
+
+            @limiter.limit("5/15 minutes", key=lambda user, password: user,
+                           charge_on=WrongPassword)
+            def login(user: str, password: str) -> Session: ...
 
         An ``async def`` is refused with ``TypeError``: this limiter's store calls would block
         its event loop. Decorate it with ``AsyncLimiter.limit``, over the same in-memory state
@@ -172,6 +210,7 @@ class Limiter(Closing):
         """
         limits = limits_of(limit, self.algorithm)
         cost = check_cost(cost)
+        charges = check_charging(charge_on, charge_when)
 
         def decorate(function: Callable[P, R]) -> Callable[P, R]:
             if inspect.iscoroutinefunction(function):
@@ -201,9 +240,49 @@ class Limiter(Closing):
                     raise RateLimitExceeded(refusal, name)
                 return function(*args, **kwargs)
 
+            if charges is not None:
+                return self._charged(function, key_of, limits, cost, charges)
             return wrapper if len(limits) == 1 else wrapper_many
 
         return decorate
+
+    def _charged(
+        self,
+        function: Callable[P, R],
+        key_of: Callable[..., str],
+        limits: tuple[Limit, ...],
+        cost: int,
+        charges: Charging,
+    ) -> Callable[P, R]:
+        """``function`` counted before each call, and given back unless ``charges`` says its
+        outcome is charged."""
+        admit, refund = self.store.admit, self.store.refund
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            name = key_of(*args, **kwargs)
+            admitted = admit([(name, limit, cost) for limit in limits], all_or_nothing=True)
+            refusal = last_refusal([decision for decision, _ in admitted])
+            if refusal is not None:
+                raise RateLimitExceeded(refusal, name)
+            try:
+                result = function(*args, **kwargs)
+            except BaseException as error:
+                if not charges(None, error):
+                    give_back(refunds_of(name, limits, admitted))
+                raise
+            if not charges(result, None):
+                give_back(refunds_of(name, limits, admitted))
+            return result
+
+        def give_back(refunds: list[tuple[str, Limit, int, float]]) -> None:
+            for one in refunds:
+                try:
+                    refund(*one)
+                except StoreError as error:
+                    unrefunded(one[0], error)
+
+        return wrapper
 
     @contextmanager
     def concurrency(
@@ -291,6 +370,17 @@ class AsyncLimiter(AsyncClosing):
         batch = expand(hits, self.algorithm)
         return await self.store.apply_many(batch, all_or_nothing=all_or_nothing)
 
+    async def admit(
+        self, hits: Iterable[HitLike], *, all_or_nothing: bool = True
+    ) -> list[Admitted]:
+        """``hit_many``, each decision with its time; see ``Limiter.admit``."""
+        batch = expand(hits, self.algorithm)
+        return await self.store.admit(batch, all_or_nothing=all_or_nothing)
+
+    async def refund(self, key: str, limit: LimitLike, cost: int, at: float) -> None:
+        """Give back ``cost`` units granted at ``at``; see ``Limiter.refund``."""
+        await self.store.refund(key, single(limit, self.algorithm), cost, at)
+
     async def acquire(
         self, key: str, limit: LimitLike, cost: int = 1, timeout: float | None = None
     ) -> Decision:
@@ -312,14 +402,22 @@ class AsyncLimiter(AsyncClosing):
             poll = min(poll * 2, POLL[1])
 
     def limit(
-        self, limit: LimitLike, *, key: KeyLike = None, cost: int = 1
+        self,
+        limit: LimitLike,
+        *,
+        key: KeyLike = None,
+        cost: int = 1,
+        charge_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        charge_when: Callable[[Any], bool] | None = None,
     ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
-        """Decorate an async function so each call counts as a hit; see ``Limiter.limit``.
+        """Decorate an async function so each call counts as a hit; see ``Limiter.limit``
+        (``charge_on`` and ``charge_when`` too).
 
         The decorated function keeps its type: it is still a coroutine function.
         """
         limits = limits_of(limit, self.algorithm)
         cost = check_cost(cost)
+        charges = check_charging(charge_on, charge_when)
 
         def decorate(
             function: Callable[P, Coroutine[Any, Any, R]],
@@ -348,9 +446,48 @@ class AsyncLimiter(AsyncClosing):
                     raise RateLimitExceeded(refusal, name)
                 return await function(*args, **kwargs)
 
+            if charges is not None:
+                return self._charged(function, key_of, limits, cost, charges)
             return wrapper if len(limits) == 1 else wrapper_many
 
         return decorate
+
+    def _charged(
+        self,
+        function: Callable[P, Coroutine[Any, Any, R]],
+        key_of: Callable[..., str],
+        limits: tuple[Limit, ...],
+        cost: int,
+        charges: Charging,
+    ) -> Callable[P, Coroutine[Any, Any, R]]:
+        """See ``Limiter._charged``."""
+        admit, refund = self.store.admit, self.store.refund
+
+        @functools.wraps(function)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            name = key_of(*args, **kwargs)
+            admitted = await admit([(name, limit, cost) for limit in limits], all_or_nothing=True)
+            refusal = last_refusal([decision for decision, _ in admitted])
+            if refusal is not None:
+                raise RateLimitExceeded(refusal, name)
+            try:
+                result = await function(*args, **kwargs)
+            except BaseException as error:
+                if not charges(None, error):
+                    await give_back(refunds_of(name, limits, admitted))
+                raise
+            if not charges(result, None):
+                await give_back(refunds_of(name, limits, admitted))
+            return result
+
+        async def give_back(refunds: list[tuple[str, Limit, int, float]]) -> None:
+            for one in refunds:
+                try:
+                    await refund(*one)
+                except StoreError as error:
+                    unrefunded(one[0], error)
+
+        return wrapper
 
     @asynccontextmanager
     async def concurrency(

@@ -1,10 +1,13 @@
 """What ``Limiter`` and ``AsyncLimiter`` share, free of I/O: limits read from what the caller
 gives (``Limit`` or rate string, kept parsed per limiter), ``hit_many``'s hits expanded, the
-arithmetic of ``acquire``'s waiting, and the key of a decorated call.
+arithmetic of ``acquire``'s waiting, the key of a decorated call, and which of its outcomes
+it is charged for.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,8 +16,13 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.inputs import check_key
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.rates import cached
-from ratekeeper.stores import Hit
+from ratekeeper.stores import Admitted, Hit
+
+log = logging.getLogger("ratekeeper.limiter")
+#: Give-backs that failed: logged, throttled, never raised into the caller's result.
+_unrefunded = LogThrottle(log)
 
 #: A limit as the API takes it: a ``Limit`` or a rate string such as ``"10/minute"``.
 LimitLike = Limit | str
@@ -143,3 +151,57 @@ def concurrency_limit(limit: LimitLike) -> Limit:
             f"concurrency() needs a concurrency limit, not {limit.algorithm.value}"
         )
     return limit
+
+
+#: Whether a decorated call that returned ``result`` (None when it raised) or raised ``error``
+#: is charged.
+Charging = Callable[[Any, BaseException | None], bool]
+#: A unit given back: ``(key, limit, granted, at)``.
+Refund = tuple[str, Limit, int, float]
+
+
+def check_charging(charge_on: Any, charge_when: Any) -> Charging | None:
+    """How a decorated call is charged by its outcome (None: every call, before it runs):
+    when it raises one of ``charge_on`` (an exception class or a tuple of them), or returns a
+    result ``charge_when(result)`` says is charged. ``TypeError`` for bad ones."""
+    if charge_on is None and charge_when is None:
+        return None
+    errors: tuple[type[BaseException], ...] = ()
+    if charge_on is not None:
+        errors = charge_on if isinstance(charge_on, tuple) else (charge_on,)
+        if not errors or not all(
+            inspect.isclass(error) and issubclass(error, BaseException) for error in errors
+        ):
+            raise TypeError(
+                f"charge_on is an exception class or a tuple of them, not {charge_on!r}"
+            )
+    if charge_when is not None and not callable(charge_when):
+        raise TypeError(f"charge_when is a test of the function's result, not {charge_when!r}")
+
+    def charges(result: Any, error: BaseException | None) -> bool:
+        if error is not None:
+            return isinstance(error, errors)
+        if charge_when is None:
+            return False
+        try:
+            return bool(charge_when(result))
+        except Exception:
+            log.exception("charge_when raised: the call stays charged")
+            return True
+
+    return charges
+
+
+def refunds_of(key: str, limits: Iterable[Limit], admitted: list[Admitted]) -> list[Refund]:
+    """What a call admitted under ``limits`` gives back when its outcome is not charged: each
+    allowed hit's granted units, but for those the failure policy decided (``degraded``)."""
+    return [
+        (key, limit, decision.granted, at)
+        for limit, (decision, at) in zip(limits, admitted, strict=True)
+        if decision.allowed and decision.granted and not decision.degraded
+    ]
+
+
+def unrefunded(key: str, error: Exception) -> None:
+    """Log a give-back the store refused: its units stay counted."""
+    _unrefunded.log(logging.WARNING, "could not give back a call on %r: %s", key, error)

@@ -65,12 +65,26 @@ class RuleSet:
 
         Those are ``entries`` themselves (the same object), except where a level matched a
         wildcard descriptor with ``share_threshold``: there the wildcard pattern stands for the
-        value, so that every value it matches shares one counter, as in Envoy's service.
+        value, so that every value it matches shares one counter, as in Envoy's service; and
+        where a level matched a descriptor with ``ipv4_prefix`` or ``ipv6_prefix``: there the
+        address's block stands for it (``2001:db8:1:2::/64``), so that every address of one
+        block shares one counter.
         """
+        rule, counted, _ = self.locate(domain, entries)
+        return rule, counted
+
+    def locate(
+        self, domain: str, entries: Sequence[Entry]
+    ) -> tuple[Rule | None, Sequence[Entry], Sequence[Entry]]:
+        """``lookup``, and the entries with only their addresses as blocks: ``entries`` itself
+        (the same object) unless a level with ``ipv4_prefix`` or ``ipv6_prefix`` matched an
+        address outside its block's canonical form. The engine keys a plan, and looks up its
+        override, by those: every address of one block has one plan, as it has one counter."""
         level = self._domains.get(domain)
         if level is None:
-            return None, entries
+            return None, entries, entries
         shared: dict[int, str] | None = None
+        blocks: dict[int, str] | None = None
         last = len(entries) - 1
         for index, (key, value) in enumerate(entries):
             nodes = level.nodes
@@ -87,16 +101,22 @@ class RuleSet:
                 else:
                     node = nodes.get(key)
                     if node is None:
-                        return None, entries
+                        return None, entries, entries
+            if node.prefixes is not None:
+                block = node.prefixes.key(value)
+                if block != value:
+                    blocks = blocks or {}
+                    blocks[index] = block
             if index == last:
-                if node.rule is None or shared is None:
-                    return node.rule, entries
-                counted = [(k, shared.get(i, v)) for i, (k, v) in enumerate(entries)]
-                return node.rule, tuple(counted)
+                if node.rule is None or (shared is None and blocks is None):
+                    return node.rule, entries, entries
+                blocked = entries if blocks is None else _with(entries, blocks)
+                counted = blocked if shared is None else _with(blocked, shared)
+                return node.rule, counted, blocked
             level = node.children
             if not level.nodes:
-                return None, entries
-        return None, entries
+                return None, entries, entries
+        return None, entries, entries
 
     def resolve(self, domain: str, descriptors: Sequence[Sequence[Entry]]) -> list[Rule | None]:
         """``match`` every descriptor of one request, then apply ``replaces``.
@@ -110,6 +130,11 @@ class RuleSet:
         if replaced:
             rules = [None if rule is not None and rule.name in replaced else rule for rule in rules]
         return rules
+
+
+def _with(entries: Sequence[Entry], values: dict[int, str]) -> tuple[Entry, ...]:
+    """``entries`` with the values of the indexes in ``values`` replaced."""
+    return tuple((key, values.get(index, value)) for index, (key, value) in enumerate(entries))
 
 
 def replaced_names(rules: Iterable[Rule | None]) -> set[str]:

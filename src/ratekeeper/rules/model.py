@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.networks import Prefixes
 from ratekeeper.core.periods import parse_period
 
 #: Envoy's units and their lengths in seconds, as rate strings count them (a month is 30 days,
@@ -67,20 +68,29 @@ class RuleNode:
     """A node of the tree: the descriptor's rule (if any) and the level below it.
 
     ``shared`` is the descriptor's composed key (``key_value``) when it is a wildcard with
-    ``share_threshold``: every value it matches counts under that one pattern. ``source`` and
-    ``where`` name the file and the path inside it that defined the descriptor.
+    ``share_threshold``: every value it matches counts under that one pattern. ``prefixes``
+    are the address blocks of a descriptor with ``ipv4_prefix`` or ``ipv6_prefix``: a value it
+    matches counts under ``prefixes.key(value)``, its address's block. ``source`` and ``where``
+    name the file and the path inside it that defined the descriptor.
     """
 
-    __slots__ = ("children", "rule", "shared", "source", "where")
+    __slots__ = ("children", "prefixes", "rule", "shared", "source", "where")
 
-    def __init__(
-        self, rule: Rule | None, children: Level, shared: str | None, source: str, where: str
+    def __init__(  # noqa: PLR0917 - built in one place, the schema's walker
+        self,
+        rule: Rule | None,
+        children: Level,
+        shared: str | None,
+        source: str,
+        where: str,
+        prefixes: Prefixes | None = None,
     ) -> None:
         self.rule = rule
         self.children = children
         self.shared = shared
         self.source = source
         self.where = where
+        self.prefixes = prefixes
 
 
 class Level:

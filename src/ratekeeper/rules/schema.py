@@ -12,6 +12,7 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.errors import InvalidLimitError
 from ratekeeper.core.limits import SYNCS, Limit
+from ratekeeper.core.networks import IPV4_BITS, IPV4_PREFIX, IPV6_BITS, IPV6_PREFIX, Prefixes
 from ratekeeper.rules.model import (
     UNITS,
     Level,
@@ -35,6 +36,8 @@ DESCRIPTOR_FIELDS = (
     "value_to_metric",
     "share_threshold",
     "metadata",
+    "ipv4_prefix",
+    "ipv6_prefix",
 )
 ENVOY_RATE_LIMIT_FIELDS = (
     "unit",
@@ -151,6 +154,13 @@ class Walker(NodeReader):
                     "share_threshold applies only to a wildcard (a key or value with '*'), "
                     f"not to '{shorten(final)}'",
                 )
+            prefixes = self.prefixes(fields, where)
+            if prefixes is not None and flags["share_threshold"]:
+                self.error(
+                    where,
+                    "share_threshold counts every value under the pattern; it cannot be "
+                    "combined with ipv4_prefix or ipv6_prefix",
+                )
             part = path_part(key or "", value)
             here = f"{rule_path}/{part}" if rule_path else part
             rule = None
@@ -161,7 +171,7 @@ class Walker(NodeReader):
                     self._rules.append(rule)
             children = Level()
             shared = final if flags["share_threshold"] and wildcard else None
-            descriptor = RuleNode(rule, children, shared, self.filename, where)
+            descriptor = RuleNode(rule, children, shared, self.filename, where, prefixes)
             nested = fields.get("descriptors")
             self.descriptors(
                 nested,
@@ -186,6 +196,20 @@ class Walker(NodeReader):
             level.nodes[final] = descriptor
             if wildcard:
                 level.wildcards.append((wildcard_test(final), descriptor))
+
+    def prefixes(self, fields: dict[str, Node], where: str) -> Prefixes | None:
+        """The address blocks of a descriptor with ``ipv4_prefix`` or ``ipv6_prefix`` (the
+        other one its default); None when it has neither, or either is invalid."""
+        lengths: dict[str, int | None] = {}
+        for name, bits in (("ipv4_prefix", IPV4_BITS), ("ipv6_prefix", IPV6_BITS)):
+            node = fields.get(name)
+            if node is not None and not is_null(node):
+                lengths[name] = self.count(node, f"{where}.{name}", bits, 0)
+        ipv4 = lengths.get("ipv4_prefix", IPV4_PREFIX)
+        ipv6 = lengths.get("ipv6_prefix", IPV6_PREFIX)
+        if not lengths or ipv4 is None or ipv6 is None:
+            return None
+        return Prefixes(ipv4, ipv6)
 
     def metadata(self, node: Node | None, path: str) -> dict[str, Any] | None:
         """The ``metadata`` mapping, constructed as written; ``None`` when absent or invalid."""

@@ -25,7 +25,7 @@ import logging
 import os
 import signal
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ratekeeper.core.errors import ConfigStoreError, MissingExtraError
 from ratekeeper.core.redaction import redacted
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.access import AccessLog
+    from ratekeeper.service.admission import Admission
     from ratekeeper.service.dashboard import Dashboard
     from ratekeeper.service.metrics import Metrics
 
@@ -84,7 +85,25 @@ def build_engine(settings: Settings) -> AsyncEngine:
 
 
 def build_app(settings: Settings) -> Starlette:
-    """The HTTP app of ``settings``, which closes its engine when it shuts down."""
+    """The HTTP app of ``settings``, which closes its engine when it shuts down and runs the
+    gRPC server (grpc.aio) from its startup to its shutdown."""
+    return build_parts(settings, grpc_aio=True).http
+
+
+class Parts(NamedTuple):
+    """The service's parts over one engine: the HTTP app (its lifespan starts and closes the
+    engine), and what a gRPC surface beside it shares with it."""
+
+    http: Starlette
+    engine: AsyncEngine
+    metrics: Metrics
+    admission: Admission
+    access_log: AccessLog | None
+
+
+def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
+    """The service of ``settings``: the HTTP app, which also runs grpc.aio on ``settings.grpc``
+    if ``grpc_aio``, and the parts a gRPC app beside it needs (``ratekeeper.service.pyvoy_app``)."""
     require_server_extra()
     from ratekeeper.service.http import create_app
 
@@ -118,18 +137,25 @@ def build_app(settings: Settings) -> Starlette:
     metrics.track(engine)
     dashboard = _dashboard(engine, metrics, settings)
     access_log = _access_log(engine, settings)
-    return create_app(
+    admission = Admission(settings.max_in_flight)
+    http = create_app(
         engine,
         admin_token=settings.admin_token,
         ietf_headers=settings.ietf_headers,
         close_engine=True,
         metrics=metrics,
-        grpc_address=str(settings.grpc),
-        admission=Admission(settings.max_in_flight),
-        envoy_headers=settings.envoy_header_names if settings.envoy_headers else None,
+        grpc_address=str(settings.grpc) if grpc_aio else None,
+        admission=admission,
+        envoy_headers=envoy_header_names(settings),
         access_log=access_log,
         dashboard=dashboard,
     )
+    return Parts(http, engine, metrics, admission, access_log)
+
+
+def envoy_header_names(settings: Settings) -> tuple[str, str, str] | None:
+    """The names of the rate-limit headers Envoy's answers carry; None for none."""
+    return settings.envoy_header_names if settings.envoy_headers else None
 
 
 def _dashboard(engine: AsyncEngine, metrics: Metrics, settings: Settings) -> Dashboard | None:
@@ -189,6 +215,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "COMPAT": "none",
         "MERGE_DOMAINS": _flag(settings.merge_domains),
         "DASHBOARD": _flag(settings.dashboard),
+        "SERVER": settings.server,
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
@@ -261,8 +288,11 @@ def _unopenable(config: str) -> str | None:
 def serve(settings: Settings) -> int:
     """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
     require_server_extra()
-    import uvicorn
+    pyvoy = settings.server == "pyvoy"
+    if pyvoy:
+        from ratekeeper.service import pyvoy_server
 
+        pyvoy_server.require_pyvoy()
     configure_logging(settings.log_format, settings.log_level)
     for level, message in settings.notes:  # what reading the settings had to say
         log.log(level, message)
@@ -273,7 +303,13 @@ def serve(settings: Settings) -> int:
         where = settings.sources.get("http", "--http, by default")
         log.error("could not listen on HTTP %s (%s): %s", settings.http, where, refused)
         return 3
-    refused = _unlistenable(settings.grpc)
+    if pyvoy and "grpc" in settings.sources:
+        log.warning(
+            "%s is not used with --server pyvoy: gRPC is served on the HTTP address %s",
+            settings.sources["grpc"],
+            settings.http,
+        )
+    refused = None if pyvoy else _unlistenable(settings.grpc)
     if refused is not None:  # else gRPC's SO_REUSEPORT would share it with its holder
         where = settings.sources.get("grpc", "--grpc, by default")
         log.error("could not listen on gRPC %s (%s): %s", settings.grpc, where, refused)
@@ -286,6 +322,13 @@ def serve(settings: Settings) -> int:
             unopenable,
         )
         return 3
+    if pyvoy:
+        from ratekeeper.rules import load_rules
+
+        load_rules(list(settings.rules), merge_domains=settings.merge_domains)  # errors: here
+        return pyvoy_server.run(settings, _environment(settings), GRACE)
+    import uvicorn
+
     common = uvicorn_options(settings)
     if settings.workers > 1:
         from ratekeeper.service.multiprocess import shared_directory

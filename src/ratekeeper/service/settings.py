@@ -40,6 +40,9 @@ flag                      variable                      default
 ``--dashboard``           ``RATEKEEPER_DASHBOARD``      off; ``/dashboard``, ``/v1/stats`` and
                                                         ``/v1/top``, behind the admin token
                                                         (which it needs)
+``--server NAME``         ``RATEKEEPER_SERVER``         ``uvicorn`` (HTTP) and grpc.aio (gRPC);
+                                                        or ``pyvoy``: both on one address, in
+                                                        Envoy (``ratekeeper.service.pyvoy_app``)
 ========================  ============================  =====================================
 
 ``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
@@ -79,6 +82,8 @@ EXAMPLE_RULES = str(Path(__file__).with_name("example_rules.yaml"))
 POLICIES = ("allow", "deny", "local")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The servers ``serve`` runs the service on: uvicorn and grpc.aio, or pyvoy.
+SERVERS = ("uvicorn", "pyvoy")
 #: The names of the limit, remaining and reset headers of the gRPC answer, by default.
 ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
@@ -128,6 +133,7 @@ class Settings:
     compat: str = "none"
     merge_domains: bool = False
     dashboard: bool = False
+    server: str = "uvicorn"
     #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
     notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
     #: Where each setting read came from, as its errors name it (``--http (from $HOST,
@@ -177,6 +183,11 @@ class Settings:
             errors.append(
                 "--workers: more than one worker needs a shared store such as redis://; "
                 "with memory:// each worker would count alone"
+            )
+        if settings.server == "pyvoy" and settings.workers > 1:
+            errors.append(
+                f"{settings.sources.get('workers', '--workers')}: --server pyvoy runs one "
+                "process with one event loop; more workers need --server uvicorn"
             )
         if settings.dashboard and "admin_token" not in sources:
             errors.append(
@@ -386,6 +397,7 @@ _PARSERS: dict[str, Any] = {
     "envoy_header_names": _header_names,
     "merge_domains": _switch,
     "dashboard": _switch,
+    "server": _one_of(SERVERS),
 }
 
 
@@ -414,6 +426,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-format", metavar="FORMAT", help="text (default) or json")
     parser.add_argument("--workers", metavar="N", help="worker processes (default 1)")
+    parser.add_argument(
+        "--server",
+        metavar="NAME",
+        help="uvicorn (default): HTTP on uvicorn, gRPC on grpc.aio at --grpc. pyvoy: both on "
+        "--http, in Envoy (pyvoy); for gRPC-heavy traffic: less than half the CPU a gRPC call "
+        "(an HTTP check a quarter more); it loses --workers (one process, one event loop), "
+        "compressed gRPC messages and grpc.aio's keepalive policy; needs ratekeeper[pyvoy] "
+        "(docs/service.md)",
+    )
     parser.add_argument(
         "--max-in-flight",
         metavar="N",

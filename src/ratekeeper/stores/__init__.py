@@ -1,8 +1,8 @@
 """Request stores: where the live state of every limit is kept.
 
 A store exposes one atomic read-modify-write primitive, ``apply``, plus ``apply_many``,
-``release``, ``reset`` and ``ping``. Stores are chosen by URL through one registry,
-``open_store``.
+``admit`` and ``refund``, ``release``, ``reset`` and ``ping``. Stores are chosen by URL
+through one registry, ``open_store``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,17 @@ from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.redaction import redacted
 from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import AsyncMemoryStore, Hit, MemoryStore
+from ratekeeper.stores.memory import Admitted, AsyncMemoryStore, Hit, MemoryStore
 
-__all__ = ["AsyncStore", "Health", "Hit", "Store", "open_async_store", "open_store"]
+__all__ = [
+    "Admitted",
+    "AsyncStore",
+    "Health",
+    "Hit",
+    "Store",
+    "open_async_store",
+    "open_store",
+]
 
 
 class Store(Protocol):
@@ -31,8 +39,15 @@ class Store(Protocol):
     hit is allowed, but for the hits under a limit with debt, which count whatever the others
     do. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots`` leases of a
     concurrency limit, the earliest-expiring first (its decision's ``granted`` is the number
-    released). ``reset(key, limit)`` forgets the key's state. ``ping()`` says
-    whether the store answers now, as a ``Health``. ``close()`` releases connections.
+    released). ``admit(hits, all_or_nothing=False)`` is ``apply_many`` on the store's own
+    clock (the server's, for Redis) that also says when: each decision as an ``Admitted``,
+    with ``at``, the time the store took it. ``refund(key, limit, cost, at)`` gives back
+    ``cost`` units a hit was granted at ``at`` (an ``Admitted``'s), by the algorithm's pure
+    ``refund``: never more than the hit took, never a count below nothing nor a bucket above
+    its capacity, and nothing once the window that counted them has turned; give it only a
+    granted hit's ``granted`` (a refused hit took nothing). ``reset(key, limit)`` forgets the
+    key's state. ``ping()`` says whether the store answers now, as a ``Health``. ``close()``
+    releases connections.
 
     A store that several processes share also has ``lease(key, limit, want, *, holder, ttl,
     returned=0, taken_at=None, need=1, now=None)``, the exchange of a slice of a leased
@@ -51,6 +66,10 @@ class Store(Protocol):
     def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]: ...
+
+    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]: ...
+
+    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None: ...
 
     def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None
@@ -73,6 +92,12 @@ class AsyncStore(Protocol):
     async def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]: ...
+
+    async def admit(
+        self, hits: Sequence[Hit], *, all_or_nothing: bool = False
+    ) -> list[Admitted]: ...
+
+    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None: ...
 
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None

@@ -16,7 +16,7 @@ from typing import Any
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
 from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.memory import Admitted, Hit
 
 
 class Deferred:
@@ -51,6 +51,13 @@ class Deferred:
             hits, all_or_nothing=all_or_nothing, now=now
         )
         return decisions
+
+    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
+        return admitted
+
+    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        self.store.refund(key, limit, cost, at)
 
     def shard_of(self, key: str, limit: Limit) -> str:
         """The opened store's ``shard_of``; ``""`` before it is opened (opening is left to the

@@ -51,12 +51,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import StoreError
-from ratekeeper.core.inputs import check_hit, check_hits
+from ratekeeper.core.errors import InvalidLimitError, StoreError
+from ratekeeper.core.inputs import check_hit, check_hits, check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.ticker import Ticker
 from ratekeeper.core.wording import many
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.memory import Admitted, Hit
 from ratekeeper.stores.slices import (
     HORIZON,
     SHARE,
@@ -64,6 +64,7 @@ from ratekeeper.stores.slices import (
     Slice,
     Slices,
     check_options,
+    leased,
     looked,
     merged,
 )
@@ -71,6 +72,18 @@ from ratekeeper.stores.slices import (
 __all__ = ["HORIZON", "SHARE", "TTL", "AsyncLeasing", "Leasing", "check_options"]
 
 log = logging.getLogger("ratekeeper.store")
+
+
+def _leased_only(hits: Sequence[Hit]) -> bool:
+    """Whether ``hits`` are all under leased limits (False when none is); ``InvalidLimitError``
+    when they mix leased and exact limits."""
+    count = sum(1 for _, limit, _ in hits if leased(limit))
+    if count and count < len(hits):
+        raise InvalidLimitError(
+            "a batch admitted for a refund holds leased limits only, or none: their hits are "
+            "timed by different clocks"
+        )
+    return count > 0
 
 
 class Leasing(Slices):
@@ -181,6 +194,30 @@ class Leasing(Slices):
             with self._lock:
                 self._undo(results, granted)
         return results
+
+    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        """The store's ``admit``; a batch of leased limits is answered from slices, each hit
+        with this wrapper's clock once they are granted as its time, so that a hit granted
+        from the slice its own exchange took is refunded into it (a batch mixing leased and
+        exact limits raises ``InvalidLimitError``: its hits would have no one time to be
+        refunded at)."""
+        if not _leased_only(hits):
+            admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
+            return admitted
+        decisions = self.apply_many(hits, all_or_nothing=all_or_nothing)
+        t = self.clock()
+        return [Admitted(one, t) for one in decisions]
+
+    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        """The store's ``refund``; under a leased limit, the units go back into this process's
+        slice, if the slice they were granted from is still the live one (else nothing)."""
+        if not leased(limit):
+            self.store.refund(key, limit, cost, at)
+            return
+        key, cost = check_hit(key, cost)
+        at = check_now(at)
+        with self._lock:
+            self._put_back(key, limit, cost, at)
 
     def _looked(self, hits: list[Hit]) -> list[Decision]:
         """``hits`` looked at (cost 0) in the store, each reported allowed when its cost fits
@@ -348,6 +385,21 @@ class AsyncLeasing(Slices):
         if refused and granted:
             self._undo(results, granted)
         return results
+
+    async def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        if not _leased_only(hits):
+            admitted: list[Admitted] = await self.store.admit(hits, all_or_nothing=all_or_nothing)
+            return admitted
+        decisions = await self.apply_many(hits, all_or_nothing=all_or_nothing)
+        t = self.clock()
+        return [Admitted(one, t) for one in decisions]
+
+    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        if not leased(limit):
+            await self.store.refund(key, limit, cost, at)
+            return
+        key, cost = check_hit(key, cost)
+        self._put_back(key, limit, cost, check_now(at))
 
     async def _looked(self, hits: list[Hit]) -> list[Decision]:
         debts, looks = looked(hits)

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.leases import Records, Taken, exchange
@@ -41,6 +41,16 @@ Clock = Callable[[], float]
 
 #: One hit in a batch: ``(key, limit, cost)``.
 Hit = tuple[str, Limit, int]
+
+
+class Admitted(NamedTuple):
+    """A hit's decision, and ``at``, the time the store took it at (seconds on the store's
+    clock: the server's for Redis, the slice's clock for a leased limit), which a ``refund``
+    of what it granted is given."""
+
+    decision: Decision
+    at: float
+
 
 #: The keys of one limit: key -> state, least recently used first.
 Table = OrderedDict[str, Any]
@@ -183,6 +193,37 @@ class MemoryStore:
             decisions[index] = result[1]
         self._keep(owed, results, now)
         return decisions
+
+    def admit(self, hits: Iterable[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        """``apply_many`` on the store's clock, each decision with the time it was taken at
+        (``Admitted``), for a ``refund`` of what it granted."""
+        now = self.clock()
+        decisions = self.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
+        return [Admitted(decision, now) for decision in decisions]
+
+    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        """Give back ``cost`` units ``key`` was granted under ``limit`` at ``at`` (the time of
+        its ``Admitted``), by the algorithm's ``refund``: from the window, log or bucket that
+        counted them, where the state still holds them (after the window turned, nothing).
+        A key never below nothing, a bucket never above its capacity. ``InvalidInputError``
+        for a bad key, cost or time."""
+        key, cost = check_hit(key, cost)
+        at = check_now(at)
+        if not cost:
+            return
+        with self._lock:
+            table = self._table(limit.id)
+            state = None if table is None else table.get(key)
+            if table is None or state is None:
+                return
+            state = spec(limit.algorithm).refund(state, at, cost, limit)
+            if state is not None:
+                table[key] = state
+                return
+            del table[key]
+            self._count -= 1
+            if not table:
+                self._drop_table(limit.id)
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         """Give back up to ``slots`` leases ``key`` holds under the concurrency ``limit``.
@@ -466,6 +507,12 @@ class AsyncMemoryStore:
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
         return self.sync.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
+
+    async def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        return self.sync.admit(hits, all_or_nothing=all_or_nothing)
+
+    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        self.sync.refund(key, limit, cost, at)
 
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None

@@ -23,7 +23,7 @@ from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import check_hit
 from ratekeeper.core.limits import Limit
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.memory import Admitted, Hit
 
 
 class _Denials:
@@ -91,6 +91,17 @@ class OverLimitCache:
             self.denials.remember(key, limit, cost, decision)
         return decisions
 
+    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
+        for (key, limit, cost), (decision, _) in zip(hits, admitted, strict=True):
+            self.denials.remember(key, limit, cost, decision)
+        return admitted
+
+    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        """The store's ``refund``; a denial cached for the key is forgotten (room freed)."""
+        self.store.refund(key, limit, cost, at)
+        self.denials.entries.pop((limit.id, key), None)
+
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         release: Decision = self.store.release(key, limit, slots, now)
         return release
@@ -145,6 +156,16 @@ class AsyncOverLimitCache:
         for (key, limit, cost), decision in zip(hits, decisions, strict=True):
             self.denials.remember(key, limit, cost, decision)
         return decisions
+
+    async def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        admitted: list[Admitted] = await self.store.admit(hits, all_or_nothing=all_or_nothing)
+        for (key, limit, cost), (decision, _) in zip(hits, admitted, strict=True):
+            self.denials.remember(key, limit, cost, decision)
+        return admitted
+
+    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        await self.store.refund(key, limit, cost, at)
+        self.denials.entries.pop((limit.id, key), None)
 
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None

@@ -41,12 +41,18 @@ toward the breaker and are answered by the policy. A caller's mistake (``Invalid
 unknown database) are raised to the caller and leave the breaker as it was: neither would be
 cured by waiting, and failing open on them would switch limiting off.
 
+A refund (``refund``, giving back what ``admit`` granted) goes to the store through the same
+breakers; one the store cannot take is logged (``ratekeeper.store``, throttled) and dropped,
+never raised: its units stay counted until their window or bucket frees them. A decision the
+policy made (``degraded``) is not for refunding: the policy kept its own count, if any.
+
 ``Resilient`` and ``AsyncResilient`` are twins: only I/O differs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -55,9 +61,15 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import StoreConfigError, StoreError
 from ratekeeper.core.inputs import check_hits, check_key
 from ratekeeper.core.limits import Limit, share_of
+from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.wording import many
 from ratekeeper.stores.breakers import Breakers, CircuitBreaker
 from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Hit, MemoryStore, check_release
+from ratekeeper.stores.memory import Admitted, Hit, MemoryStore, check_release
+
+#: Refunds the store could not take: logged, throttled, never raised.
+_unrefunded = LogThrottle(logging.getLogger("ratekeeper.store"))
+UNREFUNDED = "could not refund %s of %r (they stay counted): %s"
 
 T = TypeVar("T")
 
@@ -148,6 +160,12 @@ def _place(size: int, parts: list[tuple[list[int], list[Decision]]]) -> list[Dec
         for index, decision in zip(indexes, decided, strict=True):
             results[index] = decision
     return results
+
+
+def _timed(decisions: list[Decision], local: MemoryStore) -> list[Admitted]:
+    """The policy's ``decisions`` as ``Admitted``, at the policy's clock (never refunded)."""
+    now = local.clock()
+    return [Admitted(decision, now) for decision in decisions]
 
 
 def _admit_all(breakers: list[CircuitBreaker]) -> bool:
@@ -292,6 +310,43 @@ class Resilient:
                 return decisions
         return self.policy.decide(hits, True, max(breakers, key=CircuitBreaker.retry_after))
 
+    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        """The store's ``admit`` in one call over every shard of ``hits``, when all their
+        breakers let it through; else (or when it fails) the policy's decisions."""
+        hits = check_hits(hits)
+        shards = self._shards_of(hits)
+        breakers = list(shards.values())
+        if _admit_all(breakers):
+            try:
+                admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
+            except StoreError as error:
+                _count_failure(error, shards)
+            except BaseException:
+                for breaker in breakers:
+                    breaker.abandon()
+                raise
+            else:
+                for breaker in breakers:
+                    breaker.succeeded()
+                return admitted
+        worst = max(breakers, key=CircuitBreaker.retry_after)
+        return _timed(self.policy.decide(hits, all_or_nothing, worst), self.policy.local)
+
+    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        """The store's ``refund`` through the key's breaker; one that fails is logged."""
+        shard_of = self._shard_of
+        breaker = self.breaker if shard_of is None else self.breakers.get(shard_of(key, limit))
+        if self._through(breaker, lambda: self.store.refund(key, limit, cost, at) or True) is None:
+            _unrefunded.log(
+                logging.WARNING, UNREFUNDED, many(cost, "unit"), key, "the store failed"
+            )
+
+    def _shards_of(self, hits: Sequence[Hit]) -> dict[str, CircuitBreaker]:
+        shard_of = self._shard_of
+        if shard_of is None:
+            return {"": self.breaker}
+        return {shard: self.breakers.get(shard) for shard in _shards(shard_of, hits)}
+
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         shard_of = self._shard_of
         breaker = self.breaker if shard_of is None else self.breakers.get(shard_of(key, limit))
@@ -416,6 +471,47 @@ class AsyncResilient:
                     breaker.succeeded()
                 return decisions
         return self.policy.decide(hits, True, max(breakers, key=CircuitBreaker.retry_after))
+
+    async def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        hits = check_hits(hits)
+        shards = self._shards_of(hits)
+        breakers = list(shards.values())
+        if _admit_all(breakers):
+            try:
+                admitted: list[Admitted] = await self.store.admit(
+                    hits, all_or_nothing=all_or_nothing
+                )
+            except StoreError as error:
+                _count_failure(error, shards)
+            except BaseException:
+                for breaker in breakers:
+                    breaker.abandon()
+                raise
+            else:
+                for breaker in breakers:
+                    breaker.succeeded()
+                return admitted
+        worst = max(breakers, key=CircuitBreaker.retry_after)
+        return _timed(self.policy.decide(hits, all_or_nothing, worst), self.policy.local)
+
+    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        shard_of = self._shard_of
+        breaker = self.breaker if shard_of is None else self.breakers.get(shard_of(key, limit))
+
+        async def call() -> bool:
+            await self.store.refund(key, limit, cost, at)
+            return True
+
+        if await self._through(breaker, call) is None:
+            _unrefunded.log(
+                logging.WARNING, UNREFUNDED, many(cost, "unit"), key, "the store failed"
+            )
+
+    def _shards_of(self, hits: Sequence[Hit]) -> dict[str, CircuitBreaker]:
+        shard_of = self._shard_of
+        if shard_of is None:
+            return {"": self.breaker}
+        return {shard: self.breakers.get(shard) for shard in _shards(shard_of, hits)}
 
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None

@@ -58,6 +58,7 @@ class Slice:
 
     __slots__ = (
         "asked",
+        "began",
         "generation",
         "key",
         "left",
@@ -81,6 +82,7 @@ class Slice:
         self.left = 0  # units this process may still grant from it
         self.until = 0.0  # when it ends, on this process's monotonic clock
         self.taken_at: float | None = None  # the store's time of its exchange
+        self.began = 0.0  # when its exchange came back, on this process's monotonic clock
         self.offset = 0.0  # the store's clock less this process's monotonic one, about
         self.generation = 0  # exchanges so far
         self.limit_value = limit.capacity  # the store's reported limit, remaining and reset
@@ -198,6 +200,7 @@ class Slices:
         decision = taken.decision
         now = self.clock()
         piece.generation += 1
+        piece.began = now
         piece.taken_at = taken.now
         piece.offset = taken.now - sent
         piece.left = taken.granted
@@ -229,6 +232,20 @@ class Slices:
                 piece.left += results[index].granted
                 self.granted -= results[index].granted
             results[index] = results[index]._replace(granted=0)
+
+    def _put_back(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        """Refund ``cost`` units granted at ``at`` (this wrapper's clock, read once the hit was
+        granted) into the slice of ``key``: only when that slice was taken before ``at`` (the
+        units are its own, not an earlier slice's, which the store has settled already: put
+        into a later slice they would be given twice, or given to a window that did not count
+        them) and has not ended."""
+        piece = self.slices.get((limit.id, key))
+        if piece is None or piece.taken_at is None or at < piece.began:
+            return
+        if self.clock() >= piece.until:
+            return
+        piece.left += cost
+        self.granted -= cost
 
     def _worth_giving_back(self, piece: Slice, returned: int, ended: bool) -> bool:
         """Whether a give-back of ``returned`` units of ``piece`` is worth a round trip: it

@@ -7,9 +7,14 @@ at the first hop that is not a trusted proxy, and that hop is the client. Whatev
 writes itself sits to the left of it and is never read. A hop that is not an address
 (``unknown``, an obfuscated name) stops the walk at the proxy that wrote it.
 
-Addresses come out in their normal form (``::ffff:10.0.0.1`` is ``10.0.0.1``; ports, brackets
-and quotes are dropped), so one client has one key. ``"unix"`` among the trusted networks
-trusts a peer without an address: a proxy on a Unix socket.
+Addresses come out in their normal form (``::ffff:10.0.0.1`` is ``10.0.0.1``; ports, brackets,
+quotes and IPv6 zones are dropped), so one client has one key. ``"unix"`` among the trusted
+networks trusts a peer without an address: a proxy on a Unix socket.
+
+The key is the client's address block (``ratekeeper.core.networks``): its /64 for IPv6 by
+default (``2001:db8:1:2::/64``), since a client holding a /64 holds every address in it, and
+the address itself for IPv4 (its /32), unless ``ipv6_prefix`` and ``ipv4_prefix`` say
+otherwise. Trusted proxies are still matched address by address.
 """
 
 from __future__ import annotations
@@ -18,10 +23,15 @@ import ipaddress
 from collections.abc import Iterable
 from functools import lru_cache
 
+from ratekeeper.core.networks import (
+    IPV4_PREFIX,
+    IPV6_PREFIX,
+    Address,
+    Network,
+    Prefixes,
+    address_of,
+)
 from ratekeeper.web.request import Request
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 #: The proxy headers a ``ClientAddress`` can read.
 HEADERS = ("x-forwarded-for", "forwarded")
@@ -41,13 +51,7 @@ def parse_address(text: str | None) -> Address | None:
         text = text[1 : text.find("]")] if "]" in text else text[1:]
     elif text.count(":") == 1:  # IPv4 with a port; a bare IPv6 address has several colons
         text = text.split(":", 1)[0]
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
+    return address_of(text)
 
 
 @lru_cache(maxsize=CACHED_PEERS)
@@ -57,10 +61,17 @@ def _peer(text: str | None) -> Address | None:
 
 
 @lru_cache(maxsize=CACHED_PEERS)
-def _peer_key(text: str) -> str:
-    """The key of a peer that is no trusted proxy: its address's normal form, else itself."""
+def _peer_key(text: str, prefixes: Prefixes) -> str:
+    """The key of a peer that is no trusted proxy: its address's block, else itself."""
     address = parse_address(text)
-    return text if address is None else str(address)
+    return text if address is None else prefixes.of(address)
+
+
+@lru_cache(maxsize=CACHED_PEERS)
+def _client_key(address: Address, prefixes: Prefixes) -> str:
+    """The key of a client found behind trusted proxies: its block, remembered (making the
+    network of an IPv6 address costs tens of times more than finding it here)."""
+    return prefixes.of(address)
 
 
 def forwarded_hops(value: str) -> list[str]:
@@ -94,18 +105,28 @@ def _split(value: str, separator: str) -> list[str]:
 
 
 class ClientAddress:
-    """A key function: the client's address, honouring ``header`` only from ``trusted``.
+    """A key function: the client's address block, honouring ``header`` only from ``trusted``.
 
     ``trusted`` holds networks (``"10.0.0.0/8"``, ``"127.0.0.1"``, ``"::1"``, ``"unix"``);
     ``header`` is the one the proxies set, ``"X-Forwarded-For"`` or ``"Forwarded"``: name the
-    one your proxy writes, since a header it passes through untouched is the client's own. A
-    bad network or header raises ``ValueError`` here. Example::
+    one your proxy writes, since a header it passes through untouched is the client's own.
+    ``ipv6_prefix`` (0 to 128, default 64) and ``ipv4_prefix`` (0 to 32, default 32) are the
+    lengths of the blocks a client is counted by; 128 and 32 count each address apart. A bad
+    network, header or prefix raises ``ValueError`` here. Example::
 
         address = ClientAddress(trusted=["10.0.0.0/8"])
-        address(request)  # "203.0.113.7"
+        address(request)  # "203.0.113.7", or "2001:db8:1:2::/64" for 2001:db8:1:2::7
     """
 
-    def __init__(self, trusted: Iterable[str] = (), header: str = "X-Forwarded-For") -> None:
+    def __init__(
+        self,
+        trusted: Iterable[str] = (),
+        header: str = "X-Forwarded-For",
+        *,
+        ipv6_prefix: int = IPV6_PREFIX,
+        ipv4_prefix: int = IPV4_PREFIX,
+    ) -> None:
+        self.prefixes = Prefixes.checked(ipv4_prefix, ipv6_prefix)
         if isinstance(trusted, str) or not isinstance(trusted, Iterable):
             raise ValueError(f"trusted is a list of networks, not {trusted!r}")
         networks: list[Network] = []
@@ -128,7 +149,11 @@ class ClientAddress:
 
     def __repr__(self) -> str:
         trusted = [str(network) for network in self.networks] + (["unix"] if self.unix else [])
-        return f"ClientAddress(trusted={trusted!r}, header={self.header!r})"
+        ipv4, ipv6 = self.prefixes
+        return (
+            f"ClientAddress(trusted={trusted!r}, header={self.header!r}, "
+            f"ipv6_prefix={ipv6}, ipv4_prefix={ipv4})"
+        )
 
     def trusts(self, address: Address) -> bool:
         """Whether ``address`` is one of the trusted proxies."""
@@ -136,15 +161,15 @@ class ClientAddress:
 
     def __call__(self, request: Request) -> str:
         if self._direct:
-            return _peer_key(request.client) if request.client else UNKNOWN
+            return _peer_key(request.client, self.prefixes) if request.client else UNKNOWN
         peer = _peer(request.client)
         if peer is None and not (self.unix and not request.client):
             return str(request.client or UNKNOWN)
         if peer is not None and not self.trusts(peer):
-            return str(peer)
+            return _client_key(peer, self.prefixes)
         value = request.header(self.header)
         if not value:
-            return str(peer) if peer is not None else UNKNOWN
+            return _client_key(peer, self.prefixes) if peer is not None else UNKNOWN
         hops = forwarded_hops(value) if self.header == "forwarded" else value.split(",")
         client = peer
         for hop in reversed(hops):
@@ -154,4 +179,4 @@ class ClientAddress:
             client = address
             if not self.trusts(address):
                 break
-        return str(client) if client is not None else UNKNOWN
+        return _client_key(client, self.prefixes) if client is not None else UNKNOWN

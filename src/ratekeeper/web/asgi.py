@@ -3,7 +3,9 @@
 A pure ASGI middleware: no framework is imported. It decides each HTTP request with an
 ``AsyncGate`` and answers a refused one itself (``ratekeeper.web.replies``); it passes through
 untouched what it does not handle: websocket and lifespan scopes, and exempt paths. An admitted
-request goes on to the application, its response carrying the rate-limit headers. When a key
+request goes on to the application, its response carrying the rate-limit headers; under a
+limit charged by outcome, its response's status (or the exception the application raised) is
+the ``Result`` the gate settles. When a key
 reads the body (``keys.field``), the body is read first, up to ``max_body`` bytes (longer is
 answered 413), and handed on to the application unchanged.
 
@@ -23,8 +25,9 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ratekeeper.decider import AsyncDecider
-from ratekeeper.web.gate import AsyncGate
+from ratekeeper.web.gate import AsyncGate, Outcome
 from ratekeeper.web.options import Middleware
+from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
 
@@ -160,6 +163,34 @@ def adding(send: Send, extra: list[tuple[str, str]]) -> Send:
     return send_with_headers
 
 
+def watching(send: Send, seen: list[int]) -> Send:
+    """A ``send`` that notes the status the response starts with in ``seen``."""
+
+    async def send_watched(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            seen.append(int(message["status"]))
+        await send(message)
+
+    return send_watched
+
+
+async def settled(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send, held: list[tuple[AsyncGate, Outcome]]
+) -> None:
+    """Run ``app``, then settle each ``(gate, outcome)`` of ``held`` (``AsyncGate.settle``)
+    with what it came to: its response's status, or the exception it raised."""
+    seen: list[int] = []
+    try:
+        await app(scope, receive, watching(send, seen))
+    except BaseException as error:
+        result = Result(seen[0] if seen else status_of(error), error)
+        for gate, outcome in held:
+            await gate.settle(outcome, result)
+        raise
+    for gate, outcome in held:
+        await gate.settle(outcome, Result(seen[0] if seen else 500))
+
+
 class RateLimitMiddleware(Middleware[ASGIApp, AsyncDecider, AsyncGate]):
     """Rate-limit an ASGI ``app`` (see the module's doc).
 
@@ -195,4 +226,8 @@ class RateLimitMiddleware(Middleware[ASGIApp, AsyncDecider, AsyncGate]):
             await send_reply(send, self.replies.refusal(request, outcome))
             return
         extra = self.replies.admitted(outcome)
-        await self.app(scope, receive, adding(send, extra) if extra else send)
+        send = adding(send, extra) if extra else send
+        if outcome.pending:  # a limit charged by outcome: settled once the app has answered
+            await settled(self.app, scope, receive, send, [(self.gate, outcome)])
+            return
+        await self.app(scope, receive, send)

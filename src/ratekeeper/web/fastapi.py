@@ -13,7 +13,16 @@ request raises ``RateLimited``, an ``HTTPException`` of status 429 carrying ``Re
 the rate-limit headers; ``install(app)`` answers it with the problem+json body of
 ``ratekeeper.web.replies`` (without it, FastAPI answers ``{"detail": ...}``). An admitted
 request's response gets the headers too, unless the route returns a ``Response`` of its own.
-For limits on every route, use ``ratekeeper.web.asgi.RateLimitMiddleware``.
+
+For limits on every route of a router, or of the whole app, ``router_limit`` is a dependency
+of the router (``APIRouter(dependencies=[Depends(limiter.router_limit(..., scope="api"))])``)
+or of the app (``FastAPI(dependencies=[...])``): its routes count together in that scope.
+Router dependencies run before a route's own, so both apply, the router's first (see
+``ratekeeper.web.routes``). ``ratekeeper.web.asgi.RateLimitMiddleware`` also counts requests
+no route matches.
+A limit charged by outcome (``charge_statuses``, ``charge_when``) needs ``install(app)``: the
+middleware it adds reads the status of the response (or the exception) and settles the
+request's pending units.
 """
 
 import json
@@ -29,14 +38,27 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("fastapi", "fastapi") from None
 
 from ratekeeper.decider import AsyncDecider
-from ratekeeper.web.asgi import encoded, extended, request_of
-from ratekeeper.web.gate import AsyncGate
-from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.asgi import (
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    encoded,
+    extended,
+    request_of,
+    settled,
+)
+from ratekeeper.web.gate import AsyncGate, Outcome
+from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.outcomes import Result
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import declared_length
-from ratekeeper.web.routes import RouteLimiter
+from ratekeeper.web.routes import Layers, RouteLimiter
 
 __all__ = ["RateLimited", "RateLimiter", "problem_handler"]
+
+#: Where ``Settling`` keeps a request's outcomes to settle, in its ASGI scope.
+PENDING = "ratekeeper.pending"
 
 
 class RateLimited(HTTPException):
@@ -65,6 +87,40 @@ async def problem_handler(request: StarletteRequest, error: Exception) -> Respon
     return Response(reply.body, status_code=reply.status, headers=dict(reply.headers))
 
 
+#: Where a request's ``Layers`` are kept, in its ASGI scope.
+LAYERS = "ratekeeper.layers"
+
+
+def layers_of(request: StarletteRequest) -> Layers:
+    """The ``Layers`` of ``request``, made on its first layer."""
+    layers = request.scope.get(LAYERS)
+    if layers is None:
+        layers = request.scope[LAYERS] = Layers()
+    return layers
+
+
+def replaced(headers: list[tuple[bytes, bytes]], more: list[tuple[bytes, bytes]]) -> None:
+    """Put ``more`` in ``headers`` in place of those of the same names (an outer layer's)."""
+    names = {name for name, _ in more}
+    headers[:] = [pair for pair in headers if pair[0] not in names] + more
+
+
+class Settling:
+    """The ASGI middleware ``install`` adds: it settles the outcomes a request's dependencies
+    left in its scope (``PENDING``) with the response's status, or the exception raised."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: list[tuple[AsyncGate, Outcome]] = []
+        scope[PENDING] = held
+        await settled(self.app, scope, receive, send, held)
+
+
 class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
     """Makes per-route dependencies deciding with an ``AsyncDecider`` (``AsyncLimiter``,
     ``AsyncEngine``, ``AsyncRemoteLimiter``); its options are ``RouteLimiter``'s."""
@@ -72,19 +128,26 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
     _gate = AsyncGate
 
     def install(self, app: FastAPI) -> None:
-        """Have ``app`` answer ``RateLimited`` with its problem+json reply."""
+        """Have ``app`` answer ``RateLimited`` with its problem+json reply, and settle the
+        limits charged by outcome (``Settling``)."""
         app.add_exception_handler(RateLimited, problem_handler)
+        app.add_middleware(Settling)
 
     def limit(
-        self, *limits: RateLimit, scope: str | None = None
+        self, *limits: RateLimit, scope: str | None = None, exempt: ExemptLike = ()
     ) -> Callable[[StarletteRequest, Response], Awaitable[None]]:
         """A dependency deciding ``limits`` for each request of its route; in ``scope`` when
-        given (routes naming one scope share their counters), else the route's own."""
+        given (routes naming one scope share their counters), else the route's own.
+        ``exempt`` (path patterns or a test of the ``Request``) lets requests through
+        uncounted."""
         gate = self.gate(limits, scope)
+        skip = exemption(exempt)
         replies, max_body, too_large = self.replies, self.max_body, self.too_large
 
         async def rate_limit(request: StarletteRequest, response: Response) -> None:
             seen = request_of(request.scope, native=request)
+            if skip is not None and skip(seen):
+                return
             if gate.needs_body(seen):
                 if declared_length(request.headers.get("content-length")) > max_body:
                     raise RateLimited(too_large())  # not read at all
@@ -93,10 +156,30 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
                     raise RateLimited(too_large())
                 seen.body = body
             outcome = await gate.decide(seen)
+            told = layers_of(request).add(outcome)
             if not outcome.allowed:
                 raise RateLimited(replies.refusal(seen, outcome))
-            extra = replies.admitted(outcome)
-            if extra:
-                extended(response.raw_headers, encoded(extra))
+            if outcome.pending:
+                held = request.scope.get(PENDING)
+                if held is None:
+                    await gate.settle(outcome, Result(500))
+                    raise RuntimeError("a limit charged by outcome needs limiter.install(app)")
+                held.append((gate, outcome))
+            extra = replies.admitted(told)
+            if extra:  # an outer layer's headers give way to those of every layer passed
+                (extended if told is outcome else replaced)(response.raw_headers, encoded(extra))
 
         return rate_limit
+
+    def router_limit(
+        self, *limits: RateLimit, scope: str, exempt: ExemptLike = ()
+    ) -> Callable[[StarletteRequest, Response], Awaitable[None]]:
+        """A dependency for a router or the app, deciding ``limits`` for each request of
+        every route it is given to, all counting together in ``scope`` (a limit naming a
+        scope of its own counts there); ``exempt`` as ``limit``'s. Example::
+
+            api = APIRouter(dependencies=[Depends(limiter.router_limit(per_client, scope="api"))])
+        """
+        if not isinstance(scope, str):
+            raise TypeError(f"a router's limits count in a scope: a string, not {scope!r}")
+        return self.limit(*limits, scope=scope, exempt=exempt)

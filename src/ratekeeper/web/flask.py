@@ -11,8 +11,15 @@ Example::
 A view's limits count apart from every other view's unless they share a ``scope``. A refused
 request is answered by ``ratekeeper.web.replies`` (429, problem+json, ``Retry-After``); an
 admitted one's response gets the rate-limit headers. The client is the WSGI peer
-(``REMOTE_ADDR``), read before any ``ProxyFix``: name the proxies in ``keys.client_ip``. For
-limits on every route, wrap ``app.wsgi_app`` in ``ratekeeper.web.wsgi.RateLimitMiddleware``.
+(``REMOTE_ADDR``), read before any ``ProxyFix``: name the proxies in ``keys.client_ip``.
+An ``async def`` view is limited alike: Flask runs it in an event loop of the request's
+thread, and the decision, a blocking one, is made before it starts.
+
+For limits on every view of a blueprint or of the app, ``limit_views(bp, ...)`` decides them
+before each request (``before_request``) and adds the headers after (``after_request``); the
+views count together, in the scope named by the blueprint (``"app"`` for the app). The app's
+limits apply first, then the blueprint's, then the view's own (see ``ratekeeper.web.routes``).
+``ratekeeper.web.wsgi.RateLimitMiddleware`` around ``app.wsgi_app`` is the other way.
 """
 
 from __future__ import annotations
@@ -30,11 +37,12 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("flask", "flask") from None
 
 from ratekeeper.decider import Decider
-from ratekeeper.web.gate import Gate
-from ratekeeper.web.limits import RateLimit
+from ratekeeper.web.gate import Gate, Outcome
+from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
-from ratekeeper.web.routes import RouteLimiter
+from ratekeeper.web.routes import Layers, RouteLimiter
 
 __all__ = ["RateLimiter", "request_of"]
 
@@ -62,47 +70,150 @@ def response_of(reply: Reply) -> flask.Response:
     return flask.Response(reply.body, status=reply.status, headers=reply.headers)
 
 
+#: Where a request's ``Layers`` are kept, in its WSGI environ.
+LAYERS = "ratekeeper.layers"
+
+
+def layers() -> Layers:
+    """The ``Layers`` of the current request, made on its first layer."""
+    environ = flask.request.environ
+    found: Layers | None = environ.get(LAYERS)
+    if found is None:
+        found = environ[LAYERS] = Layers()
+    return found
+
+
+def with_headers(response: flask.Response, extra: list[tuple[str, str]]) -> flask.Response:
+    """``response`` with the headers ``extra`` added, unless it holds them already."""
+    if extra:
+        headers = response.headers
+        present = {name.lower() for name in headers.keys()}  # noqa: SIM118 (items are pairs)
+        for name, value in extra:
+            if name.lower() not in present:
+                headers.add(name, value)
+    return response
+
+
+def ran(view: Callable[[], flask.Response]) -> flask.Response:
+    """The response of ``view``, after settling the request's layers' units held for limits
+    charged by outcome with its status (or the exception it raised)."""
+    try:
+        response = view()
+    except BaseException as error:
+        layers().settle(Result(status_of(error), error))
+        raise
+    layers().settle(Result(response.status_code))
+    return response
+
+
 class RateLimiter(RouteLimiter[Decider, Gate]):
     """Makes view decorators deciding with a ``Decider`` (``Limiter``, ``Engine``,
     ``RemoteLimiter``); its options are ``RouteLimiter``'s."""
 
     _gate = Gate
 
+    def decide(self, gate: Gate, seen: Request | None = None) -> flask.Response | Outcome:
+        """``gate``'s decision on the current request (``seen``, when built already),
+        recorded in its ``Layers``: the answer to send when refused (or its body is too
+        long), else what to tell."""
+        # The request itself, not its context-local proxy: read once per attribute.
+        request = flask.request._get_current_object()  # type: ignore[attr-defined]
+        if seen is None:
+            seen = request_of(request)
+        if gate.needs_body(seen):
+            body = self.bounded(request.content_length, lambda: request.get_data(cache=True))
+            if body is None:
+                return response_of(self.too_large())
+            seen.body = body
+        outcome = gate.decide(seen)
+        told = layers().add(outcome, gate)
+        if not outcome.allowed:
+            return response_of(self.replies.refusal(seen, outcome))
+        return told
+
     def limit(
         self, *limits: RateLimit, scope: str | None = None
     ) -> Callable[[Callable[P, Any]], Callable[P, Any]]:
-        """A decorator deciding ``limits`` for each call of a view; in ``scope`` when given
-        (views naming one scope share their counters), else the view's route's own."""
+        """A decorator deciding ``limits`` for each call of a view (``def`` or ``async
+        def``); in ``scope`` when given (views naming one scope share their counters), else
+        the view's route's own."""
         gate = self.gate(limits, scope)
-        replies, bounded, too_large = self.replies, self.bounded, self.too_large
+        replies = self.replies
 
         def decorate(view: Callable[P, Any]) -> Callable[P, Any]:
             if inspect.iscoroutinefunction(view):
-                raise TypeError("RateLimiter.limit decorates sync Flask views")
+
+                @functools.wraps(view)
+                async def limited_async(*args: P.args, **kwargs: P.kwargs) -> Any:
+                    told = self.decide(gate)
+                    if not isinstance(told, Outcome):
+                        return told
+                    try:
+                        response = flask.make_response(await view(*args, **kwargs))
+                    except BaseException as error:
+                        layers().settle(Result(status_of(error), error))
+                        raise
+                    layers().settle(Result(response.status_code))
+                    return with_headers(response, replies.admitted(told))
+
+                return limited_async
 
             @functools.wraps(view)
             def limited(*args: P.args, **kwargs: P.kwargs) -> Any:
-                # The request itself, not its context-local proxy: read once per attribute.
-                request = flask.request._get_current_object()  # type: ignore[attr-defined]
-                seen = request_of(request)
-                if gate.needs_body(seen):
-                    body = bounded(request.content_length, lambda: request.get_data(cache=True))
-                    if body is None:
-                        return response_of(too_large())
-                    seen.body = body
-                outcome = gate.decide(seen)
-                if not outcome.allowed:
-                    return response_of(replies.refusal(seen, outcome))
-                response = flask.make_response(view(*args, **kwargs))
-                extra = replies.admitted(outcome)
-                if extra:
-                    headers = response.headers
-                    present = {name.lower() for name in headers.keys()}  # noqa: SIM118 (items are pairs)
-                    for name, value in extra:
-                        if name.lower() not in present:
-                            headers.add(name, value)
-                return response
+                told = self.decide(gate)
+                if not isinstance(told, Outcome):
+                    return told
+                response = ran(lambda: flask.make_response(view(*args, **kwargs)))
+                return with_headers(response, replies.admitted(told))
 
             return limited
 
         return decorate
+
+    def limit_views(
+        self,
+        views: flask.Flask | flask.Blueprint,
+        *limits: RateLimit,
+        scope: str | None = None,
+        exempt: ExemptLike = (),
+    ) -> None:
+        """Decide ``limits`` before every request to ``views``, a ``Blueprint`` (its views,
+        its nested blueprints' too) or the ``Flask`` app (every request, those no view
+        matches included), all counting together in ``scope``: by default the blueprint's
+        name, or ``"app"``. ``exempt`` (path patterns or a test of the ``Request``) lets
+        requests through uncounted. Call it before the blueprint is registered. Example::
+
+            limiter.limit_views(api, RateLimit("100/minute"))
+        """
+        if isinstance(views, flask.Blueprint):
+            default = views.name
+        elif isinstance(views, flask.Flask):
+            default = "app"
+        else:
+            raise TypeError(f"limit_views limits a Flask app or Blueprint, not {views!r}")
+        gate = self.gate(limits, default if scope is None else scope)
+        skip = exemption(exempt)
+        replies = self.replies
+
+        def rate_limit() -> flask.Response | None:
+            seen = request_of(flask.request._get_current_object())  # type: ignore[attr-defined]
+            if skip is not None and skip(seen):
+                return None
+            told = self.decide(gate, seen)
+            return None if isinstance(told, Outcome) else told
+
+        def add_headers(response: flask.Response) -> flask.Response:
+            found = layers()
+            found.settle(Result(response.status_code))
+            told = found.told()
+            return response if told is None else with_headers(response, replies.admitted(told))
+
+        def settle_failed(error: BaseException | None) -> None:
+            # A view that raised reaches no after_request: its units are settled here.
+            found = flask.request.environ.get(LAYERS)
+            if found is not None and found.held:
+                found.settle(Result(500 if error is None else status_of(error), error))
+
+        views.before_request(rate_limit)
+        views.after_request(add_headers)
+        views.teardown_request(settle_failed)

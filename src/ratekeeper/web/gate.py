@@ -23,6 +23,12 @@ out (``ratekeeper.web.replies``).
 - When the store fails, the decider's ``on_store_error`` policy answers and the outcome is
   ``degraded``; a decider without a policy raises ``StoreError``, which becomes an outcome
   with ``unavailable`` set (answered 503).
+- A limit charged by outcome (``charge_when``, ``charge_statuses``) needs a decider that gives
+  back (``RefundDecider``: a ``Limiter``): the request's hits are counted by ``admit``, and
+  an admitted request's ``Outcome`` holds them as ``pending``; the adapter hands the
+  handler's ``Result`` to ``settle``, which gives back (``refund``) the hits whose limit does
+  not charge it. A refused request never ran: its limits' units are given back at once. A
+  give-back that fails is logged, never raised.
 
 The twins are line-aligned: only I/O differs.
 """
@@ -46,15 +52,18 @@ from ratekeeper.decider import (
     AsyncDecider,
     AsyncDescriptorDecider,
     AsyncManyDecider,
+    AsyncRefundDecider,
     Decider,
     DescriptorDecider,
     ManyDecider,
+    RefundDecider,
 )
 from ratekeeper.engine.verdict import Status, Verdict
 from ratekeeper.rules.model import Entry
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
 from ratekeeper.web.limits import CostLike, RateLimit
+from ratekeeper.web.outcomes import Judge, Result, charged
 from ratekeeper.web.request import Request
 
 log = logging.getLogger("ratekeeper.web")
@@ -66,6 +75,11 @@ S = TypeVar("S")
 
 #: One hit of a request: the counter's key, one limit, and the cost.
 RequestHit = tuple[str, Limit | str, int]
+#: Units an admitted request holds until its result is known: ``(key, limit, granted, at,
+#: judge)``, given back unless ``judge`` charges the result.
+Pending = tuple[str, Limit | str, int, float, Judge]
+#: What a failed give-back logs, once a minute.
+UNREFUNDED = "could not give back a request's units on %r (they stay counted): %s"
 
 
 class Outcome(NamedTuple):
@@ -84,6 +98,7 @@ class Outcome(NamedTuple):
     delay: float = 0.0
     degraded: bool = False
     unavailable: str | None = None
+    pending: tuple[Pending, ...] = ()
 
 
 #: What decides nothing: a request no limit applies to.
@@ -92,12 +107,25 @@ NOTHING = Outcome(True)
 
 class _Plan(NamedTuple):
     """What deciding a request takes: its hits, its shadow hits, and its descriptors, each
-    costing ``cost`` (0 when there are none)."""
+    costing ``cost`` (0 when there are none); ``judges``, for each hit, the test of the
+    results its limit charges (None for every hit when no limit is charged by outcome)."""
 
     hits: list[RequestHit]
     shadow: list[RequestHit]
     descriptors: list[tuple[Entry, ...]]
     cost: int
+    judges: list[Judge | None] | None = None
+
+
+def _pending(plan: _Plan, admitted: Sequence[tuple[Decision, float]]) -> tuple[Pending, ...]:
+    """The units of ``plan``'s hits under limits charged by outcome that were granted."""
+    return tuple(
+        (key, limit, decision.granted, at, judge)
+        for (key, limit, _), (decision, at), judge in zip(
+            plan.hits, admitted, plan.judges or (), strict=True
+        )
+        if judge is not None and decision.allowed and decision.granted and not decision.degraded
+    )
 
 
 def _is_async(decider: object) -> bool:
@@ -174,6 +202,13 @@ class BaseGate:
         self._many = _batches(decider)
         self._body_limits = tuple(limit for limit in self.limits if limit.needs_body)
         self._body_keys = any(key.needs_body for key in self.descriptors)
+        self._judged = any(limit.judge is not None for limit in self.limits)
+        refunds = AsyncRefundDecider if self._async else RefundDecider
+        if self._judged and not isinstance(decider, refunds):
+            raise TypeError(
+                f"a limit charged by outcome needs a decider that gives back (a Limiter or "
+                f"AsyncLimiter), not {decider!r}"
+            )
 
     def needs_body(self, request: Request) -> bool:
         """Whether deciding ``request`` reads its body: an adapter then reads it first."""
@@ -184,6 +219,7 @@ class BaseGate:
     def _plan(self, request: Request) -> _Plan:
         hits: list[RequestHit] = []
         shadow: list[RequestHit] = []
+        judges: list[Judge | None] | None = [] if self._judged else None
         scope = self.scope or f"{request.method} {request.route or request.path}"
         for limit in self.limits:
             if not limit.applies(request):
@@ -195,12 +231,16 @@ class BaseGate:
             into = shadow if limit.shadow else hits
             for one in limit.limits:
                 into.append((counter, one, cost))
+                if judges is not None and not limit.shadow:
+                    judges.append(limit.judge)
+        if judges is not None and not any(judges):
+            judges = None  # no limit charged by outcome applies: decided as any other
         if not self.descriptors:
-            return _Plan(hits, shadow, [], 0)
+            return _Plan(hits, shadow, [], 0, judges)
         found = (key.entries(request) for key in self.descriptors)
         descriptors = [entries for entries in found if entries]
         cost = check_cost(self.cost(request)) if callable(self.cost) else self.cost
-        return _Plan(hits, shadow, descriptors, cost)
+        return _Plan(hits, shadow, descriptors, cost, judges)
 
     def _outcome(
         self,
@@ -288,8 +328,14 @@ class Gate(BaseGate):
         if not (plan.hits or plan.shadow or plan.descriptors):
             return NOTHING
         decider = self.decider
+        admitted: list[Any] = []
         try:
-            if self._many and len(plan.hits) > 1:  # then the decider has hit_many
+            if plan.judges is not None:  # then the decider gives back (checked when built)
+                admitted = cast(RefundDecider, decider).admit(
+                    plan.hits, all_or_nothing=self.all_or_nothing
+                )
+                decisions = [decision for decision, _ in admitted]
+            elif self._many and len(plan.hits) > 1:  # then the decider has hit_many
                 batch = cast(ManyDecider, decider)
                 decisions = batch.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
             else:
@@ -308,9 +354,28 @@ class Gate(BaseGate):
             _failures.log(logging.WARNING, UNANSWERED, error)
             return Outcome(False, unavailable=str(error))
         outcome = self._outcome(request, plan, decisions, shadowed, verdict)
+        if admitted:
+            pending = _pending(plan, admitted)
+            if not outcome.allowed:  # the handler never runs: nothing to charge
+                self._give_back(pending)
+            elif pending:
+                outcome = outcome._replace(pending=pending)
         if outcome.delay > 0.0:
             self._sleep(outcome.delay)
         return outcome
+
+    def settle(self, outcome: Outcome, result: Result) -> None:
+        """Give back the units ``outcome`` holds (``pending``) whose limit does not charge
+        ``result``, what the admitted request came to. Never raises for the store."""
+        self._give_back([one for one in outcome.pending if not charged(one[4], result)])
+
+    def _give_back(self, pending: Sequence[Pending]) -> None:
+        refund = cast(RefundDecider, self.decider).refund
+        for key, limit, granted, at, _ in pending:
+            try:
+                refund(key, limit, granted, at)
+            except StoreError as error:
+                _failures.log(logging.WARNING, UNREFUNDED, key, error)
 
 
 class AsyncGate(BaseGate):
@@ -337,8 +402,14 @@ class AsyncGate(BaseGate):
         if not (plan.hits or plan.shadow or plan.descriptors):
             return NOTHING
         decider = self.decider
+        admitted: list[Any] = []
         try:
-            if self._many and len(plan.hits) > 1:  # then the decider has hit_many
+            if plan.judges is not None:  # then the decider gives back (checked when built)
+                admitted = await cast(AsyncRefundDecider, decider).admit(
+                    plan.hits, all_or_nothing=self.all_or_nothing
+                )
+                decisions = [decision for decision, _ in admitted]
+            elif self._many and len(plan.hits) > 1:  # then the decider has hit_many
                 batch = cast(AsyncManyDecider, decider)
                 decisions = await batch.hit_many(plan.hits, all_or_nothing=self.all_or_nothing)
             else:
@@ -357,6 +428,24 @@ class AsyncGate(BaseGate):
             _failures.log(logging.WARNING, UNANSWERED, error)
             return Outcome(False, unavailable=str(error))
         outcome = self._outcome(request, plan, decisions, shadowed, verdict)
+        if admitted:
+            pending = _pending(plan, admitted)
+            if not outcome.allowed:  # the handler never runs: nothing to charge
+                await self._give_back(pending)
+            elif pending:
+                outcome = outcome._replace(pending=pending)
         if outcome.delay > 0.0:
             await self._sleep(outcome.delay)
         return outcome
+
+    async def settle(self, outcome: Outcome, result: Result) -> None:
+        """See ``Gate.settle``."""
+        await self._give_back([one for one in outcome.pending if not charged(one[4], result)])
+
+    async def _give_back(self, pending: Sequence[Pending]) -> None:
+        refund = cast(AsyncRefundDecider, self.decider).refund
+        for key, limit, granted, at, _ in pending:
+            try:
+                await refund(key, limit, granted, at)
+            except StoreError as error:
+                _failures.log(logging.WARNING, UNREFUNDED, key, error)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ratekeeper.core.networks import IPV4_PREFIX, IPV6_PREFIX
 from ratekeeper.core.store_keys import descriptor_key
 from ratekeeper.rules.model import Entry
 from ratekeeper.web.addresses import ClientAddress
@@ -82,10 +83,19 @@ def as_key(key: Key | KeyFunction) -> Key:
     raise TypeError(f"a key is a Key or a function of a Request, not {key!r}")
 
 
-def client_ip(trusted: Iterable[str] = (), *, header: str = "X-Forwarded-For") -> Key:
-    """The client's address (``remote_address``), honouring ``header`` only from the
-    ``trusted`` proxy networks; see ``ratekeeper.web.addresses``."""
-    return Key("remote_address", ClientAddress(trusted, header))
+def client_ip(
+    trusted: Iterable[str] = (),
+    *,
+    header: str = "X-Forwarded-For",
+    ipv6_prefix: int = IPV6_PREFIX,
+    ipv4_prefix: int = IPV4_PREFIX,
+) -> Key:
+    """The client's address block (``remote_address``), honouring ``header`` only from the
+    ``trusted`` proxy networks: its /64 for IPv6 (``2001:db8:1:2::/64``) and the address
+    itself for IPv4, unless ``ipv6_prefix`` (0 to 128) or ``ipv4_prefix`` (0 to 32) say
+    otherwise; see ``ratekeeper.web.addresses``."""
+    address = ClientAddress(trusted, header, ipv6_prefix=ipv6_prefix, ipv4_prefix=ipv4_prefix)
+    return Key("remote_address", address)
 
 
 def header(name: str, entry: str | None = None) -> Key:

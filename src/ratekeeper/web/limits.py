@@ -24,6 +24,7 @@ from ratekeeper.core.rates import parse_many
 from ratekeeper.core.store_keys import bounded, descriptor_key
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
+from ratekeeper.web.outcomes import Judge, Result, check_charging
 from ratekeeper.web.request import Request
 
 #: A request's cost: a fixed number, or a function of the request.
@@ -43,7 +44,16 @@ class RateLimit:
     a function of the request. ``methods`` limits only those methods (any when None);
     ``exempt(request)`` true lets a request through uncounted; ``shadow`` counts and logs
     but never refuses, and leaves the response's headers alone.
-    A bad limit raises ``InvalidLimitError``, a bad cost ``InvalidInputError``.
+
+    ``charge_when(result)`` or ``charge_statuses`` charge a request by its outcome
+    (``ratekeeper.web.outcomes``): it is counted before the handler runs (and refused past
+    the limit), then given back unless its ``Result`` is one the limit charges, e.g. failed
+    logins only::
+
+        RateLimit("5/15 minutes", key=keys.field("username"), charge_statuses={401, 403})
+
+    A bad limit raises ``InvalidLimitError``, a bad cost ``InvalidInputError``, a bad option
+    ``TypeError`` or ``ValueError``.
     """
 
     limit: Limit | str
@@ -53,10 +63,13 @@ class RateLimit:
     methods: Iterable[str] | None = None
     exempt: Callable[[Request], bool] | None = None
     shadow: bool = False
+    charge_when: Callable[[Result], bool] | None = None
+    charge_statuses: Iterable[int] | None = None
     # Worked out once, when the limit is built: each request only reads them.
     _key: Key = field(init=False, repr=False, compare=False)
     _limits: tuple[Limit | str, ...] = field(init=False, repr=False, compare=False)
     _prefixes: dict[str, str] = field(init=False, repr=False, compare=False)
+    _judge: Judge | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.limit, str):
@@ -87,6 +100,17 @@ class RateLimit:
             limits = tuple(part.strip() for part in re.split(r"[;,]", self.limit) if part.strip())
         object.__setattr__(self, "_limits", limits)
         object.__setattr__(self, "_prefixes", {})
+        judge = check_charging(self.charge_when, self.charge_statuses)
+        if judge is not None and self.shadow:
+            raise ValueError("a shadow limit counts every request: it is not charged by outcome")
+        if self.charge_statuses is not None:
+            object.__setattr__(self, "charge_statuses", frozenset(self.charge_statuses))
+        object.__setattr__(self, "_judge", judge)
+
+    @property
+    def judge(self) -> Judge | None:
+        """The test of the results this limit charges; None when it charges every request."""
+        return self._judge
 
     @property
     def limits(self) -> tuple[Limit | str, ...]:

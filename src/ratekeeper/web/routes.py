@@ -1,13 +1,23 @@
 """The per-route limiters' gate for each group of limits (``RouteLimiter``, for
-``ratekeeper.web.fastapi``, ``.flask`` and ``.django``)."""
+``ratekeeper.web.fastapi``, ``.flask`` and ``.django``), and what a request's layers of limits
+decided (``Layers``).
+
+A request can pass several layers of limits: the whole app's, then its router's (a FastAPI
+``APIRouter``, a Flask ``Blueprint``, a Django URL namespace), then its route's own. Each
+layer is decided on its own, outermost first, so a request an inner layer refuses has
+already been counted by the outer ones. A refused request is told of the limit that refused
+it; an admitted one's headers show, of every limit it passed, the one closest to refusing.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Generic
 
+from ratekeeper.web.gate import Gate, Outcome
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.options import Adapter, AnyDecider, AnyGate
+from ratekeeper.web.outcomes import Result
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import MAX_BODY, Request
 from ratekeeper.wire.headers import DEGRADED
@@ -50,3 +60,54 @@ class RouteLimiter(Adapter, Generic[AnyDecider, AnyGate]):
         if not limits:
             raise ValueError("limit() needs at least one RateLimit")
         return self._gate(self.decider, limits, scope=scope, **self.options)
+
+
+def joined(outcomes: list[Outcome]) -> Outcome:
+    """The admitted ``outcomes`` of one request's layers as one: every status (the headers
+    then show the limit closest to refusing), the delays waited in all, degraded if any was."""
+    if len(outcomes) == 1:
+        return outcomes[0]
+    statuses = tuple(status for outcome in outcomes for status in outcome.statuses)
+    delay = sum(outcome.delay for outcome in outcomes)
+    return Outcome(True, statuses, 0.0, delay, any(outcome.degraded for outcome in outcomes))
+
+
+class Layers:
+    """What the layers of limits of one request decided so far (see the module's doc): the
+    outcomes that admitted it, whether one refused it, and the admitted outcomes that hold
+    units of limits charged by outcome, with their gates (``held``), until the response's
+    ``Result`` settles them. An adapter keeps one per request, on the request."""
+
+    __slots__ = ("held", "outcomes", "refused")
+
+    def __init__(self) -> None:
+        self.outcomes: list[Outcome] = []
+        self.refused = False
+        self.held: list[tuple[Gate, Outcome]] = []
+
+    def add(self, outcome: Outcome, gate: Gate | None = None) -> Outcome:
+        """Record one layer's ``outcome`` (of ``gate``, whose pending units it holds until
+        ``settle``); what the response tells: a refusal as it is, an admission joined with the
+        layers the request passed before."""
+        if not outcome.allowed:
+            self.refused = True
+            return outcome
+        if outcome.pending and gate is not None:
+            self.held.append((gate, outcome))
+        self.outcomes.append(outcome)
+        return joined(self.outcomes)
+
+    def settle(self, result: Result) -> None:
+        """Settle every layer's pending units with the request's ``result`` (the response's
+        status, or the exception raised), once: a layer a later one refused is settled with
+        the refusal's status."""
+        held, self.held = self.held, []
+        for gate, outcome in held:
+            gate.settle(outcome, result)
+
+    def told(self) -> Outcome | None:
+        """What an admitted request's response tells of all its layers; None when a layer
+        refused it or none decided it."""
+        if self.refused or not self.outcomes:
+            return None
+        return joined(self.outcomes)

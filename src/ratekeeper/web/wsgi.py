@@ -3,7 +3,9 @@
 The WSGI twin of ``ratekeeper.web.asgi``: it decides each request with a ``Gate`` (a
 ``Limiter``, ``Engine`` or ``RemoteLimiter`` decides), answers a refused one itself, passes
 exempt paths through untouched, and adds the rate-limit headers to an admitted request's
-response. A body read for a key (``keys.field``) is handed on to the application unchanged.
+response; under a limit charged by outcome, the status the application starts its response
+with (or the exception it raised) is the ``Result`` the gate settles. A body read for a key
+(``keys.field``) is handed on to the application unchanged.
 
 Example (Flask; for Django, wrap ``get_wsgi_application()`` in wsgi.py)::
 
@@ -15,13 +17,14 @@ Example (Flask; for Django, wrap ``get_wsgi_application()`` in wsgi.py)::
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http import HTTPStatus
 from typing import Any
 
 from ratekeeper.decider import Decider
-from ratekeeper.web.gate import Gate
+from ratekeeper.web.gate import Gate, Outcome
 from ratekeeper.web.options import Middleware
+from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply, merged
 from ratekeeper.web.request import Request, declared_length, joined
 
@@ -104,6 +107,44 @@ def adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> Start
     return start_with_headers
 
 
+def settled(
+    app: WSGIApp, environ: Environ, start_response: StartResponse, gate: Gate, outcome: Outcome
+) -> Iterable[bytes]:
+    """Run ``app``, and settle ``outcome`` (``Gate.settle``) with what it came to: the status
+    it started its response with, or the exception it raised; an app that starts its response
+    only as its body is read is settled once the body is done."""
+    seen: list[int] = []
+
+    def start(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
+        seen.append(int(status[:3]))
+        return start_response(status, headers, *info)
+
+    try:
+        body = app(environ, start)
+    except BaseException as error:
+        gate.settle(outcome, Result(status_of(error), error))
+        raise
+    if seen:
+        gate.settle(outcome, Result(seen[0]))
+        return body
+    return _settling(body, seen, gate, outcome)
+
+
+def _settling(
+    body: Iterable[bytes], seen: list[int], gate: Gate, outcome: Outcome
+) -> Iterator[bytes]:
+    try:
+        yield from body
+    except BaseException as error:
+        gate.settle(outcome, Result(seen[0] if seen else status_of(error), error))
+        raise
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+    gate.settle(outcome, Result(seen[0] if seen else 500))
+
+
 class RateLimitMiddleware(Middleware[WSGIApp, Decider, Gate]):
     """Rate-limit a WSGI ``app`` with a ``Decider`` (``Limiter``, ``Engine``,
     ``RemoteLimiter``); the options are ``ratekeeper.web.asgi.RateLimitMiddleware``'s, the
@@ -124,4 +165,7 @@ class RateLimitMiddleware(Middleware[WSGIApp, Decider, Gate]):
         if not outcome.allowed:
             return answer(start_response, self.replies.refusal(request, outcome))
         extra = self.replies.admitted(outcome)
-        return self.app(environ, adding(start_response, extra) if extra else start_response)
+        start = adding(start_response, extra) if extra else start_response
+        if outcome.pending:  # a limit charged by outcome: settled once the app has answered
+            return settled(self.app, environ, start, self.gate, outcome)
+        return self.app(environ, start)

@@ -172,14 +172,19 @@ def test_a_slice_goes_back_on_close(
     prefix = f"back-{uuid.uuid4().hex[:8]}"
     exact, leased = Limit(AMOUNT, DAY, algorithm), Limit(AMOUNT, DAY, algorithm, sync="leased")
     limiter, checker = opened(url, prefix), opened(url, prefix)
-    assert [limiter.hit("warm", leased).allowed for _ in range(5)] == [True] * 5
+    assert limiter.hit("warm", leased).allowed
     leasing = leasing_of(limiter)
     (piece,) = leasing.slices.values()
+    assert piece.left == 0  # the first slice is the first hit's own
+    hits = 1
+    while not piece.left and hits < 200:  # until a slice sized from demand holds more
+        assert limiter.hit("warm", leased).allowed
+        hits += 1
     taken = AMOUNT - checker.peek("warm", exact).remaining
-    assert leasing.granted == 5 and piece.left == taken - 5 and 2 <= leasing.exchanges <= 5
-    assert taken > 5  # the slice is counted in the store before its units are granted
+    assert leasing.granted == hits and piece.left == taken - hits and leasing.exchanges >= 2
+    assert taken > hits  # the slice is counted in the store before its units are granted
     limiter.close()
-    assert checker.peek("warm", exact).remaining == AMOUNT - 5
+    assert checker.peek("warm", exact).remaining == AMOUNT - hits
     slices = state_key(exact, "warm", prefix) + ":s"
     client = reader(redis_server)
     assert client.exists(slices) == 0

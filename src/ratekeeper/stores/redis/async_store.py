@@ -19,12 +19,13 @@ from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.memory import Admitted, Hit
 from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
     Ran,
     Refund,
+    admitted,
     gather,
     refunds_of,
     settle,
@@ -159,7 +160,7 @@ class AsyncRedisStore(Base):
             await self._serve(asyncio.get_running_loop())
         batches = self._batches(hits, now, all_or_nothing)
         if all_or_nothing and len(batches) > 1:
-            return await self._apply_across(hits, batches)
+            return (await self._apply_across(hits, batches))[0]
         try:
             if len(batches) == 1:
                 replies = [await self._run(batches[0][1], batches[0][2])]
@@ -170,6 +171,35 @@ class AsyncRedisStore(Base):
         except ERRORS as error:
             raise failure(error) from error
         return gather(len(hits), batches, replies)
+
+    async def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        hits = check_hits(hits)
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        batches = self._batches(hits, None, all_or_nothing, timed=True)
+        if all_or_nothing and len(batches) > 1:
+            results, ran = await self._apply_across(hits, batches)
+            return admitted(len(hits), ran, results)
+        try:  # on a cluster, the slots concurrently
+            replies = await asyncio.gather(*(self._run(keys, argv) for _, keys, argv in batches))
+        except ERRORS as error:
+            raise failure(error) from error
+        done: list[Ran] = [
+            (batch, *decisions_at(reply)) for batch, reply in zip(batches, replies, strict=True)
+        ]
+        return admitted(len(hits), done)
+
+    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        found = self._refund_args(key, limit, cost, at)
+        if found is None:
+            return
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        keys, argv = found
+        try:
+            await self._refund_script(keys, argv)
+        except ERRORS as error:
+            raise self._failure_of(keys, error) from error
 
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None
@@ -252,9 +282,11 @@ class AsyncRedisStore(Base):
         await self.client.script_load(script.script)
         return True
 
-    async def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
+    async def _apply_across(
+        self, hits: Sequence[Hit], batches: list[Batch]
+    ) -> tuple[list[Decision], list[Ran]]:
         """all_or_nothing over several slots: the slots' parts concurrently, then the refunds
-        if one refused (or raised)."""
+        if one refused (or raised); the decisions, and each part as it ran."""
         outcomes = await asyncio.gather(
             *(self._run(keys, argv) for _, keys, argv in batches), return_exceptions=True
         )
@@ -276,7 +308,7 @@ class AsyncRedisStore(Base):
             raise raised
         results, refunds = settle(hits, ran)
         await self._refund(refunds)
-        return results
+        return results, ran
 
     async def _refund(self, refunds: list[Refund]) -> None:
         outcomes = await asyncio.gather(

@@ -131,19 +131,24 @@ class Base:
         )
         return self._singles[limit.algorithm], args
 
-    def _batches(self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool) -> list[Batch]:
+    def _batches(
+        self, hits: Sequence[Hit], now: float | None, all_or_nothing: bool, timed: bool = False
+    ) -> list[Batch]:
         """Split a batch of checked hits (``check_hits``) into one script run per cluster slot:
-        ``(indexes, keys, argv)`` each; with ``all_or_nothing`` over several slots, each run's
-        reply also carries its ``now``."""
+        ``(indexes, keys, argv)`` each; with ``all_or_nothing`` over several slots, or
+        ``timed`` (``admit``), each run's reply also carries its ``now``."""
         prefix, tag = self.prefix, self.tag
         keys = [state_key(limit, key, prefix, tag) for key, limit, _ in hits]
         if not self.clustered:  # one server: one run
-            argv = arguments([(limit, cost) for _, limit, cost in hits], now, all_or_nothing)
+            argv = arguments(
+                [(limit, cost) for _, limit, cost in hits], now, all_or_nothing, with_now=timed
+            )
             return [(range(len(hits)), keys, argv)]  # gather does not read a lone batch's indexes
         groups: dict[int, list[int]] = {}
         for index, key in enumerate(keys):
             groups.setdefault(key_slot(key.encode()), []).append(index)
-        with_now = all_or_nothing and len(groups) > 1  # refunds need each slot's time
+        # refunds need each slot's time
+        with_now = timed or (all_or_nothing and len(groups) > 1)
         return [
             (
                 indexes,
@@ -157,6 +162,18 @@ class Base:
             )
             for indexes in groups.values()
         ]
+
+    def _refund_args(
+        self, key: str, limit: Limit, cost: int, at: float
+    ) -> tuple[list[str], list[str]] | None:
+        """The refund script's keys and ARGV for ``cost`` units granted at ``at``, checked as
+        ``MemoryStore.refund`` checks them; None when there is nothing to refund."""
+        key, cost = check_hit(key, cost)
+        at = check_now(at)
+        if not cost:
+            return None
+        keys = [state_key(limit, key, self.prefix, self.tag)]
+        return keys, arguments([(limit, cost)], at, False)
 
     def _release_args(
         self, key: str, limit: Limit, slots: int, now: float | None

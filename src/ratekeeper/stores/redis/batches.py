@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratekeeper.core.decisions import Decision
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.memory import Admitted, Hit
 from ratekeeper.stores.redis.scripts import arguments, decisions
 
 log = logging.getLogger("ratekeeper.store")
@@ -37,6 +37,16 @@ def gather(size: int, batches: list[Batch], replies: list[Any]) -> list[Decision
         for index, one in zip(indexes, decisions(reply), strict=True):
             results[index] = one
     return results
+
+
+def admitted(size: int, ran: list[Ran], results: list[Decision] | None = None) -> list[Admitted]:
+    """Each hit of a batch whose parts all ran with their ``now``, as ``Admitted``: its
+    decision (from ``results`` when given, else its part's) and the time of its part."""
+    found: list[Any] = [None] * size
+    for (indexes, _, _), decided, now in ran:
+        for index, one in zip(indexes, decided, strict=True):
+            found[index] = Admitted(one if results is None else results[index], now)
+    return found
 
 
 def refunds_of(hits: Sequence[Hit], ran: list[Ran]) -> list[Refund]:

@@ -1,7 +1,8 @@
 -- ratekeeper: the batch script's entry point (apply_many). KEYS holds one state key per hit;
 -- ARGV is
 --   [1] now in seconds ('' takes the server's TIME), [2] all_or_nothing: '0' no, '1' yes,
---   '2' yes, and the reply ends with the `now` the script ran at (see below),
+--   '2' yes, and the reply ends with the `now` the script ran at (see below), '3' no, and
+--   the reply ends with its `now`,
 --   [3] L, the number of distinct limits in the batch, then L blocks of 10 fields:
 --   algorithm, amount, period, capacity, rate, interval, bucket, unit (calendar unit or ''),
 --   partial ('1' or '0'), debt ('1' or '0'); then 2 fields per hit: the index of its limit
@@ -14,9 +15,9 @@
 -- granted 0 (as the memory store does). Hits under a limit with debt count whatever the
 -- others do: after the restore they run again, in order, and report what they counted. (A
 -- batch whose limits all have debt has nothing to restore, and takes no snapshot.) Reply: one string, each decision packed in turn
--- (DECISION, in the prelude); with ARGV[2] '2', then `now` as one more little-endian double,
--- which a Redis Cluster batch spanning slots needs to refund this slot's hits (refund.lua)
--- when another slot refused.
+-- (DECISION, in the prelude); with ARGV[2] '2' or '3', then `now` as one more little-endian
+-- double, which a Redis Cluster batch spanning slots needs to refund this slot's hits
+-- (refund.lua) when another slot refused, and a caller to refund a hit later (admit).
 
 local count = #KEYS
 local hits = 3 + tonumber(ARGV[3]) * LIMIT_FIELDS
@@ -39,7 +40,7 @@ for j = 1, tonumber(ARGV[3]) do
   if ARGV[3 + j * LIMIT_FIELDS] == '1' then owing = owing + 1 end
 end
 local saved = nil
-if mode ~= '0' and count > 1 and owing < tonumber(ARGV[3]) then
+if (mode == '1' or mode == '2') and count > 1 and owing < tonumber(ARGV[3]) then
   -- (A single hit needs no snapshot: a refused hit writes nothing.)
   saved = {}
   for i = 1, count do
@@ -101,5 +102,5 @@ for i = 1, count do
   packed[i] = pack(DECISION, reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4],
     reply[r + 5], reply[r + 6], reply[r + 7], 0)
 end
-if mode == '2' then packed[count + 1] = pack('<d', now) end
+if mode == '2' or mode == '3' then packed[count + 1] = pack('<d', now) end
 return concat(packed)

@@ -216,9 +216,9 @@ def arguments(
     with_now: bool = False,
 ) -> list[str]:
     """The batch script's ARGV for ``(limit, cost)`` hits: each distinct limit's fields once,
-    then a limit index and a cost per hit (layout in ``dispatch.lua``). ``with_now`` (with
-    ``all_or_nothing``) asks the reply to end with the script's ``now`` (``decisions_at``).
-    The refund script takes the same layout."""
+    then a limit index and a cost per hit (layout in ``dispatch.lua``). ``with_now`` asks the
+    reply to end with the script's ``now`` (``decisions_at``). The refund script takes the
+    same layout."""
     index: dict[Limit, str] = {}
     blocks: list[str] = []
     tail: list[str] = []
@@ -229,7 +229,8 @@ def arguments(
             blocks.extend(limit_args(limit))
         tail.append(number)
         tail.append(str(cost))
-    mode = ("2" if with_now else "1") if all_or_nothing else "0"
+    modes = ("2", "1") if all_or_nothing else ("3", "0")
+    mode = modes[0] if with_now else modes[1]
     return [now_arg(now), mode, str(len(index)), *blocks, *tail]
 
 

@@ -17,12 +17,13 @@ from ratekeeper.core.inputs import check_hits, check_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.memory import Admitted, Hit
 from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
     Ran,
     Refund,
+    admitted,
     gather,
     refunds_of,
     settle,
@@ -77,7 +78,7 @@ class RedisStore(Base):
         hits = check_hits(hits)
         batches = self._batches(hits, now, all_or_nothing)
         if all_or_nothing and len(batches) > 1:
-            return self._apply_across(hits, batches)
+            return self._apply_across(hits, batches)[0]
         try:
             if len(batches) == 1:
                 replies = [self._run(batches[0][1], batches[0][2])]
@@ -86,6 +87,35 @@ class RedisStore(Base):
         except ERRORS as error:
             raise failure(error) from error
         return gather(len(hits), batches, replies)
+
+    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
+        """``apply_many`` on the server's clock, each decision with the time its script ran at,
+        for a ``refund``; see ``ratekeeper.stores.Store``."""
+        hits = check_hits(hits)
+        batches = self._batches(hits, None, all_or_nothing, timed=True)
+        if all_or_nothing and len(batches) > 1:
+            results, ran = self._apply_across(hits, batches)
+            return admitted(len(hits), ran, results)
+        done: list[Ran] = []
+        for batch in batches:  # a cluster's pipeline refuses scripts: one run a slot
+            try:
+                done.append((batch, *decisions_at(self._run(batch[1], batch[2]))))
+            except ERRORS as error:
+                raise self._failure_of(batch[1], error) from error
+        return admitted(len(hits), done)
+
+    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
+        """Give back ``cost`` units granted at ``at`` (the server's time its ``Admitted``
+        reported) in one script run; see ``MemoryStore.refund``. ``StoreError`` when Redis
+        fails."""
+        found = self._refund_args(key, limit, cost, at)
+        if found is None:
+            return
+        keys, argv = found
+        try:
+            self._refund_script(keys, argv)
+        except ERRORS as error:
+            raise self._failure_of(keys, error) from error
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         """Release up to ``slots`` leases of ``key`` under the concurrency ``limit``, the
@@ -167,9 +197,11 @@ class RedisStore(Base):
         self.client.script_load(script.script)
         return True
 
-    def _apply_across(self, hits: Sequence[Hit], batches: list[Batch]) -> list[Decision]:
+    def _apply_across(
+        self, hits: Sequence[Hit], batches: list[Batch]
+    ) -> tuple[list[Decision], list[Ran]]:
         """all_or_nothing over several slots: each slot's part, one after another, then the
-        refunds if one refused (or raised)."""
+        refunds if one refused (or raised); the decisions, and each part as it ran."""
         ran: list[Ran] = []
         for batch in batches:
             try:
@@ -179,7 +211,7 @@ class RedisStore(Base):
                 raise self._failure_of(batch[1], error) from error
         results, refunds = settle(hits, ran)
         self._refund(refunds)
-        return results
+        return results, ran
 
     def _refund(self, refunds: list[Refund]) -> None:
         for keys, argv in refunds:
