@@ -63,7 +63,10 @@ class Pipe(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.reader = hiredis.Reader()
         self.closed = False
+        #: The batches sent so far.
+        self.sent = 0
         self._done: Done | None = None  # the callback of the batch in flight
+        self._started = 0.0  # when it was sent (the loop's time)
         self._watch: Watch | None = None
 
     @property
@@ -77,9 +80,11 @@ class Pipe(asyncio.Protocol):
         if self._done is not None or self.closed:
             raise RuntimeError("a pipe carries one batch at a time, and only while it is open")
         self._done = done
+        self.sent += 1
         deadline = self.deadline
         if deadline is not None:
-            self._watch = deadline.watch(self.loop, self.loop.time(), self._timed_out)
+            self._started = started = self.loop.time()
+            self._watch = deadline.watch(self.loop, started, self._timed_out)
         self.transport.write(command)
 
     def data_received(self, data: bytes) -> None:
@@ -114,7 +119,10 @@ class Pipe(asyncio.Protocol):
     def _timed_out(self) -> None:
         deadline = self.deadline
         assert deadline is not None  # only a deadline's watch calls it
-        self._fail(redis.TimeoutError(f"no answer in time (timeout {deadline.timeout:g} s)"))
+        took = self.loop.time() - self._started
+        self._fail(
+            redis.TimeoutError(f"no answer in {took:.3f} s (timeout {deadline.timeout:g} s)")
+        )
 
     def _fail(self, error: BaseException) -> None:
         """Close the pipe for good; the batch in flight, if any, fails with ``error``."""
