@@ -460,3 +460,35 @@ def test_the_loop_shutting_down_closes_the_pipe(server: RedisServer) -> None:
 
     on_uvloop(main())
     assert pipes[0].closed and pipes[0].transport.is_closing()
+
+
+def test_an_error_reply_closes_the_pipe_and_a_new_one_opens_once_redis_answers(
+    server: RedisServer,
+) -> None:
+    """A server that turned replica (as a Sentinel failover leaves the old master) answers
+    READONLY: the calls fail, the pipe is closed, and once a batch gets through redis-py
+    again the batches go on a new pipe."""
+    admin = redis.Redis.from_url(server.url)
+
+    async def main() -> tuple[list[str], list[int]]:
+        store = AsyncRedisStore(redis.asyncio.Redis.from_url(server.url), prefix="ro")
+        await store.apply("k", LIMIT)
+        first = await open_pipe_of(store)
+        admin.replicaof("127.0.0.1", "1")  # nothing listens there: a replica, read-only
+        try:
+            refused = await asyncio.gather(
+                *(store.apply("k", LIMIT) for _ in range(2)), return_exceptions=True
+            )
+            assert first.closed and store._pipe is None
+        finally:
+            admin.replicaof("NO", "ONE")
+        remaining = [(await store.apply("k", LIMIT)).remaining]  # through redis-py
+        second = await open_pipe_of(store)
+        remaining.append((await store.apply("k", LIMIT)).remaining)
+        assert second is not first and second.sent == 1
+        await store.close()
+        return [str(error) for error in refused], remaining
+
+    refused, remaining = on_uvloop(main())
+    assert all("read only replica" in error for error in refused) and len(refused) == 2
+    assert remaining == [98, 97]

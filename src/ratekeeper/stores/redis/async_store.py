@@ -466,7 +466,8 @@ class AsyncRedisStore(Base):
         """The pipe's batch is back: settle its callers' futures, as ``_part`` does, and
         send the hits that waited. A batch the server could not run for a script or library
         it is missing (NOSCRIPT: restarted, flushed) goes again through redis-py, which loads
-        it; a timeout fails the calls waiting as well (``_time_out_waiting``)."""
+        it; a timeout fails the calls waiting as well (``_time_out_waiting``); any other
+        failure closes the pipe, and the batches go through redis-py until one gets through."""
         flight, self._flight = self._flight, None
         if flight is None:  # pragma: no cover - the pipe calls back once per batch
             return
@@ -486,6 +487,9 @@ class AsyncRedisStore(Base):
             _fail(futures, mapped)
             if isinstance(error, TIMEOUTS) and isinstance(mapped, StoreError):
                 self._time_out_waiting(keys[0], mapped, error)
+            # Any other error reply (a replica's READONLY after a Sentinel failover, LOADING)
+            # closes the pipe too: the next one opens as redis-py connects, to the master.
+            self._close_pipe()
         if self._hits:
             self._flush()
 
