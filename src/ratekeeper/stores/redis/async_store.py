@@ -85,6 +85,18 @@ class AsyncRedisStore(Base):
     with it (``StoreError``), so that no call waits longer than one timeout; the calls for
     other shards go with the next batch.
 
+    On one server (not a cluster), once a batch went through redis-py the store opens a
+    connection of its own, a ``pipe.Pipe``, and sends the batches on it: one write of a
+    command hiredis packed, the reply parsed in the protocol's callback, which settles the
+    callers' futures at once, timed by one ``loop.call_at`` (``deadlines.Watch``), with no
+    task, stream or asyncio timeout a batch. It is what a batch of one hit costs when calls
+    arrive one per loop turn. The guarantees are the same either way: a batch the server
+    cannot run for a script or library it lost (NOSCRIPT) goes again through redis-py, which
+    loads it; a pipe whose connection is lost, whose batch timed out or that got another
+    error reply is closed, its batch failing as redis-py's would, and the batches go through
+    redis-py until one gets through and a new pipe opens. The pipe is one connection more
+    than the client's pool holds.
+
     A client's connections belong to the event loop that opened them, so the store serves one
     loop at a time, and closes the client's connections when that loop shuts down (as
     ``asyncio.run`` returns) if ``close()`` has not. Used from a new loop (a second

@@ -8,6 +8,10 @@ it fires on time, it looks once more after ``LATE``, so that an answer read mean
 on time twice, the store has not answered, and the call fails. So a round trip fails about
 ``timeout`` after it began when the loop keeps up, and never later than ``cap`` whatever the
 loop does: a store that hangs still fails in bounded time.
+
+``Deadline.run`` times a redis-py call under an asyncio timeout; ``Deadline.watch`` gives the
+same timer bare (a ``Watch``: one ``loop.call_at``, no task, no timeout), which calls back
+when the store has had its time, for the store's pipe (``pipe.py``).
 """
 
 from __future__ import annotations
