@@ -442,8 +442,12 @@ def test_a_store_closed_while_its_pipe_opens_leaves_nothing_open(server: RedisSe
         store = AsyncRedisStore(redis.asyncio.Redis.from_url(server.url), prefix="c")
         await store.apply("warm", LIMIT)
         assert store._opening is not None
+        await store.close()  # stops the opening: its connection closed
+        assert store._opening is None and store._pipe is None
+        assert (await store.apply("k", LIMIT)).remaining == 99  # used again: it reconnects
+        pipe = await open_pipe_of(store)  # and opens a pipe again
+        assert (await store.apply("k", LIMIT)).remaining == 98 and pipe.sent == 1
         await store.close()
-        await asyncio.sleep(0.05)  # the pipe opened meanwhile, and was closed at once
 
     on_uvloop(main())  # a transport left open would be a ResourceWarning, an error here
 

@@ -344,6 +344,7 @@ class AsyncRedisStore(Base):
                 raise outcome
 
     async def close(self) -> None:
+        await self._stop_opening()
         self._close_pipe()
         guard, self._guard, self._loop = self._guard, None, None
         if guard is None:
@@ -429,6 +430,7 @@ class AsyncRedisStore(Base):
         try:
             yield
         finally:
+            await self._stop_opening()
             self._close_pipe()
             await client.aclose()
 
@@ -530,6 +532,15 @@ class AsyncRedisStore(Base):
             pipe.close()
         else:
             self._pipe = pipe
+
+    async def _stop_opening(self) -> None:
+        """Stop opening a pipe, if one is opening on the running loop: its connection closed."""
+        opening = self._opening
+        if opening is not None and opening.get_loop() is asyncio.get_running_loop():
+            opening.cancel()
+            await asyncio.wait([opening])  # not raising: this call may be cancelled itself
+            if self._opening is opening:  # cancelled before it began, it cleared nothing
+                self._opening = None
 
     def _close_pipe(self) -> None:
         """Close the pipe, if one is open on the running loop."""
