@@ -8,7 +8,8 @@ stack, driven by wrk and h2load; see ``benchmarks.service.suite``), ``--web`` on
 integrations' overhead per request, ``--leases`` only the leased quotas (4 processes on one
 hot key, exact against leased, and 3 ``ratekeeper serve`` behind nginx; see
 ``benchmarks.leases``; ``--all`` runs it too). ``--quick`` for a short smoke run, ``--output
-FILE`` to also write the markdown.
+FILE`` to also write the markdown; with ``--service``, ``--grpc`` runs only its gRPC rows
+without options (the hello world, the descriptor on memory and on Redis, the refused one).
 """
 
 from __future__ import annotations
@@ -55,7 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run only the leased quotas' (4 processes, 3 servers behind nginx; a redis-server)",
     )
+    parser.add_argument(
+        "--grpc",
+        action="store_true",
+        help="with --service: only the gRPC rows without options (hello world, descriptor on "
+        "memory and on Redis, refused descriptor)",
+    )
     args = parser.parse_args(argv)
+    if args.grpc and not args.service:
+        parser.error("--grpc goes with --service")
 
     out = Output()
     try:
@@ -63,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks.service import suite as service_suite
 
             service_suite.run(
-                out, service_suite.SERVICE_QUICK if args.quick else service_suite.ServiceSizes()
+                out,
+                service_suite.SERVICE_QUICK if args.quick else service_suite.ServiceSizes(),
+                service_suite.GRPC_ROWS if args.grpc else service_suite.ROWS,
             )
         elif args.redis:
             out.emit("# ratekeeper benchmarks: Redis", "", *report.machine())

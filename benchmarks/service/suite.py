@@ -80,6 +80,8 @@ from benchmarks.trials import BenchmarkError
 
 #: The target: a row's requests per second over its surface's hello world's.
 TARGET = 0.6
+#: The gRPC rows without options (``--service --grpc``).
+GRPC_ROWS = tuple(row for row in ROWS if row.surface == "gRPC" and not row.option)
 HEADERS = [
     "surface", "request", "store", "option", "requests/s", "p50 ms", "p99 ms", "/ hello world",
     f"≥ {TARGET:g}x", "CPU µs / request", "CPU ratio", "each round (requests/s)",
@@ -347,4 +349,4 @@ def _emit_options(out: Output, measured: dict[Row, Measured]) -> None:
             out.emit(f"- `{option}`: {text}")
 
 
-__all__ = ["SERVICE_QUICK", "ServiceSizes", "run"]
+__all__ = ["GRPC_ROWS", "ROWS", "SERVICE_QUICK", "ServiceSizes", "run"]

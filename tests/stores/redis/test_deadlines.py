@@ -120,12 +120,22 @@ def sleep_redis(server: RedisServer, seconds: float) -> threading.Thread:
     return thread
 
 
-async def decide_while(server: RedisServer, sleep: float, block: float) -> Any:
+async def decide_while(server: RedisServer, sleep: float, block: float, piped: bool) -> Any:
     """One decision sent while Redis sleeps ``sleep`` s and the loop, ``block`` s into it, is
-    blocked for longer than the timeout; the store's timeout is the default, 0.25 s."""
-    store = open_async_store(server.url, on_store_error=None)
+    blocked for longer than the timeout; the store's timeout is the default, 0.25 s. With
+    ``piped``, the decision goes on the store's pipe (``pipe.py``), else through redis-py."""
+    store: Any = open_async_store(server.url, on_store_error=None)
     try:
         await store.apply("warm", LIMIT)  # connected, the library loaded
+        redis_store = store.store  # under the leasing wrapper
+        if piped:
+            await redis_store._opening
+        else:
+            redis_store._pipeable = False
+            if redis_store._opening is not None:
+                await redis_store._opening
+            redis_store._close_pipe()
+        assert (redis_store._pipe is not None) is piped
         sleeper = sleep_redis(server, sleep)
         loop = asyncio.get_running_loop()
         if block:
@@ -141,15 +151,17 @@ async def decide_while(server: RedisServer, sleep: float, block: float) -> Any:
         await store.close()
 
 
-def test_an_answer_read_late_on_a_busy_loop_is_a_decision(sleepy: RedisServer) -> None:
-    decision, _ = asyncio.run(decide_while(sleepy, 0.1, 0.4))
+@pytest.mark.parametrize("piped", [False, True])
+def test_an_answer_read_late_on_a_busy_loop_is_a_decision(sleepy: RedisServer, piped: bool) -> None:
+    decision, _ = asyncio.run(decide_while(sleepy, 0.1, 0.4, piped))
     assert decision.allowed and not decision.degraded, decision
 
 
+@pytest.mark.parametrize("piped", [False, True])
 def test_a_sleeping_redis_fails_a_call_at_about_the_timeout_on_an_idle_loop(
-    sleepy: RedisServer,
+    sleepy: RedisServer, piped: bool
 ) -> None:
-    failed, took = asyncio.run(decide_while(sleepy, 1.0, 0))
+    failed, took = asyncio.run(decide_while(sleepy, 1.0, 0, piped))
     assert isinstance(failed, StoreError), failed
     assert "no answer in" in str(failed)
     assert DEFAULT_TIMEOUT <= took < DEFAULT_TIMEOUT + 0.45, took  # the cap is 4 times it

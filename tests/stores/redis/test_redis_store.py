@@ -118,32 +118,45 @@ def test_batching_is_exact_under_many_tasks(redis_server: RedisServer) -> None:
     assert asyncio.run(main()) == 500
 
 
-def test_calls_made_while_batches_are_in_flight_go_together(redis_server: RedisServer) -> None:
+def test_calls_made_while_batches_are_in_flight_go_together(tmp_path: Path) -> None:
     """One call per loop turn (as a gRPC server delivers them): the calls made while a batch
     is on its way wait for it and go as the next batch, and each still gets the decision it
-    would have had alone, in call order."""
-    sync = redis.Redis.from_url(redis_server.url)
+    would have had alone, in call order. The server is stopped while they are made, so that
+    the first batch is surely still on its way."""
+    server = RedisServer(tmp_path)
+    sync = redis.Redis.from_url(server.url)
     limit = Limit(100, 3600, "gcra")
     calls = 60
 
-    async def main() -> tuple[list[int], int]:
-        client = redis.asyncio.Redis.from_url(redis_server.url)
+    async def main(piped: bool) -> tuple[list[int], int]:
+        client = redis.asyncio.Redis.from_url(server.url)
         store = AsyncRedisStore(client, prefix=prefix())
         await store.apply("warm", limit)  # loads the script
+        if piped and store._opening is not None:
+            await store._opening  # the batches go on the store's pipe
+        assert (store._pipe is not None) is piped
         before = script_runs(sync)
-        pending = []
-        for _ in range(calls):  # one call started per loop turn
-            pending.append(asyncio.ensure_future(store.apply("k", limit)))
-            await asyncio.sleep(0)
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            pending = []
+            for _ in range(calls):  # one call started per loop turn
+                pending.append(asyncio.ensure_future(store.apply("k", limit)))
+                await asyncio.sleep(0)
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
         decisions = await asyncio.gather(*pending)
         runs = script_runs(sync) - before
-        await client.aclose()
+        await store.close()
         return [d.remaining for d in decisions], runs
 
-    remaining, runs = asyncio.run(main())
-    assert remaining == list(range(99, 99 - calls, -1))
-    # A round trip takes many loop turns: far fewer script runs than calls.
-    assert runs < calls // 2
+    try:
+        for piped in (False, True):
+            sync.flushdb()
+            remaining, runs = asyncio.run(main(piped))
+            assert remaining == list(range(99, 99 - calls, -1))
+            assert runs == 2  # the first call, then the 59 made while it was on its way
+    finally:
+        server.stop()
 
 
 def test_a_burst_goes_as_batches_of_at_most_max_batch_hits(redis_server: RedisServer) -> None:

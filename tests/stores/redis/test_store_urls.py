@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,26 @@ def async_decisions(url: str, key: str) -> list[bool]:
     return asyncio.run(run())
 
 
+def piped_decisions(url: str, key: str) -> list[bool]:
+    """``async_decisions``, the last three on the store's pipe (``stores/redis/pipe.py``),
+    which opens as the store's client connects: TLS, AUTH, the database."""
+
+    async def run() -> list[bool]:
+        store: Any = open_async_store(url, on_store_error=None)
+        try:
+            redis_store = store.store  # under the leasing wrapper
+            allowed = [(await store.apply(key, LIMIT)).allowed]  # through redis-py
+            await redis_store._opening
+            pipe = redis_store._pipe
+            allowed += [(await store.apply(key, LIMIT)).allowed for _ in range(3)]
+            assert pipe.sent == 3 and store.store._pipe is pipe
+            return allowed
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
 @pytest.fixture(scope="module")
 def unix_redis() -> Iterator[RedisServer]:
     # A socket's path is limited to 107 bytes: pytest's temporary directories may be longer.
@@ -65,7 +86,7 @@ def keys_in(server: RedisServer, db: int, pattern: str = "*") -> list[str]:
         client.close()
 
 
-@pytest.mark.parametrize("decide", [sync_decisions, async_decisions])
+@pytest.mark.parametrize("decide", [sync_decisions, async_decisions, piped_decisions])
 def test_a_unix_socket_url_decides_in_the_database_it_names(
     unix_redis: RedisServer, decide: Decide
 ) -> None:
@@ -172,7 +193,7 @@ def tls_redis(
     server.stop()
 
 
-@pytest.mark.parametrize("decide", [sync_decisions, async_decisions])
+@pytest.mark.parametrize("decide", [sync_decisions, async_decisions, piped_decisions])
 def test_rediss_decides_over_tls_with_a_client_certificate(
     tls_redis: TlsRedis, certificates: dict[str, Path], decide: Decide
 ) -> None:

@@ -8,13 +8,18 @@ it fires on time, it looks once more after ``LATE``, so that an answer read mean
 on time twice, the store has not answered, and the call fails. So a round trip fails about
 ``timeout`` after it began when the loop keeps up, and never later than ``cap`` whatever the
 loop does: a store that hangs still fails in bounded time.
+
+``Deadline.run`` times a redis-py call under an asyncio timeout; ``Deadline.watch`` gives the
+same timer bare (a ``Watch``: one ``loop.call_at``, no task, no timeout), which calls back
+when the store has had its time, for the store's pipe (``pipe.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from math import isfinite
+from functools import partial
+from math import inf, isfinite
 from typing import Any, TypeGuard, TypeVar
 
 T = TypeVar("T")
@@ -53,7 +58,7 @@ class Deadline:
         started = loop.time()
         try:
             async with asyncio.timeout(self.cap) as scope:
-                watch = _Watch(loop, scope, started + self.timeout)
+                watch = Watch(loop, started + self.timeout, partial(_expire, loop, scope))
                 try:
                     return await call(*args, **options)
                 finally:
@@ -64,6 +69,19 @@ class Deadline:
             raise TimeoutError(
                 f"no answer in {loop.time() - started:.3f} s (timeout {self.timeout:g} s)"
             ) from None
+
+    def watch(
+        self, loop: asyncio.AbstractEventLoop, started: float, expire: Callable[[], object]
+    ) -> Watch:
+        """The timer of a round trip that began at ``started`` (``loop.time()``), without a
+        task or an asyncio timeout: ``expire()`` is called once the store has had its time, or
+        ``cap`` seconds after ``started`` at the latest; ``watch.handle.cancel()`` stops it."""
+        return Watch(loop, started + self.timeout, expire, started + self.cap)
+
+
+def _expire(loop: asyncio.AbstractEventLoop, scope: asyncio.Timeout) -> None:
+    if not scope.expired():
+        scope.reschedule(loop.time())
 
 
 def _seconds(value: object) -> TypeGuard[float]:
@@ -76,25 +94,35 @@ def _seconds(value: object) -> TypeGuard[float]:
     )
 
 
-class _Watch:
-    """The timer of one round trip: expires ``scope`` once the store has had its time."""
+class Watch:
+    """The timer of one round trip: calls ``expire()`` once the store has had its time (see the
+    module), at ``until`` (``loop.time()``) at the latest."""
 
-    __slots__ = ("handle", "looked", "loop", "scope")
+    __slots__ = ("expire", "handle", "looked", "loop", "until")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, scope: asyncio.Timeout, when: float):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        when: float,
+        expire: Callable[[], object],
+        until: float = inf,
+    ) -> None:
         self.loop = loop
-        self.scope = scope
+        self.expire = expire
+        self.until = until
         self.looked = False  # on time once already: the next on-time check expires
         self.handle = loop.call_at(when, self.check, when)
 
     def check(self, planned: float) -> None:
         now = self.loop.time()
+        if now >= self.until:
+            self.expire()
+            return
         if now - planned > LATE:  # the loop was behind: an answer may be waiting unread
             self.looked = False
         elif not self.looked:  # on time: one more look, for an answer read meanwhile
             self.looked = True
         else:
-            if not self.scope.expired():
-                self.scope.reschedule(now)
+            self.expire()
             return
         self.handle = self.loop.call_at(now + LATE, self.check, now + LATE)
