@@ -14,6 +14,8 @@ from typing import Any
 
 #: The limit of every timed row: one that no run reaches, so every request is admitted.
 LIMIT = "1000000/minute"
+#: The limit of the sanity pass: the third request within a minute must be refused.
+TINY = "2/minute"
 #: ratekeeper's target: at least this many times less overhead than slowapi and Flask-Limiter.
 TARGET = 3.0
 #: The rate-limit headers every limiter but django-ratelimit sends on an admitted response.
@@ -23,7 +25,9 @@ HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 @dataclass(frozen=True)
 class Contender:
     """One application, bare or limited: ``build(limit)`` makes it (``limit`` is None for the
-    bare one). ``refused`` is the status its limiter refuses with; ``note`` how it is set up.
+    bare one). ``refused`` is the status its limiter refuses with, ``admitted`` that of a
+    request it admits in the sanity pass (a 401 where only failures are charged); ``note``
+    how it is set up.
     ``settle(app)`` waits out background work the limiter started (a storage's timer). A
     ``reference`` limits nothing: it shows what the framework charges any limiter of its kind.
     ``headers`` says it sends the rate-limit headers (``HEADERS``) on an admitted response.
@@ -33,6 +37,7 @@ class Contender:
     build: Callable[[str | None], Any]
     note: str = ""
     refused: int = 429
+    admitted: int = 200  # the status of an admitted request in the sanity pass
     peer: bool = False
     settle: Callable[[Any], None] | None = None
     reference: bool = False

@@ -5,7 +5,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.web.groups import Comparison, Contender, Group, join_timer
+from benchmarks.web.groups import TINY, Comparison, Contender, Group, join_timer
 
 
 def flask_group() -> Group:
@@ -39,6 +39,50 @@ def flask_group() -> Group:
 
     def decorator(limit: str | None) -> flask.Flask:
         return app_with(RateLimiter(Limiter()).limit(RateLimit(str(limit))))
+
+    def failing_with(limit: str | None, decorate: Callable[[Any], Any]) -> flask.Flask:
+        """A view charged by outcome: in the sanity pass (``TINY``) it fails, 401, so that
+        every attempt is charged and the third refused; timed, it succeeds, so that every
+        request is counted and given back (or, for Flask-Limiter, tested and not counted)."""
+        app = flask.Flask("bench")
+        status = 401 if limit == TINY else 200
+
+        def item() -> tuple[str, int]:
+            return "ok", status
+
+        app.add_url_rule("/item", "item", decorate(item))
+        return app
+
+    def charged(limit: str | None) -> flask.Flask:
+        rate_limit = RateLimit(str(limit), charge_statuses={401})
+        return failing_with(limit, RateLimiter(Limiter()).limit(rate_limit))
+
+    def blueprint(limit: str | None) -> flask.Flask:
+        app = flask.Flask("bench")
+        views = flask.Blueprint("views", "bench")
+        views.add_url_rule("/item", "item", lambda: "ok")
+        RateLimiter(Limiter()).limit_views(views, RateLimit(str(limit)))
+        app.register_blueprint(views)
+        return app
+
+    def flask_limiter_deduct_when(limit: str | None) -> flask.Flask:
+        limiter = FlaskLimiter(get_remote_address, headers_enabled=True, storage_uri="memory://")
+        failed = lambda response: response.status_code == 401  # noqa: E731
+        app = failing_with(limit, limiter.limit(str(limit), deduct_when=failed))
+        limiter.init_app(app)
+        app.extensions["bench"] = limiter
+        return app
+
+    def flask_limiter_blueprint(limit: str | None) -> flask.Flask:
+        limiter = FlaskLimiter(get_remote_address, headers_enabled=True, storage_uri="memory://")
+        app = flask.Flask("bench")
+        views = flask.Blueprint("views", "bench")
+        views.add_url_rule("/item", "item", lambda: "ok")
+        limiter.limit(str(limit))(views)
+        app.register_blueprint(views)
+        limiter.init_app(app)
+        app.extensions["bench"] = limiter
+        return app
 
     def flask_limiter_default(limit: str | None) -> flask.Flask:
         app = app_with()
@@ -77,6 +121,18 @@ def flask_group() -> Group:
                 "`RateLimiter(Limiter()).limit(RateLimit(...))` on the view",
             ),
             Contender(
+                "ratekeeper @limiter.limit, charged by outcome",
+                charged,
+                "`RateLimit(..., charge_statuses={401})` on the view: counted before it runs, "
+                "given back after its 200",
+                admitted=401,
+            ),
+            Contender(
+                "ratekeeper limit_views",
+                blueprint,
+                "`RateLimiter(Limiter()).limit_views(blueprint, RateLimit(...))`",
+            ),
+            Contender(
                 "Flask-Limiter default_limits",
                 flask_limiter_default,
                 '`Limiter(get_remote_address, app=app, default_limits=[...], headers_enabled=True, storage_uri="memory://")`',
@@ -90,10 +146,30 @@ def flask_group() -> Group:
                 peer=True,
                 settle=settle,
             ),
+            Contender(
+                "Flask-Limiter deduct_when",
+                flask_limiter_deduct_when,
+                "`@limiter.limit(..., deduct_when=lambda r: r.status_code == 401)`: tests before, "
+                "counts after (not exact when attempts overlap)",
+                admitted=401,
+                peer=True,
+                settle=settle,
+            ),
+            Contender(
+                "Flask-Limiter blueprint limit",
+                flask_limiter_blueprint,
+                "`limiter.limit(...)(blueprint)`",
+                peer=True,
+                settle=settle,
+            ),
         ),
         (
             Comparison("ratekeeper RateLimitMiddleware", ("Flask-Limiter default_limits",)),
             Comparison("ratekeeper @limiter.limit", ("Flask-Limiter @limiter.limit",)),
+            Comparison(
+                "ratekeeper @limiter.limit, charged by outcome", ("Flask-Limiter deduct_when",)
+            ),
+            Comparison("ratekeeper limit_views", ("Flask-Limiter blueprint limit",)),
         ),
     )
 
