@@ -256,3 +256,18 @@ def test_a_stream_is_binned_by_its_shortest_period_then_merged_into_a_readable_w
     assert len(result.offered) == 30
     assert simulate(hour, ["fixed_window:100/minute"]).width == 120.0
     assert simulate(iter(list(hour)), ["fixed_window:100/minute"], width=7).width == 7
+
+
+def test_the_output_folder_gets_the_mode_of_any_new_folder(tmp_path: Path) -> None:
+    """The folder a run makes is made as ``mkdir`` makes one (the umask's mode), not private."""
+    from ratekeeper import Limit
+    from ratekeeper.simulate.report import write
+
+    simulation = simulate(traces.window_edge(), [Limit(100, 60, "fixed_window")])
+    mask = os.umask(0o022)
+    try:
+        write(simulation, tmp_path / "out", plots=False)
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,9 @@ def write(
     base = folder.parent
     while not base.exists() and base != base.parent:
         base = base.parent
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=base))
+    # A new folder of a random name, made as any folder is here (mkdtemp's would be 0o700).
+    staging = base / f".{folder.name}.{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
     try:
         (staging / "results.json").write_text(text)
         names = ["results.json"]
