@@ -284,7 +284,8 @@ def _hiredis_packer() -> Any:
             packed: list[bytes] = super().pack(*args)
             return packed
 
-    return HiredisPacker()
+    made: Any = HiredisPacker  # redis-py types its serializers' constructors in some versions
+    return made()
 
 
 @lru_cache(maxsize=2)
