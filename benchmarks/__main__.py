@@ -10,6 +10,10 @@ hot key, exact against leased, and 3 ``ratekeeper serve`` behind nginx; see
 ``benchmarks.leases``; ``--all`` runs it too). ``--quick`` for a short smoke run, ``--output
 FILE`` to also write the markdown; with ``--service``, ``--grpc`` runs only its gRPC rows
 without options (the hello world, the descriptor on memory and on Redis, the refused one).
+
+``--help`` needs nothing beyond ratekeeper; a run that needs a peer or an extra that is not
+installed ends with one line naming the command that installs it (``scripts/bench.sh``
+installs them all).
 """
 
 from __future__ import annotations
@@ -20,12 +24,69 @@ import time
 from pathlib import Path
 
 from benchmarks import report
-from benchmarks.memory.suite import QUICK, Sizes, in_memory
 from benchmarks.report import Output
+from ratekeeper import MissingExtraError
+
+#: The modules the benchmarks import from an extra, by that extra: the peers measured against
+#: and the frameworks and servers they run on (``bench``), Redis's client (``redis``), the
+#: decision service's stack (``server``).
+EXTRAS = {
+    **dict.fromkeys(
+        [
+            "limits",
+            "pyrate_limiter",
+            "throttled",
+            "matplotlib",
+            "fastapi",
+            "flask",
+            "django",
+            "slowapi",
+            "flask_limiter",
+            "django_ratelimit",
+            "grpclib",
+            "zttp",
+            "hypercorn",
+        ],
+        "bench",
+    ),
+    "redis": "redis",
+    **dict.fromkeys(
+        ["starlette", "uvicorn", "httpx", "grpc", "grpc_health", "google", "prometheus_client"],
+        "server",
+    ),
+}
+PROG = "python -m benchmarks"
+
+
+def missing(error: ModuleNotFoundError) -> str | None:
+    """The line that says which extra brings the module ``error`` did not find, or None when
+    no extra does (then it is a mistake, to be shown whole)."""
+    module = (error.name or "").partition(".")[0]
+    if module not in EXTRAS:
+        return None
+    extra = EXTRAS[module]
+    return (
+        f"{PROG}: {module} is not installed; install it with: pip install -e '.[{extra}]' "
+        "(or run: bash scripts/bench.sh)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    try:
+        return run(argv)
+    except ModuleNotFoundError as error:
+        line = missing(error)
+        if line is None:
+            raise
+    except MissingExtraError as error:
+        line = f"{PROG}: {error} (or run: bash scripts/bench.sh)"
+    print(line, file=sys.stderr)
+    return 2
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse the options, run the benchmarks they name and print their markdown."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--output", type=Path, help="also write the markdown results here")
     which = parser.add_mutually_exclusive_group()
@@ -90,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             out.emit("# ratekeeper benchmarks: web integrations", "", *report.machine())
             web_suite.run(out, web_suite.WEB_QUICK if args.quick else web_suite.WebSizes())
         else:
+            from benchmarks.memory.suite import QUICK, Sizes, in_memory
+
             in_memory(out, QUICK if args.quick else Sizes())
         if args.redis or args.all:
             from benchmarks.redis_store import suite as redis_suite

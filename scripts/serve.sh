@@ -4,7 +4,7 @@
 # the example rules shipped with ratekeeper; HTTP on 127.0.0.1:8080, Envoy's gRPC protocol on
 # 127.0.0.1:8081, with the live dashboard at /dashboard behind an admin token made for the run
 # (or RATEKEEPER_ADMIN_TOKEN). Extra arguments go to `ratekeeper serve` (see `ratekeeper serve
-# --help`).
+# --help`), and the lines printed to try it use the HTTP address they (or RATEKEEPER_HTTP) give.
 # Ctrl-C or SIGTERM stops it.
 set -euo pipefail
 RATEKEEPER_EXTRAS="server"
@@ -15,11 +15,31 @@ if [ -z "${RATEKEEPER_ADMIN_TOKEN:-}" ]; then
   export RATEKEEPER_ADMIN_TOKEN
 fi
 export RATEKEEPER_DASHBOARD="${RATEKEEPER_DASHBOARD:-true}"
-cat >&2 <<TRY
+# Where HTTP will answer, as the service reads it: from these arguments (--http), else
+# $RATEKEEPER_HTTP, else 127.0.0.1:8080; a wildcard host is reached on loopback. Nothing when the
+# settings are wrong (then 'ratekeeper serve' says why) or help is asked for.
+HTTP="$("$VENV/bin/python" - "$@" 2>/dev/null <<'PY' || true
+import argparse
+import sys
+
+from ratekeeper.service.settings import Address, Settings, add_arguments
+
+parser = argparse.ArgumentParser(add_help=False)
+add_arguments(parser)
+args, _ = parser.parse_known_args()
+if {"-h", "--help"} & set(sys.argv[1:]):
+    sys.exit(1)
+http = Settings.read(args).http
+print(Address({"0.0.0.0": "127.0.0.1", "::": "::1"}.get(http.host, http.host), http.port))
+PY
+)"
+if [ -n "$HTTP" ]; then
+  cat >&2 <<TRY
 ==> starting ratekeeper serve; try, from another terminal:
-curl -i http://127.0.0.1:8080/v1/check -H 'Content-Type: application/json' -d '{"key": "user:1", "limit": "3/minute"}'
-curl -i http://127.0.0.1:8080/v1/check -H 'Content-Type: application/json' -d '{"domain": "example", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}'
+curl -i http://$HTTP/v1/check -H 'Content-Type: application/json' -d '{"key": "user:1", "limit": "3/minute"}'
+curl -i http://$HTTP/v1/check -H 'Content-Type: application/json' -d '{"domain": "example", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]}'
 ==> the live dashboard, in a browser (this run's admin token signs you in):
-http://127.0.0.1:8080/dashboard?token=${RATEKEEPER_ADMIN_TOKEN}
+http://$HTTP/dashboard?token=${RATEKEEPER_ADMIN_TOKEN}
 TRY
+fi
 exec "$VENV/bin/ratekeeper" serve "$@"

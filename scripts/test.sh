@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh Debian machine (Python, .venv, redis-server,
-# PostgreSQL, nginx), then run the whole suite: lint, types and tests. Extra arguments go to
-# pytest.
+# PostgreSQL, nginx, Prometheus, wrk, h2load, openssl, Chromium), then run the whole suite:
+# lint, types and tests. Extra arguments go to pytest.
 set -euo pipefail
 RATEKEEPER_EXTRAS="dev"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -38,6 +38,20 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   elif [ -x /etc/init.d/prometheus ] && as_root /etc/init.d/prometheus status >/dev/null 2>&1; then
     as_root /etc/init.d/prometheus stop >/dev/null
   fi
+fi
+
+# The service benchmark's tests load a real service with wrk (HTTP) and h2load (gRPC), and read
+# its gRPC answers with nghttp; Debian's nghttp2-client brings h2load and nghttp.
+if ! command -v wrk >/dev/null 2>&1; then
+  apt_install wrk
+fi
+if ! command -v h2load >/dev/null 2>&1 || ! command -v nghttp >/dev/null 2>&1; then
+  apt_install nghttp2-client
+fi
+
+# The Redis TLS tests make their certificate authority and certificates with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  apt_install openssl
 fi
 
 # The dashboard's browser test drives Debian's chromium through Playwright (the dev extra),

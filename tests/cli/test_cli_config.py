@@ -170,5 +170,17 @@ def test_validate_refuses_a_directory_without_rules(
     (tmp_path / "rules.json").write_text("{}")  # not a rule file: skipped
     assert main(["config", "validate", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
-        f"no rules: {tmp_path} hold no *.yaml or *.yml rule file with a rate limit\n"
+        f"no rules: {tmp_path} holds no *.yaml or *.yml rule file with a rate limit\n"
+    )
+
+
+def test_validate_refuses_directories_without_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one, other = tmp_path / "one", tmp_path / "other"
+    one.mkdir()
+    other.mkdir()
+    assert main(["config", "validate", str(one), str(other)]) == 1
+    assert capsys.readouterr().err == (
+        f"no rules: {one}, {other} hold no *.yaml or *.yml rule file with a rate limit\n"
     )

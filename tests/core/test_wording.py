@@ -1,6 +1,6 @@
 import pytest
 
-from ratekeeper.core.wording import many
+from ratekeeper.core.wording import agreeing, many
 
 
 @pytest.mark.parametrize(
@@ -18,3 +18,8 @@ def test_many_writes_the_plural_unless_one(
     count: int, thing: str, things: str | None, text: str
 ) -> None:
     assert many(count, thing, things) == text
+
+
+@pytest.mark.parametrize(("count", "verb"), [(0, "hold"), (1, "holds"), (2, "hold")])
+def test_agreeing_takes_the_verb_of_one_only_for_one(count: int, verb: str) -> None:
+    assert agreeing(count, "holds", "hold") == verb

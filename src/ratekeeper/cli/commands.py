@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.overrides import Override
-from ratekeeper.core.wording import many
+from ratekeeper.core.wording import agreeing, many
 
 if TYPE_CHECKING:
     import argparse
@@ -77,7 +77,8 @@ def validate(paths: list[str]) -> int:
         return INVALID
     if not rules:  # an empty directory, or files the loader skips: nothing would be limited
         print(
-            f"no rules: {', '.join(paths)} hold no *.yaml or *.yml rule file with a rate limit",
+            f"no rules: {', '.join(paths)} {agreeing(len(paths), 'holds', 'hold')} no *.yaml or "
+            "*.yml rule file with a rate limit",
             file=err,
         )
         return INVALID
