@@ -25,6 +25,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ import pytest
 
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from tests.gateways import pyvoy_binary
-from tests.servers import RedisServer, command, wait_until
+from tests.servers import RedisServer, command, free_ports, wait_until
 from tests.service.http_load import CLOSED, REFUSED, RESET, Exchange, Request, exchange
 from tests.service.served import Served
 
@@ -303,3 +305,46 @@ def test_sigterm_while_deciding_waits_for_the_decisions(
     assert len(held.grpc) == (DECIDING if surface == "grpc" else 0)
     assert {(one.code, one.overall) for one in held.grpc} <= ANSWERED
     assert all(one.ended > held.signalled for one in held.grpc)
+
+
+#: Runs ``ratekeeper serve`` (argv[1:]) in this process, sending itself SIGTERM the moment the
+#: service logs where it will listen: before the server has started.
+EARLY_SIGTERM = """
+import logging, os, signal, sys
+from ratekeeper.cli.main import main
+
+class Stop(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("listening on"):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+logging.getLogger("ratekeeper.service").addHandler(Stop())
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_before_the_server_has_started_stops_it_once_started(tmp_path: Path) -> None:
+    """A SIGTERM between the service's start and the server's is not lost: the service still
+    stops, cleanly (exit 0, "stopped" logged), rather than running on."""
+    http, grpc_port = free_ports(2)
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            EARLY_SIGTERM,
+            "serve",
+            "--http",
+            f"127.0.0.1:{http}",
+            "--grpc",
+            f"127.0.0.1:{grpc_port}",
+        ],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert process.returncode == 0, process.stderr
+    assert "stopped" in process.stderr.splitlines()[-1]

@@ -229,6 +229,11 @@ def _say_dashboard(settings: Settings) -> None:
         log.info("dashboard: http://%s/dashboard (sign in with the admin token)", settings.http)
 
 
+def _stop(server: Any) -> None:
+    """Have the uvicorn ``server`` stop: at once if it runs, else right after it starts."""
+    server.should_exit = True
+
+
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """The options ``serve`` runs uvicorn with (``python -m benchmarks --service`` runs its
     baseline with the same): the event loop and HTTP parser are uvicorn's ``auto``, uvloop
@@ -347,9 +352,10 @@ def serve(settings: Settings) -> int:
         return 0
     app = build_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, **common))
-    # uvicorn raises the signal that stopped it again once it has shut down; SIGTERM is then
-    # answered here, so that a graceful stop exits 0.
-    previous = signal.signal(signal.SIGTERM, lambda number, frame: None)
+    # Until uvicorn takes the signals, a SIGTERM asks the server to stop as soon as it has
+    # started; once it has shut down, uvicorn raises the signal that stopped it again, which is
+    # then answered here, so that a graceful stop exits 0.
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: _stop(server))
     try:
         log.info("listening on http://%s", settings.http)
         _say_dashboard(settings)
