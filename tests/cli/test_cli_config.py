@@ -184,3 +184,12 @@ def test_validate_refuses_directories_without_rules(
     assert capsys.readouterr().err == (
         f"no rules: {one}, {other} hold no *.yaml or *.yml rule file with a rate limit\n"
     )
+
+
+def test_validate_refuses_a_file_without_a_rate_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("domain: empty\ndescriptors:\n  - key: user\n")
+    assert main(["config", "validate", str(rules)]) == 1
+    assert capsys.readouterr().err == f"no rules: {rules} holds no rate limit\n"

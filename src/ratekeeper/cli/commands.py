@@ -76,9 +76,10 @@ def validate(paths: list[str]) -> int:
         print(f"{error.filename}: {error.strerror}", file=err)
         return INVALID
     if not rules:  # an empty directory, or files the loader skips: nothing would be limited
+        files = all(os.path.isfile(path) for path in paths)
+        what = "rate limit" if files else "*.yaml or *.yml rule file with a rate limit"
         print(
-            f"no rules: {', '.join(paths)} {agreeing(len(paths), 'holds', 'hold')} no *.yaml or "
-            "*.yml rule file with a rate limit",
+            f"no rules: {', '.join(paths)} {agreeing(len(paths), 'holds', 'hold')} no {what}",
             file=err,
         )
         return INVALID
