@@ -1,7 +1,9 @@
 """The dashboard in a real browser: ``ratekeeper serve --dashboard`` under load, signed in
 through its form, shows the abusive key first among the refused keys, and decision rates that
 rise with the load and fall back once it stops; the page keeps to its Content-Security-Policy
-(no error in the console) and is screenshot at laptop and phone size.
+(no error in the console) and is screenshot at laptop and phone size. With ``--workers 2`` on
+Redis, whichever worker answers the page, each key shows the hits its newest decision left,
+as ``/v1/peek`` finds them, and the notes under the tables say in words what the counts are.
 
 The browser is Debian's ``chromium`` (``scripts/test.sh`` installs it), driven by Playwright's
 Python API through ``executable_path``: Playwright's own browsers are never downloaded.
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,7 +32,10 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
+from tests.servers import RedisServer, wait_until
 from tests.service.served import Served
+from tests.service.test_dashboard_workers import published_at
+from tests.service.test_metrics_workers import fresh, metrics_directory, worker_pids
 
 #: About 25 s: the server's start, 12 s of load at most, the rates falling back for 7 s.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
@@ -164,6 +171,88 @@ def test_the_page_shows_the_abuser_and_the_rates(
     laptop.close()
 
 
+#: Each user's hits, under 5 a day: the first on a connection of its own, the others on one
+#: kept alive, so that each of some users is decided by both workers; half the users refused.
+WORKERS_RULES = """\
+domain: {domain}
+descriptors:
+  - key: user
+    rate_limit: {{unit: day, requests_per_unit: 5, name: per_user}}
+"""
+HITS = {f"user:w{index}": 10 if index % 2 else 3 for index in range(8)}
+
+
+def test_with_two_workers_each_key_shows_its_newest_decision(
+    tmp_path: Path, redis_server: RedisServer, browser: Browser
+) -> None:
+    domain = f"page-{uuid.uuid4().hex[:12]}"
+    (tmp_path / "rules.yaml").write_text(WORKERS_RULES.format(domain=domain), encoding="utf-8")
+    served = Served(
+        tmp_path,
+        *("--workers", "2", "--store", redis_server.url, "--rules", "rules.yaml"),
+        *("--dashboard", "--admin-token", TOKEN),
+    )
+    try:
+        pids = worker_pids(served)
+        directory = metrics_directory(pids[0])
+        newest = {}  # each key's remaining after its last hit, and whether that hit was refused
+        for key, hits in HITS.items():
+            body = _check_of(domain, key)
+            with fresh(served.url) as http:
+                answers = [http.post("/v1/check", json=body)]
+            with httpx.Client(base_url=served.url, timeout=10) as http:
+                answers += [http.post("/v1/check", json=body) for _ in range(hits - 1)]
+            remaining = answers[-1].json()["statuses"][0]["remaining"]
+            newest[key] = (remaining, answers[-1].status_code == 429)
+        decided = time.time()
+        wait_until(
+            lambda: all(published_at(directory, pid) > decided for pid in pids),
+            30,
+            "each worker's record of every decision",
+        )
+        page = browser.new_context(viewport=LAPTOP).new_page()
+        errors = _errors_of(page)
+        page.goto(f"{served.url}/dashboard?token={TOKEN}")
+        refused = {key: one for key, one in newest.items() if one[1]}
+        _wait(page, lambda: _newest(page, "top-requests") == newest, _tables)
+        _wait(page, lambda: _newest(page, "top-refused") == refused, _tables)
+        refusals = sum(hits - 5 for hits in HITS.values() if hits > 5)
+        said = page.text_content("#top-refused-bound") or ""
+        assert re.fullmatch(
+            rf"Last \d+ s: {refusals} refusals in all\. Every count is exact\.", said
+        )
+        _shoot(page, tmp_path / "dashboard_workers.png", full_page=True)
+        with fresh(served.url) as http:  # what the store holds, as /v1/peek finds it
+            for key, (remaining, _) in newest.items():
+                look = http.post("/v1/peek", json=_check_of(domain, key))
+                assert look.json()["statuses"][0]["remaining"] == remaining, key
+        assert errors == [], errors
+    finally:
+        assert served.stop() == 0
+
+
+def _check_of(domain: str, key: str) -> dict[str, object]:
+    name, _, value = key.partition(":")
+    return {"domain": domain, "descriptors": [{"entries": [{"key": name, "value": value}]}]}
+
+
+def _newest(page: Page, table: str) -> dict[str, tuple[int, bool]]:
+    """Each key a table of keys shows: the hits its newest decision left, and whether that
+    decision refused."""
+    shown = {}
+    for row in page.query_selector_all(f"#{table} tbody tr"):
+        key, remaining = row.query_selector("td.key"), row.query_selector("td.remaining")
+        if key is not None and remaining is not None:
+            left = (remaining.text_content() or "").replace(",", "")
+            refused = "refused-now" in (row.get_attribute("class") or "")
+            shown[key.text_content() or ""] = (int(left) if left.isdigit() else -1, refused)
+    return shown
+
+
+def _tables(page: Page) -> str:
+    return f"requests {_newest(page, 'top-requests')}, refused {_newest(page, 'top-refused')}"
+
+
 def _check_auth(url: str) -> None:
     """The page and its figures: 401 without the token, 200 with it."""
     bearer = {"Authorization": f"Bearer {TOKEN}"}
@@ -208,11 +297,19 @@ def _first_key(page: Page, table: str) -> str:
     return "" if cell is None else cell.text_content() or ""
 
 
-def _wait(page: Page, check: Callable[[], bool], timeout: float = 15) -> None:
-    """Poll ``check()`` while the page runs, until it is true or ``timeout`` seconds pass."""
+def _wait(
+    page: Page,
+    check: Callable[[], bool],
+    shown: Callable[[Page], str] | None = None,
+    timeout: float = 15,
+) -> None:
+    """Poll ``check()`` while the page runs, until it is true or ``timeout`` seconds pass;
+    ``shown(page)`` says what the page showed instead."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() >= deadline:
+            if shown is not None:
+                raise TimeoutError(f"the page did not show it in {timeout} s: {shown(page)}")
             raise TimeoutError(
                 f"the page did not show it in {timeout} s: allowed {_rate(page, 'allowed')}, "
                 f"refused {_rate(page, 'refused')}, first refused key "

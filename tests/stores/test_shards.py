@@ -301,6 +301,25 @@ def test_a_store_without_shards_has_one_breaker(clock: FakeClock) -> None:
     assert list(store.breakers.by_shard) == [""] and store.ping().open_shards == ()
 
 
+class Whole(Shards):
+    """``Shards`` as one store: it names no shard, and fails as a whole."""
+
+    sharded = False
+
+
+def test_a_store_without_shards_names_none_when_its_breaker_opens(clock: FakeClock) -> None:
+    whole = Whole()
+    store = Resilient(whole, clock=clock)
+    whole.down = {"a"}
+    assert [outcome(store.apply("a:1", LIMIT)) for _ in range(3)] == ["degraded allow"] * 2 + [
+        "degraded deny"
+    ]
+    health = store.ping()
+    assert (health.breaker, health.open_shards, health.failures) == ("open", (), 3)
+    clock.advance(1.0)
+    assert (store.ping().breaker, store.ping().open_shards) == ("half-open", ())
+
+
 def test_the_async_twin_splits_by_shard_too(clock: FakeClock) -> None:
     shards = Shards()
     shards.down = {"a"}

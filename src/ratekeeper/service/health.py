@@ -59,10 +59,11 @@ class Health:
 
     async def readyz(self, request: Request) -> Response:
         """``GET /readyz``: 200 when the request store answers, else 503. ``error`` says why it
-        does not answer now (null once it does, whatever failed before); ``open_shards`` names
-        the shards (a Redis Cluster's masters) whose breaker is not closed; ``last_error`` is the
-        latest failure a decision met (``message``, and ``at``: when, in UTC), past, kept after
-        the store is back (null when none has failed). The configuration
+        does not answer now (null once it does, whatever failed before); ``breaker`` is the
+        worst breaker's state, and ``open_shards`` names the shards (a Redis Cluster's masters)
+        whose breaker is not closed, none for a store without shards (one Redis); ``last_error``
+        is the latest failure a decision met (``message``, and ``at``: when, in UTC), past, kept
+        after the store is back (null when none has failed). The configuration
         store is reported beside it but does not decide: without it the engine goes on
         deciding by the limits it knew and by the rules (``status`` is then ``degraded``),
         and every instance shares it, so failing the probe would take them all away."""

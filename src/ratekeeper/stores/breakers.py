@@ -185,7 +185,8 @@ class Breakers:
     def health(self, answered: Health, degraded: int) -> Health:
         """``answered`` (the store's own ping, whose ``error`` says why the store does not
         answer now) with the breakers' worst state, their totals, the shards whose breaker is
-        not closed, and the latest failure any of them saw (``last_error``, past)."""
+        not closed (never ``""``: the breaker of a whole store is told by the state alone), and
+        the latest failure any of them saw (``last_error``, past)."""
         self._retire()
         breakers = list(self.by_shard.values())
         states = [(breaker.name, breaker.state) for breaker in breakers]
@@ -199,7 +200,7 @@ class Breakers:
             failures=self._retired[0] + sum(breaker.failures_total for breaker in breakers),
             opened=self._retired[1] + sum(breaker.opened for breaker in breakers),
             degraded=degraded,
-            open_shards=tuple(sorted(name for name, state in states if state != "closed")),
+            open_shards=tuple(sorted(name for name, state in states if name and state != "closed")),
         )
 
     def _retire(self) -> None:

@@ -26,8 +26,9 @@ class Health(NamedTuple):
     ``degraded``
         Decisions the failure policy made instead of the store.
     ``open_shards``
-        The names of the shards whose breaker is not closed (``""`` names a store without
-        shards), sorted; a Redis Cluster names a shard by its master's ``host:port``.
+        The names of the shards whose breaker is not closed, sorted; a Redis Cluster names a
+        shard by its master's ``host:port``. A store without shards (one Redis) names none:
+        ``breaker`` is its breaker's state.
     ``last_error`` and ``last_error_at``
         The latest failure of a call through the failure policy's breakers, and when it
         happened (``time.time()``), else None: past, kept after the store is back.

@@ -399,14 +399,25 @@
     }
   }
 
+  /** ``value`` and its noun: "1 refusal", "1,840 refusals". */
+  function counted(value, noun) {
+    return count(value) + " " + noun + (value === 1 ? "" : "s");
+  }
+
+  /** What a table's counts are, in words: over how long, of how many, and how far below the
+   * truth a count can be (the summary's ``error``, never more than its ``bound``). */
   function boundText(top, part, noun) {
     if (!part) return "";
-    const divisor = top.capacity + 1;
+    const over = `Last ${count(top.span)} s: `;
+    if (part.total === 0) return over + `no ${noun}s.`;
+    const all = over + counted(part.total, noun) + " in all";
+    if (part.error === 0) return all + ". Every count is exact.";
     return (
-      `Last ${count(top.span)} s: ${count(part.total)} ${noun}. ` +
-      `Each count is a lower bound: the true count is at most E = ${count(part.error)} more; ` +
-      `E ≤ B = total/(capacity+1) = ${count(part.total)}/${count(divisor)} = ${count(part.bound)}` +
-      ` (rounded down; the summary keeps ${count(top.capacity)} keys).`
+      all +
+      `, from more keys than the ${count(top.capacity)} the dashboard keeps track of, so a ` +
+      `count may be low: a key may have had up to ${counted(part.error, "more " + noun)} than ` +
+      `it shows (the most this can ever be is 1 in ${count(top.capacity + 1)} of all ` +
+      `${noun}s, ${count(part.bound)} here).`
     );
   }
 
@@ -415,8 +426,8 @@
     view.top = top;
     renderKeys("top-refused", top.refused, "refusals");
     renderKeys("top-requests", top.requests, "decisions");
-    byId("top-refused-bound").textContent = boundText(top, top.refused, "refusals");
-    byId("top-requests-bound").textContent = boundText(top, top.requests, "decisions");
+    byId("top-refused-bound").textContent = boundText(top, top.refused, "refusal");
+    byId("top-requests-bound").textContent = boundText(top, top.requests, "decision");
   }
 
   // ---- latency, overrides, the rule tree ----------------------------------------------------

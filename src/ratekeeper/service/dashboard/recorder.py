@@ -2,8 +2,9 @@
 
 A ``Recorder`` is the engine's observer in front of the one it had (the metrics). For each
 decision it adds one to the key's pending counts: its decisions, and its refusals (limited, or
-let through by shadow mode). That is the only work on a decision's path: a lock and a dict.
-The rest happens in ``tick()``, which the service runs once a second:
+let through by shadow mode), and keeps the decision with the time it was recorded (the wall
+clock, read once a decision). That is the only work on a decision's path: a clock, a lock and
+a dict. The rest happens in ``tick()``, which the service runs once a second:
 
 - the pending counts are folded into the current slot of ``SLOT`` seconds: two summaries of at
   most ``capacity`` keys each (``ratekeeper.core.frequent``), the keys with the most decisions
@@ -47,8 +48,10 @@ CAPACITY = 1000
 SHOWN = 100
 
 #: A key's latest decision as the dashboard shows it: its rule, limit and algorithm (None
-#: when no limit applied), the hits remaining, and whether it was allowed.
-Latest = tuple[str, str | None, str | None, int, bool]
+#: when no limit applied), the hits remaining, whether it was allowed, and when the process
+#: recorded it (the wall clock, ``time.time()``): of one key's decisions in several
+#: processes, the one recorded last is the newest.
+Latest = tuple[str, str | None, str | None, int, bool, float]
 #: Decisions in one second, by (domain, rule, result).
 Counts = dict[tuple[str, str, str], int]
 
@@ -100,9 +103,11 @@ class Recorder:
         self._clock = clock
         self.started = clock()
         self._lock = threading.Lock()
-        self._pending: dict[str, list[Any]] = {}  # key: [decisions, refusals, latest status]
+        # key: [decisions, refusals, latest status, when it was recorded]
+        self._pending: dict[str, list[Any]] = {}
         self._slots: dict[int, Slot] = {}
-        self._statuses: dict[str, Status] = {}  # the latest decision of each key in a slot
+        # the latest decision of each key in a slot, and when it was recorded
+        self._statuses: dict[str, tuple[Status, float]] = {}
         self._turned = 0  # the slot of the last tick (its first second // SLOT)
         self._seconds: deque[tuple[int, Counts]] = deque()
         self._latency: deque[tuple[int, dict[str, list[int]]]] = deque()
@@ -116,6 +121,7 @@ class Recorder:
         observer = self._next
         if observer is not None:
             observer(domain, statuses)
+        at = self._clock()
         with self._lock:
             pending = self._pending
             for status in statuses:
@@ -127,11 +133,12 @@ class Recorder:
                     entry[0] += 1
                     entry[1] += refused
                     entry[2] = status
+                    entry[3] = at
                     continue
                 if len(pending) >= self._room:
-                    self._fold(self._clock())
+                    self._fold(at)
                     pending = self._pending
-                pending[status[6]] = [1, refused, status]
+                pending[status[6]] = [1, refused, status, at]
 
     def _fold(self, now: float) -> None:
         """The pending counts into the slot of ``now`` (lock held)."""
@@ -151,7 +158,7 @@ class Recorder:
         kept, refusing = slot.requests.counts, slot.refused.counts
         for key, one in pending.items():
             if key in kept or key in refusing:
-                statuses[key] = one[2]
+                statuses[key] = (one[2], one[3])
 
     def tick(self, now: float | None = None) -> None:
         """Once a second, just after it turns: fold the pending counts, note what the metrics
@@ -217,12 +224,13 @@ class Recorder:
 class _Latest(Mapping[str, Latest]):
     """The latest decision of the keys in a ``Shot`` of this process, made as they are asked."""
 
-    def __init__(self, statuses: dict[str, Status], default: object) -> None:
+    def __init__(self, statuses: dict[str, tuple[Status, float]], default: object) -> None:
         self._statuses = statuses
         self._default = default
 
     def __getitem__(self, key: str) -> Latest:
-        return latest_of(self._statuses[key], self._default)
+        status, at = self._statuses[key]
+        return latest_of(status, self._default, at)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._statuses)
@@ -231,19 +239,20 @@ class _Latest(Mapping[str, Latest]):
         return len(self._statuses)
 
 
-def latest_of(status: Status, default: object) -> Latest:
-    """How the dashboard shows the decision ``status``."""
+def latest_of(status: Status, default: object, at: float) -> Latest:
+    """How the dashboard shows the decision ``status``, recorded at ``at``."""
     limit = status.limit
     decision = status.decision
     remaining = 0 if decision is None else decision.remaining
     if limit is None:
-        return (rule_label(status, default), None, None, remaining, status.allowed)
+        return (rule_label(status, default), None, None, remaining, status.allowed, at)
     return (
         rule_label(status, default),
         rate_text(limit.amount, limit.period),
         limit.algorithm.value,
         remaining,
         status.allowed,
+        at,
     )
 
 

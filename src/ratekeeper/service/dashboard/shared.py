@@ -10,8 +10,9 @@ files, and the worker that answers reads the others' beside its own:
 - ``dashboard_<pid>_<start>.json``: a slot once it is over, written once, read once by each
   reader (it does not change), removed by its writer once it is older than ``HISTORY``.
 
-Each slot carries the latest decision of the keys it shows. A worker that has ended leaves its
-files: what it decided still counts, and its health no longer does.
+Each slot carries the latest decision of the keys it shows, with the time it was recorded: of
+one key's decisions the reader keeps the newest, whichever file holds it. A worker that has
+ended leaves its files: what it decided still counts, and its health no longer does.
 """
 
 from __future__ import annotations
@@ -100,8 +101,7 @@ class SharedShots:
             latest = dict(shot.latest)
             for start, (slot, known) in slots.items():
                 shot.slots.setdefault(start, slot)
-                for key, value in known.items():
-                    latest.setdefault(key, value)
+                newest(latest, known)
             shot.latest = latest
         return list(shots.values())
 
@@ -122,6 +122,15 @@ class SharedShots:
         with open(temporary, "w", encoding="utf-8") as file:
             json.dump(data, file, separators=(",", ":"))
         os.replace(temporary, path)
+
+
+def newest(latest: dict[str, Latest], known: Mapping[str, Latest]) -> None:
+    """Each decision of ``known`` put into ``latest``, unless ``latest`` holds one of its key
+    recorded later."""
+    for key, one in known.items():
+        held = latest.get(key)
+        if held is None or one[5] > held[5]:
+            latest[key] = one
 
 
 def _pairs(counts: Mapping[tuple[str, str, str], int]) -> list[list[Any]]:
@@ -151,7 +160,7 @@ def _shot(data: dict[str, Any]) -> Shot:
     latest: dict[str, Latest] = {}
     for start, one in data["slots"].items():
         slots[int(start)], known = _slot_of(one)
-        latest.update(known)
+        newest(latest, known)
     return Shot(
         pid,
         float(data["at"]),

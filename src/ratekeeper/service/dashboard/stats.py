@@ -86,16 +86,16 @@ def _listed(summary: Summary, n: int, shots: Sequence[Shot]) -> dict[str, Any]:
 
 
 def _latest(identity: str, shots: Sequence[Shot]) -> dict[str, Any]:
-    """The rule, limit and hits remaining of a key's latest decision, as a process knows it
-    (the one that wrote most recently first)."""
+    """The rule, limit and hits remaining of a key's newest decision: of the latest decision
+    each process knows, the one recorded last (``Latest``), whichever wrote its record last."""
     found: Latest | None = None
-    seen = -math.inf
     for shot in shots:
-        if shot.at > seen and identity in shot.latest:
-            found, seen = shot.latest[identity], shot.at
+        one = shot.latest.get(identity)
+        if one is not None and (found is None or one[5] > found[5]):
+            found = one
     if found is None:
         return {"rule": None, "limit": None, "algorithm": None, "remaining": None, "allowed": None}
-    rule, limit, algorithm, remaining, allowed = found
+    rule, limit, algorithm, remaining, allowed, _ = found
     return {
         "rule": rule,
         "limit": limit,
