@@ -54,7 +54,9 @@ class Measures:
 
     ``requests`` counts the trace's hits plus the ``retries`` its refused clients made.
     ``false_allows`` and ``false_refusals`` are counts, and ``..._share`` their share of
-    ``requests``. ``peak`` is the most units admitted in any window of the period's length,
+    ``requests``. ``full_queue`` counts a shaper's refusals of hits its queue could not hold:
+    its bound, by design, neither false nor counted in ``false_refusals`` (0 for the other
+    algorithms). ``peak`` is the most units admitted in any window of the period's length,
     for any key; ``peaks`` the percentiles of each key's own peak (``"p50"``, ``"p90"``,
     ``"p99"``, ``"max"``), in units per period. ``fairness`` is Jain's index over the keys of
     each key's admitted units divided by its fair share, ``min(its demand, amount x
@@ -77,6 +79,7 @@ class Measures:
     admitted_units: int
     false_allows: int
     false_refusals: int
+    full_queue: int
     false_allow_share: float
     false_refusal_share: float
     peak: int
@@ -130,6 +133,7 @@ def _measures(tally: LimitTally, replay: Replay, slots: range) -> Measures:
         admitted_units=sum(key.admitted for key in keys),
         false_allows=tally.false_allows,
         false_refusals=tally.false_refusals,
+        full_queue=tally.full_queue,
         false_allow_share=tally.false_allows / requests if requests else 0.0,
         false_refusal_share=tally.false_refusals / requests if requests else 0.0,
         peak=peaks[-1] if peaks else 0,
