@@ -105,6 +105,8 @@ class LimitTally:
         #: time bin -> the most units one key held in one period ending at a unit it admitted
         #: in the bin: what the limit promises to keep at its amount
         self.fullest: dict[int, int] = {}
+        #: ``fullest`` in the finer bins of a close-up of the attack (``Replay.zoom``)
+        self.zoom: dict[int, int] = {}
         self.sequence = count()
         #: With ``record``: 1 per allowed event of the trace (retries are not recorded), and
         #: each allowed event's delay.
