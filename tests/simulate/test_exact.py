@@ -3,6 +3,8 @@ the sliding counter's weighted formula by hand."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ratekeeper import Algorithm, Limit
@@ -107,3 +109,40 @@ def test_the_shaper_reports_its_delays() -> None:
     assert list(delay_of) == pytest.approx([float(i) for i in range(10)])
     # They leave one a second: never more than the amount in a window.
     assert measures.peak == 10
+
+
+def test_the_shaper_refusing_what_its_full_queue_cannot_hold_is_no_false_refusal() -> None:
+    # 15 hits at once through a queue of 10 draining 1 a second: 10 queued (delays 0 to 9), 5
+    # refused because the queue is full. A sliding log with no queue would have let each of
+    # those 5 proceed 10 s later; the shaper refuses them by design, so none is false.
+    times = [traces.START] * 15
+    measures = simulate(Trace(times, ["k"] * 15), [Limit(10, 10, "leaky_shaper")]).measures[0]
+    assert (measures.admitted, measures.refused) == (10, 5)
+    assert (measures.false_allows, measures.false_refusals, measures.full_queue) == (0, 0, 5)
+
+
+def test_the_window_edge_shaper_refuses_99_hits_for_its_full_queue_and_none_falsely() -> None:
+    shaper = Limit(AMOUNT, PERIOD, "leaky_shaper")
+    measures = simulate(traces.window_edge(AMOUNT, PERIOD), [shaper]).measures[0]
+    assert (measures.admitted, measures.refused, measures.full_queue) == (101, 99, 99)
+    assert (measures.false_allows, measures.false_refusals) == (0, 0)
+    assert measures.peak == AMOUNT
+
+
+def test_a_shaper_refusing_with_room_in_its_queue_is_charged_a_false_refusal() -> None:
+    # One hit every 2 s through a queue of 10 draining 1 a second: the queue is empty at each
+    # hit. A shaper that refuses the third anyway refuses falsely, and not for a full queue.
+    shaper = Limit(10, 10, "leaky_shaper")
+    honest = shaper.step
+
+    def refuses_the_third(state: Any, now: float, cost: int, limit: Limit) -> Any:
+        new, decision = honest(state, now, cost, limit)
+        if now == traces.START + 4:
+            return state, decision._replace(allowed=False, granted=0, delay=0.0)
+        return new, decision
+
+    object.__setattr__(shaper, "step", refuses_the_third)
+    times = [traces.START + 2 * i for i in range(5)]
+    measures = simulate(Trace(times, ["k"] * 5), [shaper]).measures[0]
+    assert (measures.admitted, measures.refused) == (4, 1)
+    assert (measures.false_refusals, measures.full_queue) == (1, 0)

@@ -110,10 +110,12 @@ def test_results_json_holds_summaries_unless_per_event(tmp_path: Path) -> None:
     argv = ["simulate", "--generate", "window-edge", "--no-plots", "--per-event"]
     assert main([*argv, "--out", str(tmp_path / "b")]) == 0
     full = json.loads((tmp_path / "b" / "results.json").read_text())
-    assert set(full) == {"trace", "width", "limits", "offered"}
+    assert set(full) == {"trace", "width", "limits", "offered", "zoom"}
+    assert full["zoom"] == {"start": pytest.approx(-0.3), "end": pytest.approx(1.5), "width": 0.05}
     shaper = next(limit for limit in full["limits"] if limit["algorithm"] == "leaky_shaper")
     assert shaper["decisions"] == "1" * 100 + "01" + "0" * 98  # a place freed after the edge
     assert len(shaper["event_delays"]) == 200 and len(shaper["fullest"]) == 31
+    assert len(shaper["zoom"]) == 36  # the attack's 1.2 s and 0.3 s each side, in 0.05 s bins
     assert sorted(path.name for path in (tmp_path / "b").iterdir()) == ["results.json"]
 
 

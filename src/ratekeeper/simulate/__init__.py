@@ -19,6 +19,7 @@ limit is also replayed leased through several simulated instances sharing one st
 
 from __future__ import annotations
 
+from ratekeeper.simulate.bins import Zoom
 from ratekeeper.simulate.leases import LeaseMeasures, LeaseOptions, Leases
 from ratekeeper.simulate.measures import Delays, Measures
 from ratekeeper.simulate.simulation import LimitLike, Simulation, parse_limit, simulate
@@ -35,6 +36,7 @@ __all__ = [
     "Retry",
     "Simulation",
     "Trace",
+    "Zoom",
     "parse_limit",
     "simulate",
 ]

@@ -4,14 +4,26 @@
 at most ``BINS`` bins: 0.05 s for a trace of 1.2 s, 2 s for a minute, 2 minutes for an hour.
 Bins start at whole multiples of their width (seconds since the epoch), so a window boundary
 of a usual period falls on a bin's edge.
+
+An attack narrower than ``CLOSE`` bins would vanish into one or two of them (the window-edge
+attack's 1.2 s in bins of 2 s): ``zoom(marks, width)`` is the close-up its plot shows, in
+bins fine enough to see it by, that merge whole into the bins of ``width``.
 """
 
 from __future__ import annotations
 
-from math import ceil, isfinite
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import ceil, floor, isfinite
 
 #: The most bins a default series has.
 BINS = 40
+
+#: An attack narrower than this many bins is also shown close up (``zoom``).
+CLOSE = 4
+
+#: How much of the attack's length a close-up shows before and after it.
+MARGIN = 0.25
 
 #: The widths bins may have, in seconds: 1, 2 and 5 times a power of ten below a second, then
 #: the seconds, minutes and hours a clock shows, then whole days.
@@ -56,3 +68,40 @@ def coarser(width: float, first: int, last: int, most: int = BINS) -> int:
         if whole and last // factor - first // factor + 1 <= most:
             return factor
     return 1
+
+
+@dataclass(frozen=True)
+class Zoom:
+    """A close-up: from ``start`` to ``end`` seconds, in bins of ``width`` seconds."""
+
+    start: float
+    end: float
+    width: float
+
+
+def zoom(marks: Sequence[tuple[float, float]], width: float) -> Zoom | None:
+    """The close-up of the first of ``marks`` (``(start, end)`` seconds since the epoch) when
+    it spans fewer than ``CLOSE`` bins of ``width``: the mark and ``MARGIN`` of its length on
+    each side, cut on whole bins of the narrowest of ``WIDTHS`` that makes at most ``BINS`` of
+    them and divides ``width`` whole. ``None`` without a mark, for a mark of no length or one
+    already wide enough, or when no finer width divides ``width``. Example::
+
+        zoom([(START + 119.4, START + 120.6)], 2.0)  # 0.05 s bins from 119.1 s to 120.9 s
+    """
+    if not marks:
+        return None
+    begin, end = marks[0]
+    span = end - begin
+    if not (isfinite(span) and 0 < span < CLOSE * width):
+        return None
+    margin = MARGIN * span
+    fine = readable_width(span + 2 * margin)
+    for candidate in WIDTHS[WIDTHS.index(fine) :]:
+        if candidate >= width:
+            return None
+        parts = width / candidate
+        if abs(parts - round(parts)) <= 1e-9 * parts:
+            first = floor(round((begin - margin) / candidate, 6))
+            last = ceil(round((end + margin) / candidate, 6))
+            return Zoom(first * candidate, last * candidate, candidate)
+    return None

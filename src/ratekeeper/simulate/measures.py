@@ -54,7 +54,9 @@ class Measures:
 
     ``requests`` counts the trace's hits plus the ``retries`` its refused clients made.
     ``false_allows`` and ``false_refusals`` are counts, and ``..._share`` their share of
-    ``requests``. ``peak`` is the most units admitted in any window of the period's length,
+    ``requests``. ``full_queue`` counts a shaper's refusals of hits its queue could not hold:
+    its bound, by design, neither false nor counted in ``false_refusals`` (0 for the other
+    algorithms). ``peak`` is the most units admitted in any window of the period's length,
     for any key; ``peaks`` the percentiles of each key's own peak (``"p50"``, ``"p90"``,
     ``"p99"``, ``"max"``), in units per period. ``fairness`` is Jain's index over the keys of
     each key's admitted units divided by its fair share, ``min(its demand, amount x
@@ -63,7 +65,8 @@ class Measures:
     ``series`` is the units admitted per time bin, as ``(seconds from the first event,
     units)``; ``fullest`` the most units one key held in one window of the period ending at a
     unit admitted in the bin (0 where none was), the quantity the limit promises to keep at
-    ``amount``: its largest value is ``peak``.
+    ``amount``: its largest value is ``peak``. ``zoom`` is ``fullest`` in the finer bins of the
+    close-up of a short attack (``Simulation.zoom``), empty without one.
     """
 
     limit: str
@@ -77,6 +80,7 @@ class Measures:
     admitted_units: int
     false_allows: int
     false_refusals: int
+    full_queue: int
     false_allow_share: float
     false_refusal_share: float
     peak: int
@@ -85,6 +89,7 @@ class Measures:
     delays: Delays
     series: list[tuple[float, int]] = field(repr=False)
     fullest: list[tuple[float, int]] = field(repr=False, default_factory=list)
+    zoom: list[tuple[float, int]] = field(repr=False, default_factory=list)
 
     @property
     def error_share(self) -> float:
@@ -94,15 +99,17 @@ class Measures:
     def to_dict(self, series: bool = False) -> dict[str, Any]:
         """The measures as JSON-ready data; with ``series``, the time series too."""
         data = asdict(self)
-        del data["series"], data["fullest"]
+        del data["series"], data["fullest"], data["zoom"]
         data["error_share"] = self.error_share
         if series:
             data["series"] = [list(point) for point in self.series]
             data["fullest"] = [list(point) for point in self.fullest]
+            if self.zoom:
+                data["zoom"] = [list(point) for point in self.zoom]
         return data
 
 
-def _measures(tally: LimitTally, replay: Replay, slots: range) -> Measures:
+def _measures(tally: LimitTally, replay: Replay, slots: range, close: range) -> Measures:
     limit = tally.limit
     keys = tally.keys.values()
     requests = tally.requests + tally.retries
@@ -130,6 +137,7 @@ def _measures(tally: LimitTally, replay: Replay, slots: range) -> Measures:
         admitted_units=sum(key.admitted for key in keys),
         false_allows=tally.false_allows,
         false_refusals=tally.false_refusals,
+        full_queue=tally.full_queue,
         false_allow_share=tally.false_allows / requests if requests else 0.0,
         false_refusal_share=tally.false_refusals / requests if requests else 0.0,
         peak=peaks[-1] if peaks else 0,
@@ -146,6 +154,7 @@ def _measures(tally: LimitTally, replay: Replay, slots: range) -> Measures:
         ),
         series=dense(tally.series, slots, replay.width, start),
         fullest=dense(tally.fullest, slots, replay.width, start),
+        zoom=[] if replay.zoom is None else dense(tally.zoom, close, replay.zoom.width, start),
     )
 
 
@@ -158,4 +167,11 @@ def dense(bins: dict[int, int], span: range, width: float, start: float) -> list
 def measure(replay: Replay) -> list[Measures]:
     """One ``Measures`` per limit of ``replay``, in its order."""
     span = replay.span()
-    return [_measures(tally, replay, span) for tally in replay.tallies]
+    zoom = replay.zoom
+    close = range(0) if zoom is None else zoom_slots(zoom.start, zoom.end, zoom.width)
+    return [_measures(tally, replay, span, close) for tally in replay.tallies]
+
+
+def zoom_slots(start: float, end: float, width: float) -> range:
+    """The bins of ``width`` seconds from ``start`` to ``end``, both on a bin's edge."""
+    return range(round(start / width), round(end / width))

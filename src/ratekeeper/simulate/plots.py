@@ -3,190 +3,118 @@
 The figures, each returned as the path written:
 
 - ``admitted``: one panel per limit: per time bin, the most units one key held in one window
-  of the limit's period, against the limit (what is over it in red), the attack shaded;
-- ``errors``: false allows and false refusals per limit, as shares of the requests;
+  of the limit's period, against the limit, graded by how far over it went, a short attack
+  close up and the window boundaries marked (``ratekeeper.simulate.admitted``);
+- ``errors``: false allows and false refusals per limit, as shares of the requests, and a
+  shaper's refusals for a full queue apart (its bound, not an error);
 - ``delays``: the distribution of the shaper's delays (every limit whose hits waited);
 - ``leases`` (a simulation with leases only): units admitted per window of each limit's
   period, exact and leased, against the limit.
 
-Every series carries a ``gid`` (``admitted-<limit>``, ``over-<limit>``, ``limit-<limit>``,
-``false-allows-<limit>``, ``false-refusals-<limit>``, ``delays-<limit>``, ``exact-<limit>``,
-``leased-<horizon>-<limit>``, ``limit-<limit>``), which an SVG keeps as
-the ``id`` of its group, so that a reader or a test can find it. Figures are made with
-``matplotlib.figure.Figure`` (no pyplot, no global state) and matplotlib is imported only here,
-when a plot is drawn.
+Every series carries a ``gid`` (``admitted-<limit>``, ``over-<limit>`` and the others of
+``ratekeeper.simulate.admitted``, ``false-allows-<limit>``, ``false-refusals-<limit>``,
+``full-queue-<limit>``, ``delays-<limit>``, ``exact-<limit>``, ``leased-<horizon>-<limit>``,
+``limit-<limit>``), which an SVG keeps as the ``id`` of its group, so that a reader or a test
+can find it. Figures are made with ``matplotlib.figure.Figure`` (no pyplot, no global state)
+and matplotlib is imported only when a plot is drawn (``ratekeeper.simulate.canvas``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from textwrap import fill
+from typing import TYPE_CHECKING
 
-from ratekeeper.core.errors import MissingExtraError
-from ratekeeper.core.periods import spoken
 from ratekeeper.core.wording import many
+from ratekeeper.simulate.admitted import figure as admitted_figure
+from ratekeeper.simulate.canvas import new_figure, require, save, series_id
 from ratekeeper.simulate.leases import LeaseMeasures
 from ratekeeper.simulate.simulation import Simulation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+__all__ = [
+    "admitted",
+    "delays",
+    "draw_all",
+    "errors",
+    "errors_figure",
+    "leases",
+    "require",
+    "series_id",
+]
 
-def require() -> None:
-    """Raise ``MissingExtraError`` naming the pip command unless matplotlib can be imported."""
-    try:
-        import matplotlib
-        import matplotlib.figure  # noqa: F401
-    except ImportError:
-        raise MissingExtraError("matplotlib", "plot") from None
-
-
-def _figure() -> Figure:
-    require()
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    matplotlib.rcParams["svg.hashsalt"] = "ratekeeper"  # the same ids on every run
-    return Figure(figsize=(8, 4.5), layout="constrained")
-
-
-def series_id(prefix: str, label: str) -> str:
-    """The ``gid`` of a series: ``prefix-label`` with anything but letters, digits, ``_`` and
-    ``-`` replaced by ``_``."""
-    clean = "".join(c if c.isalnum() or c in "_-" else "_" for c in label)
-    return f"{prefix}-{clean}"
-
-
-def _save(figure: Figure, folder: Path, name: str, image: str) -> Path:
-    path = folder / f"{name}.{image}"
-    metadata: dict[str, Any] = {"Date": None} if image in ("svg", "pdf") else {}
-    figure.savefig(path, format=image, metadata=metadata)
-    return path
+#: Why a shaper's refusals for a full queue are not errors, under the errors plot.
+QUEUE_NOTE = (
+    "A shaper (leaky_shaper) queues what it cannot pass at once and lets it through at its "
+    "rate; it refuses, by design, what its queue cannot hold (hatched). It is judged when its "
+    "hits leave the queue: a refusal is false only if the queue had room and the sliding log "
+    "would have let the hit through. Its waits are in the delays plot."
+)
 
 
 def admitted(simulation: Simulation, folder: Path, image: str = "svg") -> Path:
-    """One panel per limit, on shared axes: per time bin, the most units one key held in one
-    window of the limit's period ending at a unit admitted in the bin (``Measures.fullest``),
-    blue up to the limit and red above it, against the limit (a dashed line); the attack the
-    generator made (``Simulation.marks``) shaded. A limit that keeps its promise never shows
-    red, whatever the bins' width; a shaper's delayed hits count when they proceed."""
-    figure = _figure()
-    count = max(len(simulation.measures), 1)
-    columns = 1 if count < 4 else 2
-    rows = -(-count // columns)
-    figure.set_size_inches(5 * columns if columns > 1 else 8, 1.3 + 1.9 * rows)
-    grid = figure.subplots(rows, columns, squeeze=False, sharex=True, sharey=True)
-    width = simulation.width
-    one_key = simulation.keys == 1
-    for index, axes in enumerate(grid.flat):
-        if index >= len(simulation.measures):
-            axes.set_visible(False)
-            continue
-        measures = simulation.measures[index]
-        amount = measures.amount
-        starts = [t for t, _ in measures.fullest]
-        values = [most for _, most in measures.fullest]
-        within = [min(most, amount) for most in values]
-        over = [max(most - amount, 0) for most in values]
-        for begin, end in simulation.marks:  # behind the bars, and a band along the top
-            axes.axvspan(begin, end, color="tab:orange", alpha=0.15, linewidth=0)
-            axes.axvspan(
-                begin, end, ymin=0.93, color="tab:orange", linewidth=0, zorder=3, label="attack"
-            )
-        axes.bar(
-            starts,
-            within,
-            width=width,
-            align="edge",
-            color="tab:blue",
-            label="within the limit",
-            gid=series_id("admitted", measures.limit),
-        )
-        axes.bar(
-            starts,
-            over,
-            bottom=within,
-            width=width,
-            align="edge",
-            color="tab:red",
-            label="over the limit",
-            gid=series_id("over", measures.limit),
-        )
-        axes.axhline(
-            amount,
-            color="black",
-            linestyle="--",
-            linewidth=1,
-            label="the limit",
-            gid=series_id("limit", measures.limit),
-        )
-        peak = measures.peak
-        verdict = f"{peak / amount:.2f}x the limit" if peak > amount else "kept"
-        axes.set_title(
-            f"{measures.algorithm} {amount:,}/{spoken(measures.period)}: "
-            f"at most {peak:,} ({verdict})",
-            fontsize="medium",
-            color="tab:red" if peak > amount else "black",
-            loc="left",
-        )
-        axes.margins(x=0.01)
-        axes.tick_params(labelsize="small")
-        axes.grid(axis="y", color="0.9", linewidth=0.6)
-        axes.set_axisbelow(True)
-    first = simulation.measures[0] if simulation.measures else None
-    window = spoken(first.period) if first is not None else "period"
-    whose = "" if one_key else ", for any one key"
-    figure.suptitle(
-        f"{simulation.name}: the most admitted in one {window}{whose}, against the limit",
-        fontsize="large",
-    )
-    for axes in grid[-1]:
-        axes.set_xlabel(f"seconds from the first event (bins of {_seconds(width)})")
-    figure.supylabel(f"admitted in one {window}", fontsize="medium")
-    handles, labels = grid.flat[0].get_legend_handles_labels()
-    named = dict(zip(labels, handles, strict=True))
-    figure.legend(
-        list(named.values()),
-        list(named),
-        loc="outside lower center",
-        ncols=len(named),
-        fontsize="small",
-        frameon=False,
-    )
-    return _save(figure, folder, "admitted", image)
-
-
-def _seconds(value: float) -> str:
-    """Seconds as a label: ``0.05 s``, ``2 s``, ``2 minutes``."""
-    return f"{value:g} s" if value < 60 else spoken(value)
+    """One panel per limit: per time bin, the most units one key held in one window of the
+    limit's period ending at a unit admitted in the bin (``Measures.fullest``), graded against
+    the limit, a short attack close up and the window boundaries marked (see
+    ``ratekeeper.simulate.admitted``). A limit that keeps its promise never shows amber or red,
+    whatever the bins' width; a shaper's delayed hits count when they proceed."""
+    return save(admitted_figure(simulation), folder, "admitted", image)
 
 
 def errors(simulation: Simulation, folder: Path, image: str = "svg") -> Path:
-    """False allows and false refusals per limit, as percentages of its requests."""
-    figure = _figure()
+    """False allows and false refusals per limit, as percentages of its requests; a shaper's
+    refusals for a full queue stacked on its false refusals, hatched, and why under the axes."""
+    return save(errors_figure(simulation), folder, "errors", image)
+
+
+def errors_figure(simulation: Simulation) -> Figure:
+    """The figure of ``errors``, not yet saved."""
+    figure = new_figure()
     axes = figure.add_subplot()
-    labels = [measures.limit for measures in simulation.measures]
+    measures = simulation.measures
+    labels = [m.limit for m in measures]
     places = list(range(len(labels)))
+    refusals = [m.false_refusal_share * 100 for m in measures]
     for offset, name, values in (
-        (-0.2, "false-allows", [m.false_allow_share * 100 for m in simulation.measures]),
-        (0.2, "false-refusals", [m.false_refusal_share * 100 for m in simulation.measures]),
+        (-0.2, "false-allows", [m.false_allow_share * 100 for m in measures]),
+        (0.2, "false-refusals", refusals),
     ):
         bars = axes.bar(
             [place + offset for place in places], values, width=0.4, label=name.replace("-", " ")
         )
         for bar, label in zip(bars, labels, strict=True):
             bar.set_gid(series_id(name, label))
+    shapers = [i for i, m in enumerate(measures) if m.algorithm == "leaky_shaper"]
+    if shapers:
+        bars = axes.bar(
+            [places[i] + 0.2 for i in shapers],
+            [measures[i].full_queue / measures[i].requests * 100 for i in shapers],
+            width=0.4,
+            bottom=[refusals[i] for i in shapers],
+            color="none",
+            edgecolor="0.35",
+            hatch="///",
+            linewidth=0.8,
+            label="refused: a shaper's queue full (by design)",
+        )
+        for bar, i in zip(bars, shapers, strict=True):
+            bar.set_gid(series_id("full-queue", labels[i]))
+        note = axes.set_xlabel(fill(QUEUE_NOTE, 105), fontsize="small", loc="left")
+        note.set_gid("note-queue")
     axes.set_xticks(places, labels, rotation=30, ha="right", fontsize="small")
     axes.set_ylabel("% of requests")
     axes.set_title(f"Error against the exact sliding log: {simulation.name}")
-    axes.legend(fontsize="small")
-    return _save(figure, folder, "errors", image)
+    axes.set_ylim(0, max(1.0, axes.get_ylim()[1]) * 1.2)  # a row above the bars for the legend
+    axes.legend(loc="upper center", ncols=3, fontsize="small", frameon=False)
+    return figure
 
 
 def delays(simulation: Simulation, folder: Path, image: str = "svg") -> Path:
     """The distribution (CDF) of the delays of admitted hits, per limit whose hits waited."""
-    figure = _figure()
+    figure = new_figure()
     axes = figure.add_subplot()
     drawn = False
     for tally, measures in zip(simulation.replay.tallies, simulation.measures, strict=True):
@@ -210,7 +138,7 @@ def delays(simulation: Simulation, folder: Path, image: str = "svg") -> Path:
     axes.set_xlabel("seconds an admitted hit waited before it proceeded")
     axes.set_ylabel("share of admitted hits that waited at most that")
     axes.set_title(f"Delays of admitted hits: {simulation.name}")
-    return _save(figure, folder, "delays", image)
+    return save(figure, folder, "delays", image)
 
 
 def leases(
@@ -229,7 +157,7 @@ def leases(
     first = leased[0]
     assert first.leases is not None
     count = len(first.leases.measures)
-    figure = _figure()
+    figure = new_figure()
     figure.set_size_inches(8, 1.5 + 3.5 * count)
     for index, axes in enumerate(figure.subplots(count, 1, squeeze=False)[:, 0]):
         exact = first.leases.measures[index]
@@ -276,7 +204,7 @@ def leases(
         axes.set_ylabel(f"units admitted per {exact.window:g} s window")
         axes.legend(fontsize="small", loc="best", framealpha=0.9)
     figure.suptitle(f"Exact and leased, per window: {first.name}")
-    return _save(figure, folder, name, image)
+    return save(figure, folder, name, image)
 
 
 def _edges(measures: LeaseMeasures) -> list[float]:

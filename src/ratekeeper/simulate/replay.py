@@ -4,7 +4,8 @@
 time bin. Keys are independent, so each chunk is grouped by key and each key's events go to
 its ``KeyTally`` under each limit (``ratekeeper.simulate.tallies`` decides and judges them);
 retries a refused client makes are merged back in time order. At the end the time series are
-merged to at most ``MAX_BINS`` bins.
+merged to at most ``MAX_BINS`` bins. A short attack (``bins.zoom``) is replayed in its
+close-up's finer bins, whose fullest windows are kept around it before they merge.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from ratekeeper.core.errors import TraceError
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import Algorithm
-from ratekeeper.simulate.bins import coarser, readable_width
+from ratekeeper.simulate.bins import Zoom, coarser, readable_width, zoom
 from ratekeeper.simulate.tallies import (
     KeyTally,
     LimitTally,
@@ -75,6 +76,7 @@ class Replay:
         self.offered: dict[int, int] = {}  # time bin -> units requested (retries excluded)
         self.name = "trace"
         self.marks: tuple[tuple[float, float], ...] = ()
+        self.zoom: Zoom | None = None  # the close-up of a short attack, in seconds since the epoch
 
     def span(self) -> range:
         """The time bins from the first offered or admitted to the last."""
@@ -142,7 +144,11 @@ def replay(
     from the span (``ratekeeper.simulate.bins``): for a ``Trace``, the readable width that cuts
     its duration (and the longest a shaper may delay a hit past it) into at most ``BINS``
     bins; for a stream, whose span is not known before its end, the shortest period; at the
-    end, bins are merged into a readable multiple so that at most ``BINS`` span the series. A series
+    end, bins are merged into a readable multiple so that at most ``BINS`` span the series. A
+    ``Trace`` whose first attack (``Trace.marks``) spans fewer than ``bins.CLOSE`` bins of the
+    chosen width is replayed in the finer bins of its close-up (``Replay.zoom``, see
+    ``bins.zoom``); each limit keeps the fullest windows of those bins
+    (``LimitTally.zoom``), then they merge into the chosen width. A series
     longer than ``MAX_BINS`` bins (a ``width`` given) is merged by the least whole factor that
     makes it fit. ``Replay.width`` is the width used. ``record`` keeps every event's decision
     (``LimitTally.decisions``). ``progress`` is called with the number of events read so far
@@ -152,18 +158,20 @@ def replay(
     naming the first bad event (see ``trace.checked``) or a bad ``width``.
     """
     chosen = width is None
+    close: Zoom | None = None
     if width is None:
         if isinstance(source, Trace) and source.duration > 0:
             width = readable_width(source.duration + _longest_delay(limits))
+            close = zoom(source.marks, width)
         else:
             width = min(limit.period for limit in limits)  # as fine as a stream affords
     elif isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width < inf:
         raise TraceError(f"width must be positive finite seconds, not {width!r}")
     retry = source.retry if isinstance(source, Trace) else None
-    result = Replay(limits, width, retry, record)
+    result = Replay(limits, width if close is None else close.width, retry, record)
     if isinstance(source, Trace):
-        result.name, result.marks = source.name, source.marks
-    inverse = 1.0 / width
+        result.name, result.marks, result.zoom = source.name, source.marks, close
+    inverse = 1.0 / result.width
     offered = result.offered
     offset = 0
     for part in chunks(source, chunk):
@@ -195,6 +203,8 @@ def replay(
             if key.pending:
                 replay_key(tally, key, _with_retries((), key.pending, inf))
             bin_admitted(tally, key.times, len(key.times))
+    if close is not None:
+        _close_up(result, close, width)
     _merge(result, -(-len(result.span()) // MAX_BINS))
     if chosen and (span := result.span()):
         _merge(result, coarser(result.width, span.start, span.stop - 1))
@@ -207,6 +217,16 @@ def _longest_delay(limits: Sequence[Limit]) -> float:
         (limit.capacity * limit.interval for limit in limits if limit.algorithm is SHAPER),
         default=0.0,
     )
+
+
+def _close_up(result: Replay, close: Zoom, width: float) -> None:
+    """Keep each limit's fullest windows in the bins of ``close`` (``LimitTally.zoom``), then
+    merge the series into bins of ``width``, a whole multiple of the close-up's."""
+    near = range(round(close.start / close.width), round(close.end / close.width))
+    for tally in result.tallies:
+        tally.zoom = {slot: most for slot, most in tally.fullest.items() if slot in near}
+    _merge(result, round(width / close.width))
+    result.width = width  # as chosen, not the product of the factor and the finer width
 
 
 def _merge(result: Replay, factor: int) -> None:

@@ -174,11 +174,25 @@ def others(results: dict[str, Simulation]) -> str:
     return table(headers, rows)
 
 
+def shaper(results: dict[str, Simulation]) -> str:
+    """The shaper per scenario: its refusals of hits its queue could not hold (its bound, not
+    errors), as shares of the requests, and how long its admitted hits waited."""
+    index = next(i for i, row in enumerate(CATALOGUE) if row[1] is Algorithm.LEAKY_SHAPER)
+    full = ["refused: its queue full"]
+    waits = ["admitted hits' wait, p50 / max (s)"]
+    for scenario in SCENARIOS:
+        measures = results[scenario.name].measures[index]
+        full.append(share(measures.full_queue / measures.requests))
+        waits.append(f"{measures.delays.p50:.2f} / {measures.delays.max:.2f}")
+    return table(["`leaky_shaper`", *(scenario.title for scenario in SCENARIOS)], [full, waits])
+
+
 #: The fast tables, by marker name.
 FAST: dict[str, Callable[[dict[str, Simulation]], str]] = {
     "scenarios": scenarios_table,
     "comparison": comparison,
     "errors": errors,
+    "shaper": shaper,
     "others": others,
 }
 

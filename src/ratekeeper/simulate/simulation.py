@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ratekeeper.core.errors import InvalidLimitError, TraceError
 from ratekeeper.core.inputs import decimal
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.rates import parse
+from ratekeeper.simulate.bins import Zoom
 from ratekeeper.simulate.leases import LeaseOptions, Leases, runs
 from ratekeeper.simulate.measures import Measures, dense, measure
 from ratekeeper.simulate.replay import Replay, replay
@@ -66,7 +67,9 @@ class Simulation:
     alike. ``replay`` holds the raw tallies (and, with ``record``, every decision).
     ``leases`` holds the leased runs, when ``simulate`` was given ``leases``. ``marks`` are
     the moments of the attack the trace's generator made (``Trace.marks``), as ``(start, end)``
-    in seconds from the first event.
+    in seconds from the first event. ``zoom`` is the close-up of a short attack (see
+    ``ratekeeper.simulate.bins.zoom``), in seconds from the first event, whose bins each
+    ``Measures.zoom`` holds; ``None`` without one.
     """
 
     name: str
@@ -80,12 +83,14 @@ class Simulation:
     replay: Replay = field(repr=False)
     leases: Leases | None = None
     marks: list[tuple[float, float]] = field(default_factory=list)
+    zoom: Zoom | None = None
 
     def to_dict(self, per_event: bool = False) -> dict[str, Any]:
         """The numbers, as JSON-ready data: what the trace held and each limit's measures.
 
         With ``per_event``, also the time series (``offered``, and each limit's ``series`` and
-        ``fullest``, per ``width`` seconds) and, for a simulation run with ``record``, each
+        ``fullest``, per ``width`` seconds; with a close-up, ``zoom``, its bounds and width,
+        and each limit's ``zoom``) and, for a simulation run with ``record``, each
         limit's ``decisions``, one character per event of the trace in its order (``1``
         allowed, ``0`` refused), and ``event_delays``, the seconds each waited (only for a
         limit whose hits waited)."""
@@ -104,6 +109,8 @@ class Simulation:
         }
         if per_event:
             data["offered"] = [list(point) for point in self.offered]
+            if self.zoom is not None:
+                data["zoom"] = asdict(self.zoom)
             for limit, tally in zip(data["limits"], self.replay.tallies, strict=True):
                 if tally.decisions is not None:
                     limit["decisions"] = tally.decisions.translate(_DIGITS).decode("ascii")
@@ -180,4 +187,7 @@ def simulate(
         if leases is None
         else Leases(instances, leases, [run.measures(start) for run in leased]),
         marks=[(begin - start, end - start) for begin, end in replayed.marks],
+        zoom=None
+        if replayed.zoom is None
+        else Zoom(replayed.zoom.start - start, replayed.zoom.end - start, replayed.zoom.width),
     )

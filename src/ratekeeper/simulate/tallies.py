@@ -8,9 +8,15 @@ Every decision is also judged against the exact reference, a sliding log of the 
 and period, applied to the history the limit itself made: a hit of cost ``c`` at ``t`` *fits*
 iff the units the limit admitted in ``(t - period, t]`` plus ``c`` are at most the amount. An
 admitted hit that does not fit is a *false allow*; a refused hit that fits, a *false
-refusal*. The sliding log itself therefore makes neither. For the leaky-bucket shaper, whose
-admitted hits proceed after a delay, ``t`` is the time the hit proceeds (or, refused, would
-have proceeded: now plus the queue's backlog), and the history is of those times.
+refusal*. The sliding log itself therefore makes neither.
+
+The leaky-bucket shaper promises two things: its hits proceed no faster than the rate, and its
+queue holds at most ``burst`` units of work (a hit waits at most ``burst x period / amount``).
+Its reference is a sliding log behind a FIFO of that bound, on its own history: ``t`` is the
+time a hit proceeds (refused, the time it would have proceeded: when the last admitted hit's
+work is done, or now if that is past), and a refused hit the queue could not have held (that
+wait plus its own work past the bound) is counted apart, in ``full_queue``: refusing it is the
+shaper's design, not an error. Only a refusal with room in the queue and in the log is false.
 
 Each key's events run through one tight loop (``replay_key``) with its state in local
 variables: the fast path. For each key the history of admitted units is kept as their sorted
@@ -33,6 +39,7 @@ from math import inf
 from typing import Any
 
 from ratekeeper.algorithms import Algorithm
+from ratekeeper.algorithms.leaky_shaper import EPSILON
 from ratekeeper.core.limits import Limit
 from ratekeeper.simulate.trace import RETRY_AFTER, Retry
 
@@ -53,6 +60,7 @@ class KeyTally:
 
     __slots__ = (
         "admitted",
+        "free",
         "lo",
         "peak",
         "pending",
@@ -73,6 +81,7 @@ class KeyTally:
         self.admitted = 0  # units (set at the end of each run)
         self.peak = 0  # the most units admitted in one window of the period's length
         self.pending: list[Pending] = []  # retries not replayed yet
+        self.free = -inf  # the shaper: when the last admitted hit's work is done
 
 
 class LimitTally:
@@ -88,6 +97,7 @@ class LimitTally:
         self.admitted = 0  # hits admitted
         self.false_allows = 0
         self.false_refusals = 0
+        self.full_queue = 0  # the shaper's refusals of hits its queue could not hold
         self.delays = array("d")  # the delays of admitted hits that had to wait
         self.width = width
         self.inverse = 1.0 / width
@@ -95,6 +105,8 @@ class LimitTally:
         #: time bin -> the most units one key held in one period ending at a unit it admitted
         #: in the bin: what the limit promises to keep at its amount
         self.fullest: dict[int, int] = {}
+        #: ``fullest`` in the finer bins of a close-up of the attack (``Replay.zoom``)
+        self.zoom: dict[int, int] = {}
         self.sequence = count()
         #: With ``record``: 1 per allowed event of the trace (retries are not recorded), and
         #: each allowed event's delay.
@@ -111,6 +123,9 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
     period = limit.period
     shaper = tally.shaper
     slack = period * SLACK if shaper else 0.0
+    interval = limit.interval
+    bound = limit.capacity * interval * (1 + EPSILON)  # the most work the shaper's queue holds
+    free = key.free
     state = key.state
     times = key.times
     append, extend = times.append, times.extend
@@ -118,7 +133,7 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
     size = len(times)
     last = times[-1] if times else -inf
     peak, admitted_units = key.peak, key.admitted
-    admitted = false_allows = false_refusals = 0
+    admitted = false_allows = false_refusals = full_queue = 0
     delays = tally.delays
     decisions, delay_of = tally.decisions, tally.delay_of
     retry = tally.retry
@@ -128,8 +143,8 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
     for now, cost, tag in events:
         new, decision = step(state, now, cost, limit)
         allowed = decision[0]
-        # The shaper's hits are judged when they proceed (or would have).
-        at = now + (decision[5] if allowed else decision[3]) if shaper else now
+        # The shaper's hits are judged when they proceed, or would have: its queue's work done.
+        at = (now + decision[5] if allowed else free if free > now else now) if shaper else now
         edge = at - period + slack
         if at >= reach:
             reach = at
@@ -155,6 +170,8 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
                     extend(repeat(at, granted))
                 size += granted
                 admitted_units += granted
+                if shaper:
+                    free = at + granted * interval
                 held += granted
                 if held > peak:
                     peak = held
@@ -174,7 +191,9 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
                 if delay and delay_of is not None:
                     delay_of[tag] = delay
         else:
-            if held + cost <= amount:
+            if shaper and at - now + cost * interval > bound:
+                full_queue += 1  # more than its queue holds: the shaper's bound, by design
+            elif held + cost <= amount:
                 false_refusals += 1
             if retry is not None:
                 attempt = -tag if tag < 0 else 0
@@ -190,10 +209,11 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
         fullest[slot] = most
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
-    key.peak, key.admitted = peak, admitted_units
+    key.peak, key.admitted, key.free = peak, admitted_units, free
     tally.admitted += admitted
     tally.false_allows += false_allows
     tally.false_refusals += false_refusals
+    tally.full_queue += full_queue
 
 
 def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> None:
