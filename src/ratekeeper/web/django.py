@@ -217,7 +217,7 @@ class RateLimitMiddleware:
 
         MIDDLEWARE = [..., "ratekeeper.web.django.RateLimitMiddleware"]
         RATEKEEPER = {
-            "DECIDER": "mysite.limits.limiter",
+            "DECIDER": "mysite.limits.limiter",  # Limiter(algorithm="sliding_log"): no edges
             "LIMITS": [RateLimit("1000/hour")],
             "ROUTES": {"api:*": [RateLimit("100/minute")], "login": [RateLimit("5/15m")]},
             "EXEMPT": ["/health"],

@@ -2,7 +2,7 @@
 
 Example::
 
-    limiter = RateLimiter(Limiter())
+    limiter = RateLimiter(Limiter(algorithm="sliding_log"))  # no window edge to time
 
     @app.post("/login")
     @limiter.limit(RateLimit("20/15m"), RateLimit("5/15m", key=keys.field("username")))
