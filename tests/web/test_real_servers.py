@@ -90,9 +90,9 @@ def waitress_serving(app: Any, **options: Any) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.effective_port}"
     finally:
+        server.task_dispatcher.shutdown()  # first: no worker pulls the trigger once it is shut
         server.trigger.pull_trigger(stop)
         thread.join(timeout=30)
-        server.task_dispatcher.shutdown()
 
 
 def test_uvicorn_admits_exactly_the_limit_to_concurrent_clients() -> None:
