@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ratekeeper import Decision, Limiter
+from ratekeeper import Decision, Limit, Limiter, MemoryStore, RateLimitExceeded
 from ratekeeper.engine import UNLIMITED, Engine
 from ratekeeper.rules import parse_rules
+from ratekeeper.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -52,3 +55,66 @@ def test_no_limit_is_limit_0_and_unlimited_remaining() -> None:
             assert status.remaining == UNLIMITED
     finally:
         engine.close()
+
+
+#: A boundary of the clock's 15-minute windows (a multiple of 900 s since the epoch).
+BOUNDARY = 1_700_000_100.0
+
+
+class WrongPassword(Exception):
+    pass
+
+
+def readme_login(limiter: Limiter, guesses: str | None = None) -> Callable[[str, str], str]:
+    """The README's login limit and decorator, as written there (or with ``guesses`` in place
+    of its limit), on ``limiter``, over a real check of the password."""
+    lines = README.splitlines()
+    namespace: dict[str, Any] = {"Limit": Limit, "limiter": limiter, "WrongPassword": WrongPassword}
+    exec(next(line for line in lines if line.startswith("guesses = ")), namespace)
+    if guesses is not None:
+        namespace["guesses"] = guesses
+    decorator = next(line for line in lines if line.startswith("@limiter.limit(guesses"))
+    decorate = eval(decorator.removeprefix("@"), namespace)
+
+    @decorate
+    def log_in(user: str, password: str) -> str:
+        if password != "right":
+            raise WrongPassword
+        return "session"
+
+    return log_in
+
+
+def around_an_edge(log_in: Callable[[str, str], str], clock: FakeClock) -> list[str]:
+    """An attacker's five wrong guesses a second before a window's boundary and five a second
+    after it: what each came to."""
+
+    def guess() -> str:
+        try:
+            return log_in("alice", "guess")
+        except WrongPassword:
+            return "wrong"
+        except RateLimitExceeded:
+            return "refused"
+
+    clock.set(BOUNDARY - 1)
+    before = [guess() for _ in range(5)]
+    clock.set(BOUNDARY + 1)
+    return before + [guess() for _ in range(5)]
+
+
+def test_the_readme_login_holds_its_limit_across_a_window_edge() -> None:
+    clock = FakeClock(BOUNDARY - 1)
+    limiter = Limiter(MemoryStore(clock=clock))
+    log_in = readme_login(limiter)
+    assert around_an_edge(log_in, clock) == ["wrong"] * 5 + ["refused"] * 5
+    clock.set(BOUNDARY - 1 + 900)  # 15 minutes after the first guesses: five more
+    assert [log_in("alice", "right") for _ in range(3)] == ["session"] * 3
+
+
+def test_the_default_fixed_window_would_let_twice_the_limit_through_at_its_edge() -> None:
+    assert Limiter().algorithm.value == "fixed_window"
+    assert "by default `fixed_window`" in README and "up to 2x the limit" in README
+    clock = FakeClock(BOUNDARY - 1)
+    log_in = readme_login(Limiter(MemoryStore(clock=clock)), guesses="5/15 minutes")
+    assert around_an_edge(log_in, clock) == ["wrong"] * 10

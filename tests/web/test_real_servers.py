@@ -72,17 +72,26 @@ def uvicorn_serving(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def waitress_serving(app: Any) -> Iterator[str]:
+def waitress_serving(app: Any, **options: Any) -> Iterator[str]:
+    """``app`` served by waitress on a free loopback port, with waitress's ``options``."""
     import waitress
 
-    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8)
+    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8, **options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+
+    def stop() -> None:
+        """Close every socket from the server's own loop, which then ends: a socket closed
+        from another thread while the loop polls it fails the poll (EBADF)."""
+        for channel in list(server.active_channels.values()):
+            channel.handle_close()
+        server.close()
+
     try:
         yield f"http://127.0.0.1:{server.effective_port}"
     finally:
-        server.close()
-        server.task_dispatcher.shutdown()
+        server.task_dispatcher.shutdown()  # first: no worker pulls the trigger once it is shut
+        server.trigger.pull_trigger(stop)
         thread.join(timeout=30)
 
 

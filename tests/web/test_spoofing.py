@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import PlainTextResponse, Response
@@ -64,6 +66,59 @@ def test_addresses_come_out_in_one_form() -> None:
     assert address("::ffff:203.0.113.7") == "203.0.113.7"
     # An IPv6 client counts by its /64 (see test_address_blocks.py).
     assert address("2001:db8:ffff::1", x_forwarded_for="2001:db8::5") == "2001:db8::/64"
+
+
+def test_an_ipv4_mapped_client_is_counted_as_its_ipv4_address() -> None:
+    """A dual-stack socket or proxy reports an IPv4 client as ``::ffff:a.b.c.d``: the same
+    client, with the same key, as ``a.b.c.d``, however it is written."""
+    for peer in ["203.0.113.7", "::ffff:203.0.113.7", "::FFFF:cb00:7107", "[::ffff:203.0.113.7]"]:
+        assert address(peer) == "203.0.113.7"
+    for hop in ["::ffff:203.0.113.7", "[::ffff:203.0.113.7]:4711", "::ffff:cb00:7107"]:
+        assert address("10.0.0.3", x_forwarded_for=f"198.51.100.1, {hop}") == "203.0.113.7"
+    forwarded = 'for=198.51.100.1, for="[::ffff:203.0.113.7]:4711"'
+    assert address("10.0.0.3", "Forwarded", forwarded=forwarded) == "203.0.113.7"
+    mapped = Request("GET", "/", {}, "::ffff:203.0.113.7")
+    assert ClientAddress(ipv4_prefix=24)(mapped) == "203.0.113.0/24"
+
+
+#: What a client may write in the header before the proxy appends its own hop: anything.
+JUNK = [
+    '"',
+    'for="',
+    'for=1.2.3.4;x="',
+    'for="1.2.3.4',
+    'for=1.2.3.4, for="x',
+    '"for=1.2.3.4',
+    'x="a,b", for=1.2.3.4;by="',
+    '\\"',
+    "[::1",
+    ",,;;",
+    "unknown",
+    "",
+]
+HEADER_TEXT = st.text(alphabet='"\\=;,[]:. 0123456789afor', max_size=40)
+
+
+def behind_the_proxy(junk: str) -> tuple[str, str]:
+    """The key of a client at 203.0.113.7 who wrote ``junk`` in each header, which the proxy
+    (10.0.0.5, trusted) extended with the client's address: by X-Forwarded-For, by Forwarded."""
+    forwarded_for = address("10.0.0.5", x_forwarded_for=f"{junk}, 203.0.113.7")
+    forwarded = address("10.0.0.5", "Forwarded", forwarded=f"{junk}, for=203.0.113.7")
+    return forwarded_for, forwarded
+
+
+@pytest.mark.parametrize("junk", JUNK)
+def test_a_malformed_header_never_chooses_the_client(junk: str) -> None:
+    """Whatever a client writes, however malformed (a quote left open, a stray ``for=``), the
+    key is the address the proxy appended: the client can neither choose one, to buy a fresh
+    counter, nor be counted as the proxy, sharing one with others."""
+    assert behind_the_proxy(junk) == ("203.0.113.7", "203.0.113.7")
+
+
+@settings(max_examples=300, deadline=None)
+@given(HEADER_TEXT)
+def test_no_text_a_client_writes_chooses_the_client(junk: str) -> None:
+    assert behind_the_proxy(junk) == ("203.0.113.7", "203.0.113.7")
 
 
 def test_a_proxy_on_a_unix_socket_is_trusted_only_when_named() -> None:

@@ -132,11 +132,12 @@ class Limiter(Closing):
     def admit(self, hits: Iterable[HitLike], *, all_or_nothing: bool = True) -> list[Admitted]:
         """``hit_many``, each decision with the time the store took it at (``Admitted``), for
         a ``refund`` of what it granted should the work it admitted not count after all.
-        Example, a login charged only when it fails::
+        Example, a login charged only when it fails (a sliding log: no window edge to time)::
 
-            (decision, at), = limiter.admit([(user, "5/15 minutes")])
+            guesses = Limit(5, "15 minutes", "sliding_log")
+            (decision, at), = limiter.admit([(user, guesses)])
             if decision.allowed and check_password(user, password):
-                limiter.refund(user, "5/15 minutes", decision.granted, at)
+                limiter.refund(user, guesses, decision.granted, at)
         """
         batch = expand(hits, self.algorithm)
         return self.store.admit(batch, all_or_nothing=all_or_nothing)
@@ -198,10 +199,11 @@ class Limiter(Closing):
         call by its outcome: it is counted before it runs, and refused past the limit as any
         call, then given back (``refund``) unless it raised one of ``charge_on`` or returned
         a result ``charge_when`` holds true; so calls at once never pass the limit together.
-        A give-back the store fails is logged, never raised. Example, failed logins only::
+        A give-back the store fails is logged, never raised. Example, failed logins only, in
+        any 15 minutes (a sliding log: a fixed window would let 10 through around its edge)::
 
-            @limiter.limit("5/15 minutes", key=lambda user, password: user,
-                           charge_on=WrongPassword)
+            @limiter.limit(Limit(5, "15 minutes", "sliding_log"),
+                           key=lambda user, password: user, charge_on=WrongPassword)
             def login(user: str, password: str) -> Session: ...
 
         An ``async def`` is refused with ``TypeError``: this limiter's store calls would block

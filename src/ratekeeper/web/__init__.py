@@ -10,10 +10,10 @@ name.
 """
 
 from ratekeeper.web import keys
-from ratekeeper.web.gate import AsyncGate, Gate, Outcome
+from ratekeeper.web.gate import AsyncGate, Gate
 from ratekeeper.web.keys import Key
 from ratekeeper.web.limits import RateLimit
-from ratekeeper.web.outcomes import Result
+from ratekeeper.web.outcomes import Outcome, Result
 from ratekeeper.web.replies import Replies, Reply
 from ratekeeper.web.request import Request
 

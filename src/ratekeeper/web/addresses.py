@@ -4,8 +4,10 @@ The peer of a connection is the client unless it is one of the configured truste
 Only then is the proxy's header read (``X-Forwarded-For`` by default, or RFC 7239's
 ``Forwarded``), from right to left: each hop was written by the one after it, so the walk stops
 at the first hop that is not a trusted proxy, and that hop is the client. Whatever a client
-writes itself sits to the left of it and is never read. A hop that is not an address
-(``unknown``, an obfuscated name) stops the walk at the proxy that wrote it.
+writes itself sits to the left of it and is never read, however malformed: ``Forwarded``'s
+quotes are paired from the right, so a quote the client left open cannot reach into what the
+proxies appended. A hop that is not an address (``unknown``, an obfuscated name) stops the
+walk at the proxy that wrote it.
 
 Addresses come out in their normal form (``::ffff:10.0.0.1`` is ``10.0.0.1``; ports, brackets,
 quotes and IPv6 zones are dropped), so one client has one key. ``"unix"`` among the trusted
@@ -76,16 +78,23 @@ def _client_key(address: Address, prefixes: Prefixes) -> str:
 
 def forwarded_hops(value: str) -> list[str]:
     """The ``for`` of each element of a ``Forwarded`` header, in order; ``""`` for an element
-    without one. Commas and semicolons inside quoted strings are kept."""
+    without one. Commas and semicolons inside quoted strings are kept. Quotes are paired from
+    the right, where the proxies wrote: a quote a client leaves open, to the left of what they
+    appended, cannot join their elements to its own (nor choose its ``for``)."""
     hops: list[str] = []
-    for element in _split(value, ","):
+    for element in _split_right(value, ","):
         found = ""
-        for pair in _split(element, ";"):
+        for pair in _split_right(element, ";"):
             name, _, text = pair.partition("=")
             if name.strip().lower() == "for":
                 found = text.strip()
         hops.append(found)
     return hops
+
+
+def _split_right(value: str, separator: str) -> list[str]:
+    """``value`` split at each ``separator`` outside quotes, the quotes paired from its end."""
+    return [part[::-1] for part in reversed(_split(value[::-1], separator))]
 
 
 def _split(value: str, separator: str) -> list[str]:

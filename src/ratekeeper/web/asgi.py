@@ -4,8 +4,9 @@ A pure ASGI middleware: no framework is imported. It decides each HTTP request w
 ``AsyncGate`` and answers a refused one itself (``ratekeeper.web.replies``); it passes through
 untouched what it does not handle: websocket and lifespan scopes, and exempt paths. An admitted
 request goes on to the application, its response carrying the rate-limit headers; under a
-limit charged by outcome, its response's status (or the exception the application raised) is
-the ``Result`` the gate settles. When a key
+limit charged by outcome, the status its response starts with (or the exception the
+application raised before) is the ``Result`` the gate settles before the response goes out,
+and the headers tell what that result left. When a key
 reads the body (``keys.field``), the body is read first, up to ``max_body`` bytes (longer is
 answered 413), and handed on to the application unchanged.
 
@@ -25,7 +26,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ratekeeper.decider import AsyncDecider
-from ratekeeper.web.gate import AsyncGate, Outcome
+from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.options import Middleware
 from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply
@@ -163,32 +164,37 @@ def adding(send: Send, extra: list[tuple[str, str]]) -> Send:
     return send_with_headers
 
 
-def watching(send: Send, seen: list[int]) -> Send:
-    """A ``send`` that notes the status the response starts with in ``seen``."""
+#: How a request charged by outcome is settled by what it came to: the headers to tell.
+Settle = Callable[[Result], Awaitable[list[tuple[str, str]]]]
 
-    async def send_watched(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            seen.append(int(message["status"]))
+
+async def settled(app: ASGIApp, scope: Scope, receive: Receive, send: Send, settle: Settle) -> None:
+    """Run ``app``, and settle its request once with what it came to (``settle(result)``):
+    the status its response starts with, before that start is sent, so that the headers
+    ``settle`` returns (added unless the app set them) tell what the result left; else the
+    exception it raised before starting, or 500 when it never started."""
+    started = False
+
+    async def send_settled(message: Message) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start" and not started:
+            started = True
+            extra = await settle(Result(int(message["status"])))
+            if extra:
+                headers = list(message.get("headers", ()))
+                extended(headers, encoded(extra))
+                message = {**message, "headers": headers}
         await send(message)
 
-    return send_watched
-
-
-async def settled(
-    app: ASGIApp, scope: Scope, receive: Receive, send: Send, held: list[tuple[AsyncGate, Outcome]]
-) -> None:
-    """Run ``app``, then settle each ``(gate, outcome)`` of ``held`` (``AsyncGate.settle``)
-    with what it came to: its response's status, or the exception it raised."""
-    seen: list[int] = []
     try:
-        await app(scope, receive, watching(send, seen))
+        await app(scope, receive, send_settled)
     except BaseException as error:
-        result = Result(seen[0] if seen else status_of(error), error)
-        for gate, outcome in held:
-            await gate.settle(outcome, result)
+        if not started:
+            started = True
+            await settle(Result(status_of(error), error))
         raise
-    for gate, outcome in held:
-        await gate.settle(outcome, Result(seen[0] if seen else 500))
+    if not started:
+        await settle(Result(500))
 
 
 class RateLimitMiddleware(Middleware[ASGIApp, AsyncDecider, AsyncGate]):
@@ -225,9 +231,13 @@ class RateLimitMiddleware(Middleware[ASGIApp, AsyncDecider, AsyncGate]):
         if not outcome.allowed:
             await send_reply(send, self.replies.refusal(request, outcome))
             return
-        extra = self.replies.admitted(outcome)
-        send = adding(send, extra) if extra else send
-        if outcome.pending:  # a limit charged by outcome: settled once the app has answered
-            await settled(self.app, scope, receive, send, [(self.gate, outcome)])
+        if outcome.pending:  # a limit charged by outcome: settled, then told, as the app answers
+            gate, replies = self.gate, self.replies
+
+            async def settle(result: Result) -> list[tuple[str, str]]:
+                return replies.admitted(await gate.settle(outcome, result))
+
+            await settled(self.app, scope, receive, send, settle)
             return
-        await self.app(scope, receive, send)
+        extra = self.replies.admitted(outcome)
+        await self.app(scope, receive, adding(send, extra) if extra else send)

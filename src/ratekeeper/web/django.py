@@ -9,7 +9,8 @@ Example::
 
 A view's limits count apart from every other view's unless they share a ``scope``. A refused
 request is answered by ``ratekeeper.web.replies`` (429, problem+json, ``Retry-After``); an
-admitted one's response gets the rate-limit headers. The user is ``request.user``'s primary key
+admitted one's response gets the rate-limit headers, told once the view's status has settled
+the limits charged by outcome. The user is ``request.user``'s primary key
 when authenticated; the client is ``REMOTE_ADDR`` (name the proxies in ``keys.client_ip``).
 An ``async def`` view is limited alike: the decision, a blocking one that may read
 ``request.user`` from the database, is made in Django's thread for sync code
@@ -40,9 +41,9 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("django", "django") from None
 
 from ratekeeper.decider import Decider
-from ratekeeper.web.gate import Gate, Outcome
+from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import RateLimit, exemption
-from ratekeeper.web.outcomes import Result, status_of
+from ratekeeper.web.outcomes import Outcome, Result, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
 from ratekeeper.web.routes import Layers, RouteLimiter
@@ -95,9 +96,10 @@ def layers_of(request: Any) -> Layers:
     return found
 
 
-def settled(request: Any, result: Result) -> None:
-    """Settle ``request``'s layers' units held for limits charged by outcome with ``result``."""
-    layers_of(request).settle(result)
+def settled(request: Any, result: Result) -> Outcome | None:
+    """Settle ``request``'s layers' units held for limits charged by outcome with ``result``;
+    what its response then tells (``Layers.told``)."""
+    return layers_of(request).settle(result)
 
 
 def with_headers(response: Any, extra: list[tuple[str, str]]) -> Any:
@@ -155,7 +157,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                     except BaseException as error:
                         await settle(args[0], Result(status_of(error), error))
                         raise
-                    await settle(args[0], Result(response.status_code))
+                    told = await settle(args[0], Result(response.status_code))
                     return with_headers(response, replies.admitted(told))
 
                 return limited_async
@@ -168,9 +170,9 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 try:
                     response = view(*args, **kwargs)
                 except BaseException as error:
-                    layers_of(args[0]).settle(Result(status_of(error), error))
+                    settled(args[0], Result(status_of(error), error))
                     raise
-                layers_of(args[0]).settle(Result(response.status_code))
+                told = settled(args[0], Result(response.status_code))
                 return with_headers(response, replies.admitted(told))
 
             return limited
@@ -215,7 +217,7 @@ class RateLimitMiddleware:
 
         MIDDLEWARE = [..., "ratekeeper.web.django.RateLimitMiddleware"]
         RATEKEEPER = {
-            "DECIDER": "mysite.limits.limiter",
+            "DECIDER": "mysite.limits.limiter",  # Limiter(algorithm="sliding_log"): no edges
             "LIMITS": [RateLimit("1000/hour")],
             "ROUTES": {"api:*": [RateLimit("100/minute")], "login": [RateLimit("5/15m")]},
             "EXEMPT": ["/health"],
@@ -281,9 +283,7 @@ class RateLimitMiddleware:
         response = self.get_response(request)
         found: Layers | None = getattr(request, "_ratekeeper_layers", None)
         if found is not None:
-            found.settle(Result(response.status_code))
-        told = None if found is None else found.told()
-        if told is not None:
+            told = found.settle(Result(response.status_code))
             with_headers(response, self.limiter.replies.admitted(told))
         return response
 

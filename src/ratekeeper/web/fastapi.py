@@ -21,8 +21,9 @@ Router dependencies run before a route's own, so both apply, the router's first 
 ``ratekeeper.web.routes``). ``ratekeeper.web.asgi.RateLimitMiddleware`` also counts requests
 no route matches.
 A limit charged by outcome (``charge_statuses``, ``charge_when``) needs ``install(app)``: the
-middleware it adds reads the status of the response (or the exception) and settles the
-request's pending units.
+middleware it adds reads the status the response starts with (or the exception), settles the
+request's pending units, and adds the headers of what that left (a route's own ``Response``
+and an ``HTTPException``'s answer get them too).
 """
 
 import json
@@ -48,17 +49,18 @@ from ratekeeper.web.asgi import (
     request_of,
     settled,
 )
-from ratekeeper.web.gate import AsyncGate, Outcome
+from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
 from ratekeeper.web.outcomes import Result
-from ratekeeper.web.replies import Reply
+from ratekeeper.web.replies import Replies, Reply
 from ratekeeper.web.request import declared_length
 from ratekeeper.web.routes import Layers, RouteLimiter
 
 __all__ = ["RateLimited", "RateLimiter", "problem_handler"]
 
-#: Where ``Settling`` keeps a request's outcomes to settle, in its ASGI scope.
-PENDING = "ratekeeper.pending"
+#: Where ``Settling`` keeps, in a request's ASGI scope, the ``Replies`` of the layers that
+#: left it units to settle: the last one's tell the response's headers.
+SETTLING = "ratekeeper.settling"
 
 
 class RateLimited(HTTPException):
@@ -99,15 +101,19 @@ def layers_of(request: StarletteRequest) -> Layers:
     return layers
 
 
-def replaced(headers: list[tuple[bytes, bytes]], more: list[tuple[bytes, bytes]]) -> None:
-    """Put ``more`` in ``headers`` in place of those of the same names (an outer layer's)."""
+def replaced(
+    headers: list[tuple[bytes, bytes]], more: list[tuple[bytes, bytes]], *, keep: bool = True
+) -> None:
+    """Put ``more`` in ``headers`` in place of those of the same names (an outer layer's);
+    with ``keep`` False, only take those out."""
     names = {name for name, _ in more}
-    headers[:] = [pair for pair in headers if pair[0] not in names] + more
+    headers[:] = [pair for pair in headers if pair[0] not in names] + (more if keep else [])
 
 
 class Settling:
-    """The ASGI middleware ``install`` adds: it settles the outcomes a request's dependencies
-    left in its scope (``PENDING``) with the response's status, or the exception raised."""
+    """The ASGI middleware ``install`` adds: it settles the units a request's layers hold
+    (``Layers``, in its scope) with the status its response starts with, or the exception
+    raised, and adds the headers of what that left, as the replies in ``SETTLING`` tell it."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -116,9 +122,17 @@ class Settling:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        held: list[tuple[AsyncGate, Outcome]] = []
-        scope[PENDING] = held
-        await settled(self.app, scope, receive, send, held)
+        layers = scope[LAYERS] = Layers()
+        telling: list[Replies] = []
+        scope[SETTLING] = telling
+
+        async def settle(result: Result) -> list[tuple[str, str]]:
+            if not telling:  # no layer held units: the dependencies told the response
+                return []
+            told = await layers.settle_async(result)
+            return [] if told is None else telling[-1].admitted(told)
+
+        await settled(self.app, scope, receive, send, settle)
 
 
 class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
@@ -156,18 +170,20 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
                     raise RateLimited(too_large())
                 seen.body = body
             outcome = await gate.decide(seen)
-            told = layers_of(request).add(outcome)
+            layers = layers_of(request)
+            told = layers.add(outcome, gate)
             if not outcome.allowed:
                 raise RateLimited(replies.refusal(seen, outcome))
-            if outcome.pending:
-                held = request.scope.get(PENDING)
-                if held is None:
-                    await gate.settle(outcome, Result(500))
+            extra = encoded(replies.admitted(told))
+            if layers.held:  # charged by outcome: told once the response's status settles it
+                telling = request.scope.get(SETTLING)
+                if telling is None:
+                    await layers.settle_async(Result(500))
                     raise RuntimeError("a limit charged by outcome needs limiter.install(app)")
-                held.append((gate, outcome))
-            extra = replies.admitted(told)
-            if extra:  # an outer layer's headers give way to those of every layer passed
-                (extended if told is outcome else replaced)(response.raw_headers, encoded(extra))
+                telling.append(replies)
+                replaced(response.raw_headers, extra, keep=False)  # told by Settling instead
+            elif extra:  # an outer layer's headers give way to those of every layer passed
+                (extended if told is outcome else replaced)(response.raw_headers, extra)
 
         return rate_limit
 

@@ -2,7 +2,7 @@
 
 Example::
 
-    limiter = RateLimiter(Limiter())
+    limiter = RateLimiter(Limiter(algorithm="sliding_log"))  # no window edge to time
 
     @app.post("/login")
     @limiter.limit(RateLimit("20/15m"), RateLimit("5/15m", key=keys.field("username")))
@@ -10,7 +10,8 @@ Example::
 
 A view's limits count apart from every other view's unless they share a ``scope``. A refused
 request is answered by ``ratekeeper.web.replies`` (429, problem+json, ``Retry-After``); an
-admitted one's response gets the rate-limit headers. The client is the WSGI peer
+admitted one's response gets the rate-limit headers, told once the view's status has settled
+the limits charged by outcome. The client is the WSGI peer
 (``REMOTE_ADDR``), read before any ``ProxyFix``: name the proxies in ``keys.client_ip``.
 An ``async def`` view is limited alike: Flask runs it in an event loop of the request's
 thread, and the decision, a blocking one, is made before it starts.
@@ -37,10 +38,10 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("flask", "flask") from None
 
 from ratekeeper.decider import Decider
-from ratekeeper.web.gate import Gate, Outcome
+from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
-from ratekeeper.web.outcomes import Result, status_of
-from ratekeeper.web.replies import Reply
+from ratekeeper.web.outcomes import Outcome, Result, status_of
+from ratekeeper.web.replies import Replies, Reply
 from ratekeeper.web.request import Request, joined
 from ratekeeper.web.routes import Layers, RouteLimiter
 
@@ -94,16 +95,22 @@ def with_headers(response: flask.Response, extra: list[tuple[str, str]]) -> flas
     return response
 
 
-def ran(view: Callable[[], flask.Response]) -> flask.Response:
-    """The response of ``view``, after settling the request's layers' units held for limits
-    charged by outcome with its status (or the exception it raised)."""
+def finished(response: flask.Response, replies: Replies) -> flask.Response:
+    """``response``, once the request's layers' units held for limits charged by outcome are
+    settled with its status, with the headers of what its layers then tell."""
+    told = layers().settle(Result(response.status_code))
+    return with_headers(response, replies.admitted(told))
+
+
+def ran(view: Callable[[], flask.Response], replies: Replies) -> flask.Response:
+    """The response of ``view``, ``finished``; the exception it raised settles the request's
+    layers before it goes on."""
     try:
         response = view()
     except BaseException as error:
         layers().settle(Result(status_of(error), error))
         raise
-    layers().settle(Result(response.status_code))
-    return response
+    return finished(response, replies)
 
 
 class RateLimiter(RouteLimiter[Decider, Gate]):
@@ -153,8 +160,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                     except BaseException as error:
                         layers().settle(Result(status_of(error), error))
                         raise
-                    layers().settle(Result(response.status_code))
-                    return with_headers(response, replies.admitted(told))
+                    return finished(response, replies)
 
                 return limited_async
 
@@ -163,8 +169,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 told = self.decide(gate)
                 if not isinstance(told, Outcome):
                     return told
-                response = ran(lambda: flask.make_response(view(*args, **kwargs)))
-                return with_headers(response, replies.admitted(told))
+                return ran(lambda: flask.make_response(view(*args, **kwargs)), replies)
 
             return limited
 
@@ -203,10 +208,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
             return None if isinstance(told, Outcome) else told
 
         def add_headers(response: flask.Response) -> flask.Response:
-            found = layers()
-            found.settle(Result(response.status_code))
-            told = found.told()
-            return response if told is None else with_headers(response, replies.admitted(told))
+            return finished(response, replies)
 
         def settle_failed(error: BaseException | None) -> None:
             # A view that raised reaches no after_request: its units are settled here.

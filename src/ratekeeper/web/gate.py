@@ -27,8 +27,10 @@ out (``ratekeeper.web.replies``).
   back (``RefundDecider``: a ``Limiter``): the request's hits are counted by ``admit``, and
   an admitted request's ``Outcome`` holds them as ``pending``; the adapter hands the
   handler's ``Result`` to ``settle``, which gives back (``refund``) the hits whose limit does
-  not charge it. A refused request never ran: its limits' units are given back at once. A
-  give-back that fails is logged, never raised.
+  not charge it, and returns the outcome as it then stands: what the response's headers tell.
+  A decision whose units were given back shows the remaining as if they had never been
+  counted. A refused request never ran: its limits' units are given back at once. A give-back
+  that fails is logged, never raised, and its units are told as counted.
 
 The twins are line-aligned: only I/O differs.
 """
@@ -63,7 +65,7 @@ from ratekeeper.rules.model import Entry
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
 from ratekeeper.web.limits import CostLike, RateLimit
-from ratekeeper.web.outcomes import Judge, Result, charged
+from ratekeeper.web.outcomes import Judge, Outcome, Pending, Result, charged, given_back
 from ratekeeper.web.request import Request
 
 log = logging.getLogger("ratekeeper.web")
@@ -75,30 +77,8 @@ S = TypeVar("S")
 
 #: One hit of a request: the counter's key, one limit, and the cost.
 RequestHit = tuple[str, Limit | str, int]
-#: Units an admitted request holds until its result is known: ``(key, limit, granted, at,
-#: judge)``, given back unless ``judge`` charges the result.
-Pending = tuple[str, Limit | str, int, float, Judge]
 #: What a failed give-back logs, once a minute.
 UNREFUNDED = "could not give back a request's units on %r (they stay counted): %s"
-
-
-class Outcome(NamedTuple):
-    """The decision on one request.
-
-    ``allowed``; ``statuses``, the decisions and rule statuses that enforce (shadow ones left
-    out), for the headers; ``retry_after``, the longest wait of the refusing ones (0 when
-    allowed); ``delay``, what an admitted request waited for a shaper; ``degraded``, a
-    store failure was answered by the failure policy; ``unavailable``, the store's error when
-    nothing could decide (then ``allowed`` is False).
-    """
-
-    allowed: bool
-    statuses: tuple[Decision | Status, ...] = ()
-    retry_after: float = 0.0
-    delay: float = 0.0
-    degraded: bool = False
-    unavailable: str | None = None
-    pending: tuple[Pending, ...] = ()
 
 
 #: What decides nothing: a request no limit applies to.
@@ -120,9 +100,9 @@ class _Plan(NamedTuple):
 def _pending(plan: _Plan, admitted: Sequence[tuple[Decision, float]]) -> tuple[Pending, ...]:
     """The units of ``plan``'s hits under limits charged by outcome that were granted."""
     return tuple(
-        (key, limit, decision.granted, at, judge)
-        for (key, limit, _), (decision, at), judge in zip(
-            plan.hits, admitted, plan.judges or (), strict=True
+        Pending(key, limit, decision.granted, at, judge, place)
+        for place, ((key, limit, _), (decision, at), judge) in enumerate(
+            zip(plan.hits, admitted, plan.judges or (), strict=True)
         )
         if judge is not None and decision.allowed and decision.granted and not decision.degraded
     )
@@ -364,18 +344,24 @@ class Gate(BaseGate):
             self._sleep(outcome.delay)
         return outcome
 
-    def settle(self, outcome: Outcome, result: Result) -> None:
+    def settle(self, outcome: Outcome, result: Result) -> Outcome:
         """Give back the units ``outcome`` holds (``pending``) whose limit does not charge
-        ``result``, what the admitted request came to. Never raises for the store."""
-        self._give_back([one for one in outcome.pending if not charged(one[4], result)])
+        ``result``, what the admitted request came to; the outcome as it then stands, which
+        the response's headers tell (see the module's doc). Never raises for the store."""
+        back = [one for one in outcome.pending if not charged(one.judge, result)]
+        return given_back(outcome, self._give_back(back))
 
-    def _give_back(self, pending: Sequence[Pending]) -> None:
-        refund = cast(RefundDecider, self.decider).refund
-        for key, limit, granted, at, _ in pending:
+    def _give_back(self, pending: Sequence[Pending]) -> list[Pending]:
+        """Give back ``pending``; those the store took back."""
+        refund, given = cast(RefundDecider, self.decider).refund, []
+        for one in pending:
             try:
-                refund(key, limit, granted, at)
+                refund(one.key, one.limit, one.granted, one.at)
             except StoreError as error:
-                _failures.log(logging.WARNING, UNREFUNDED, key, error)
+                _failures.log(logging.WARNING, UNREFUNDED, one.key, error)
+            else:
+                given.append(one)
+        return given
 
 
 class AsyncGate(BaseGate):
@@ -438,14 +424,19 @@ class AsyncGate(BaseGate):
             await self._sleep(outcome.delay)
         return outcome
 
-    async def settle(self, outcome: Outcome, result: Result) -> None:
+    async def settle(self, outcome: Outcome, result: Result) -> Outcome:
         """See ``Gate.settle``."""
-        await self._give_back([one for one in outcome.pending if not charged(one[4], result)])
+        back = [one for one in outcome.pending if not charged(one.judge, result)]
+        return given_back(outcome, await self._give_back(back))
 
-    async def _give_back(self, pending: Sequence[Pending]) -> None:
-        refund = cast(AsyncRefundDecider, self.decider).refund
-        for key, limit, granted, at, _ in pending:
+    async def _give_back(self, pending: Sequence[Pending]) -> list[Pending]:
+        """Give back ``pending``; those the store took back."""
+        refund, given = cast(AsyncRefundDecider, self.decider).refund, []
+        for one in pending:
             try:
-                await refund(key, limit, granted, at)
+                await refund(one.key, one.limit, one.granted, one.at)
             except StoreError as error:
-                _failures.log(logging.WARNING, UNREFUNDED, key, error)
+                _failures.log(logging.WARNING, UNREFUNDED, one.key, error)
+            else:
+                given.append(one)
+        return given

@@ -35,9 +35,13 @@ MAX_PREFIXES = 1024
 
 @dataclass(frozen=True)
 class RateLimit:
-    """One limit: ``limit`` on each ``key`` (see the module's doc). Example::
+    """One limit: ``limit`` on each ``key`` (see the module's doc). A rate string is counted
+    by the decider's algorithm (a ``Limiter``'s default is a fixed window, which lets twice
+    the limit through around its edge); a ``Limit`` names its own. Example, a login's guesses
+    in any 15 minutes::
 
-        RateLimit("5/15 minutes", key=keys.field("username", str.casefold), scope="login")
+        guesses = Limit(5, "15 minutes", "sliding_log")
+        RateLimit(guesses, key=keys.field("username", str.casefold), scope="login")
 
     ``key`` is a ``Key`` or a function of a ``Request`` (default: ``keys.client_ip()``,
     which trusts no proxy); a request whose key is None is not counted. ``cost`` is an int or
@@ -50,7 +54,7 @@ class RateLimit:
     the limit), then given back unless its ``Result`` is one the limit charges, e.g. failed
     logins only::
 
-        RateLimit("5/15 minutes", key=keys.field("username"), charge_statuses={401, 403})
+        RateLimit(guesses, key=keys.field("username"), charge_statuses={401, 403})
 
     A bad limit raises ``InvalidLimitError``, a bad cost ``InvalidInputError``, a bad option
     ``TypeError`` or ``ValueError``.

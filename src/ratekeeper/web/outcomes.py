@@ -1,19 +1,25 @@
-"""Limits charged by outcome: what a request came to (``Result``), and which results a limit
-charges (``charge_when``, ``charge_statuses``).
+"""The decision on a web request (``Outcome``), and limits charged by outcome: what a request
+came to (``Result``), and which results a limit charges (``charge_when``, ``charge_statuses``).
 
 A limit charged by outcome counts each attempt before the handler runs, so that it can refuse
 it, and gives the attempt back once the handler's result is known and not one the limit
 charges (a login that succeeded). N attempts at once can therefore never pass the limit: each
 holds its unit until its own result gives it back. Only an admitted request's units are given
 back, through the store's ``refund`` at the time they were counted; a request the gate refused
-never ran, and gives back what its other limits took.
+never ran, and gives back what its other limits took. Once settled, an outcome tells what
+its result left: a decision whose units were given back shows them as never counted
+(``given_back``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, cast
+
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.limits import Limit
+from ratekeeper.engine.verdict import Status
 
 log = logging.getLogger("ratekeeper.web")
 
@@ -79,3 +85,51 @@ def charged(judge: Judge, result: Result) -> bool:
     except Exception:
         log.exception("charge_when raised on %s: the request stays charged", result)
         return True
+
+
+class Pending(NamedTuple):
+    """Units an admitted request holds until its result is known: ``granted`` units counted
+    on ``key`` under ``limit`` at ``at``, given back unless ``judge`` charges the result;
+    ``place`` is the place of their decision in the outcome's ``statuses``."""
+
+    key: str
+    limit: Limit | str
+    granted: int
+    at: float
+    judge: Judge
+    place: int
+
+
+class Outcome(NamedTuple):
+    """The decision on one request.
+
+    ``allowed``; ``statuses``, the decisions and rule statuses that enforce (shadow ones left
+    out), for the headers; ``retry_after``, the longest wait of the refusing ones (0 when
+    allowed); ``delay``, what an admitted request waited for a shaper; ``degraded``, a
+    store failure was answered by the failure policy; ``unavailable``, the store's error when
+    nothing could decide (then ``allowed`` is False); ``pending``, the units held for limits
+    charged by outcome until the request's result settles them.
+    """
+
+    allowed: bool
+    statuses: tuple[Decision | Status, ...] = ()
+    retry_after: float = 0.0
+    delay: float = 0.0
+    degraded: bool = False
+    unavailable: str | None = None
+    pending: tuple[Pending, ...] = ()
+
+
+def given_back(outcome: Outcome, given: Sequence[Pending]) -> Outcome:
+    """``outcome`` once its pending units are settled and ``given`` were given back: each of
+    their decisions shows the remaining as if they had never been counted (its remaining plus
+    them, at most its limit) and, its limit whole again, a reset of 0."""
+    if not given:
+        return outcome._replace(pending=())
+    statuses = list(outcome.statuses)
+    for one in given:
+        decision = cast(Decision, statuses[one.place])
+        remaining = min(decision.remaining + one.granted, decision.limit)
+        reset = 0.0 if remaining >= decision.limit else decision.reset_after
+        statuses[one.place] = decision._replace(remaining=remaining, reset_after=reset)
+    return outcome._replace(statuses=tuple(statuses), pending=())

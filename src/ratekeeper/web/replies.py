@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ratekeeper.web.gate import Outcome
+from ratekeeper.web.outcomes import Outcome
 from ratekeeper.web.request import Request
 from ratekeeper.wire.headers import DEGRADED, RETRY_AFTER, rate_limit_headers, seconds
 from ratekeeper.wire.problems import MEDIA_TYPE, Problem
@@ -80,9 +80,10 @@ class Replies:
             found[self.degraded_header] = "true"
         return list(found.items())
 
-    def admitted(self, outcome: Outcome) -> list[tuple[str, str]]:
-        """The headers to add to an admitted request's response."""
-        if not self.headers:
+    def admitted(self, outcome: Outcome | None) -> list[tuple[str, str]]:
+        """The headers to add to an admitted request's response (none for None: nothing to
+        tell)."""
+        if not self.headers or outcome is None:
             return []
         return self.headers_of(outcome)
 

@@ -6,18 +6,19 @@ A request can pass several layers of limits: the whole app's, then its router's 
 ``APIRouter``, a Flask ``Blueprint``, a Django URL namespace), then its route's own. Each
 layer is decided on its own, outermost first, so a request an inner layer refuses has
 already been counted by the outer ones. A refused request is told of the limit that refused
-it; an admitted one's headers show, of every limit it passed, the one closest to refusing.
+it; an admitted one's headers show, of every limit it passed, the one closest to refusing,
+as the request's result left it when a layer is charged by outcome.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic
+from typing import Any, Generic, cast
 
-from ratekeeper.web.gate import Gate, Outcome
+from ratekeeper.web.gate import AsyncGate, Gate
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.options import Adapter, AnyDecider, AnyGate
-from ratekeeper.web.outcomes import Result
+from ratekeeper.web.outcomes import Outcome, Result
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import MAX_BODY, Request
 from ratekeeper.wire.headers import DEGRADED
@@ -74,18 +75,18 @@ def joined(outcomes: list[Outcome]) -> Outcome:
 
 class Layers:
     """What the layers of limits of one request decided so far (see the module's doc): the
-    outcomes that admitted it, whether one refused it, and the admitted outcomes that hold
-    units of limits charged by outcome, with their gates (``held``), until the response's
-    ``Result`` settles them. An adapter keeps one per request, on the request."""
+    outcomes that admitted it, whether one refused it, and the gates of the admitted outcomes
+    that hold units of limits charged by outcome, with their places (``held``), until the
+    response's ``Result`` settles them. An adapter keeps one per request, on the request."""
 
     __slots__ = ("held", "outcomes", "refused")
 
     def __init__(self) -> None:
         self.outcomes: list[Outcome] = []
         self.refused = False
-        self.held: list[tuple[Gate, Outcome]] = []
+        self.held: list[tuple[Gate | AsyncGate, int]] = []
 
-    def add(self, outcome: Outcome, gate: Gate | None = None) -> Outcome:
+    def add(self, outcome: Outcome, gate: Gate | AsyncGate | None = None) -> Outcome:
         """Record one layer's ``outcome`` (of ``gate``, whose pending units it holds until
         ``settle``); what the response tells: a refusal as it is, an admission joined with the
         layers the request passed before."""
@@ -93,17 +94,25 @@ class Layers:
             self.refused = True
             return outcome
         if outcome.pending and gate is not None:
-            self.held.append((gate, outcome))
+            self.held.append((gate, len(self.outcomes)))
         self.outcomes.append(outcome)
         return joined(self.outcomes)
 
-    def settle(self, result: Result) -> None:
+    def settle(self, result: Result) -> Outcome | None:
         """Settle every layer's pending units with the request's ``result`` (the response's
         status, or the exception raised), once: a layer a later one refused is settled with
-        the refusal's status."""
+        the refusal's status. What the response then tells (``told``)."""
         held, self.held = self.held, []
-        for gate, outcome in held:
-            gate.settle(outcome, result)
+        for gate, at in held:
+            self.outcomes[at] = cast(Gate, gate).settle(self.outcomes[at], result)
+        return self.told()
+
+    async def settle_async(self, result: Result) -> Outcome | None:
+        """``settle``, for layers decided by ``AsyncGate``s."""
+        held, self.held = self.held, []
+        for gate, at in held:
+            self.outcomes[at] = await cast(AsyncGate, gate).settle(self.outcomes[at], result)
+        return self.told()
 
     def told(self) -> Outcome | None:
         """What an admitted request's response tells of all its layers; None when a layer

@@ -4,7 +4,8 @@ The WSGI twin of ``ratekeeper.web.asgi``: it decides each request with a ``Gate`
 ``Limiter``, ``Engine`` or ``RemoteLimiter`` decides), answers a refused one itself, passes
 exempt paths through untouched, and adds the rate-limit headers to an admitted request's
 response; under a limit charged by outcome, the status the application starts its response
-with (or the exception it raised) is the ``Result`` the gate settles. A body read for a key
+with (or the exception it raised before) is the ``Result`` the gate settles as the response
+starts, and the headers tell what that result left. A body read for a key
 (``keys.field``) is handed on to the application unchanged.
 
 Example (Flask; for Django, wrap ``get_wsgi_application()`` in wsgi.py)::
@@ -22,7 +23,7 @@ from http import HTTPStatus
 from typing import Any
 
 from ratekeeper.decider import Decider
-from ratekeeper.web.gate import Gate, Outcome
+from ratekeeper.web.gate import Gate
 from ratekeeper.web.options import Middleware
 from ratekeeper.web.outcomes import Result, status_of
 from ratekeeper.web.replies import Reply, merged
@@ -107,42 +108,49 @@ def adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> Start
     return start_with_headers
 
 
+#: How a request charged by outcome is settled by what it came to: the headers to tell.
+Settle = Callable[[Result], list[tuple[str, str]]]
+
+
 def settled(
-    app: WSGIApp, environ: Environ, start_response: StartResponse, gate: Gate, outcome: Outcome
+    app: WSGIApp, environ: Environ, start_response: StartResponse, settle: Settle
 ) -> Iterable[bytes]:
-    """Run ``app``, and settle ``outcome`` (``Gate.settle``) with what it came to: the status
-    it started its response with, or the exception it raised; an app that starts its response
-    only as its body is read is settled once the body is done."""
-    seen: list[int] = []
+    """Run ``app``, and settle its request once with what it came to (``settle(result)``):
+    the status it starts its response with, as it starts it, so that the headers ``settle``
+    returns (added unless the app set them) tell what the result left; else the exception it
+    raised before starting, or 500 when it never started. An app that starts its response only
+    as its body is read is settled then."""
+    told: list[list[tuple[str, str]]] = []
 
     def start(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
-        seen.append(int(status[:3]))
-        return start_response(status, headers, *info)
+        if not told:
+            told.append(settle(Result(int(status[:3]))))
+        return adding(start_response, told[0])(status, headers, *info)
 
     try:
         body = app(environ, start)
     except BaseException as error:
-        gate.settle(outcome, Result(status_of(error), error))
+        if not told:
+            settle(Result(status_of(error), error))
         raise
-    if seen:
-        gate.settle(outcome, Result(seen[0]))
-        return body
-    return _settling(body, seen, gate, outcome)
+    return body if told else _settling(body, told, settle)
 
 
 def _settling(
-    body: Iterable[bytes], seen: list[int], gate: Gate, outcome: Outcome
+    body: Iterable[bytes], told: list[list[tuple[str, str]]], settle: Settle
 ) -> Iterator[bytes]:
     try:
         yield from body
     except BaseException as error:
-        gate.settle(outcome, Result(seen[0] if seen else status_of(error), error))
+        if not told:
+            told.append(settle(Result(status_of(error), error)))
         raise
     finally:
         close = getattr(body, "close", None)
         if close is not None:
             close()
-    gate.settle(outcome, Result(seen[0] if seen else 500))
+    if not told:
+        settle(Result(500))
 
 
 class RateLimitMiddleware(Middleware[WSGIApp, Decider, Gate]):
@@ -164,8 +172,12 @@ class RateLimitMiddleware(Middleware[WSGIApp, Decider, Gate]):
         outcome = self.gate.decide(request)
         if not outcome.allowed:
             return answer(start_response, self.replies.refusal(request, outcome))
+        if outcome.pending:  # a limit charged by outcome: settled, then told, as the app answers
+            gate, replies = self.gate, self.replies
+
+            def settle(result: Result) -> list[tuple[str, str]]:
+                return replies.admitted(gate.settle(outcome, result))
+
+            return settled(self.app, environ, start_response, settle)
         extra = self.replies.admitted(outcome)
-        start = adding(start_response, extra) if extra else start_response
-        if outcome.pending:  # a limit charged by outcome: settled once the app has answered
-            return settled(self.app, environ, start, self.gate, outcome)
-        return self.app(environ, start)
+        return self.app(environ, adding(start_response, extra) if extra else start_response)
