@@ -14,6 +14,7 @@ figures afterwards.
 
 from __future__ import annotations
 
+import http.client
 import json
 import multiprocessing
 from collections.abc import Callable, Iterator
@@ -34,10 +35,11 @@ from ratekeeper.service.nginx import call_of
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.web import RateLimit, keys
 from ratekeeper.web.wsgi import RateLimitMiddleware
-from tests.gateways import NGINX_CONF, http_request, nginx_config, render
+from tests.gateways import NGINX_CONF, Response, http_request, nginx_config, render
 from tests.service.combinations import Case
 from tests.service.combined_traffic import ADDRESS, DAY, DOMAIN, USER, VIP, Request
 from tests.service.served import Served
+from tests.service.test_metrics_workers import decisions_by_worker
 
 TOKEN = "combinations-admin-token-0123456789"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -115,12 +117,66 @@ def _json(call_headers: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def through_http(served: Served, request: Request) -> Seen:
-    body = json.dumps(_json(request.headers)).encode()
-    answer = http_request(
-        served.http, "/v1/check", method="POST", body=body,
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
+class Pinned:
+    """Keep-alive connections to the service, one accepted by each of its worker processes
+    ``pids`` (whose decision counts are in ``directory``), used in turn: two workers then
+    share the requests whatever the kernel's choice of acceptor. Which worker took a
+    connection is found by a probe, a ``/v1/peek`` of a domain no rule names (counted by the
+    metrics under ``unknown``; ``probes`` counts them)."""
+
+    def __init__(self, port: int, directory: Path, pids: list[int]) -> None:
+        self.port, self.directory, self.pids = port, directory, pids
+        self.probes = 0
+        found: dict[int, http.client.HTTPConnection] = {}
+        for _ in range(50):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            pid = self._probe(connection)
+            if pid in found:
+                connection.close()
+                continue
+            found[pid] = connection
+            if len(found) == len(pids):
+                break
+        else:
+            raise AssertionError(f"no connection reached every worker: {sorted(found)}")
+        self.connections = [found[pid] for pid in sorted(found)]
+
+    def _counts(self) -> dict[int, float]:
+        counting = [p for p in self.pids if (self.directory / f"counter_{p}.db").exists()]
+        return {**dict.fromkeys(self.pids, 0.0), **decisions_by_worker(self.directory, counting)}
+
+    def _probe(self, connection: http.client.HTTPConnection) -> int:
+        before = self._counts()
+        probe = {"domain": "probe", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]}
+        answer = self.post(connection, "/v1/peek", probe)
+        assert answer.status == 200
+        self.probes += 1
+        after = self._counts()
+        (pid,) = [p for p in self.pids if after[p] > before[p]]
+        return pid
+
+    @staticmethod
+    def post(connection: http.client.HTTPConnection, path: str, body: Any) -> Response:
+        data = json.dumps(body).encode()
+        connection.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        headers = {name.lower(): value for name, value in answer.getheaders()}
+        return Response(answer.status, headers, answer.read())
+
+    def close(self) -> None:
+        for connection in self.connections:
+            connection.close()
+
+
+def through_http(served: Served, request: Request, pinned: Pinned | None, n: int) -> Seen:
+    body = _json(request.headers)
+    if pinned is None:
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        answer = http_request(served.http, "/v1/check", method="POST", body=data, headers=headers)
+    else:
+        connection = pinned.connections[n % len(pinned.connections)]
+        answer = pinned.post(connection, "/v1/check", body)
     statuses = [
         (s["current_limit"]["requests_per_unit"], s["remaining"], s["code"] == "OK")
         for s in answer.json()["statuses"]
@@ -157,8 +213,9 @@ class GrpcClient:
             ],
         )
         if self.channel is None or self.fresh:
-            self.close()
-            self.channel = grpc.insecure_channel(self.target)
+            self.close()  # a channel of its own subchannels: a connection of its own
+            options = [("grpc.use_local_subchannel_pool", 1)]
+            self.channel = grpc.insecure_channel(self.target, options=options)
         stub = rls_pb2_grpc.RateLimitServiceStub(self.channel)
         answer = stub.ShouldRateLimit(message, timeout=10)
         statuses = [
