@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
 from tests.gateways import NginxServer, UpstreamServer
 from tests.servers import wait_until
 from tests.service import combined_surfaces as surfaces
@@ -60,6 +61,7 @@ from tests.service.test_metrics_workers import (
 )
 
 CASES = cases()
+IN_FLIGHT_MAX = ("ratekeeper_decisions_in_flight_max", ())
 #: Seconds a slice lives in the cases' stores (``lease_ttl``): slices end soon after the
 #: traffic, and the store's count is then exact.
 LEASE_TTL = 0.5
@@ -196,6 +198,14 @@ def run_service(case: Case, request: pytest.FixtureRequest, directory: Path, sto
     served = surfaces.serve(case, directory, store)
     try:
         pids = worker_pids(served) if case.workers > 1 else []
+        if pids:  # every worker has started (its HTTP and gRPC servers): its gauges are in
+            bound = len(pids) * DEFAULT_MAX_IN_FLIGHT
+            with surfaces.fresh(served.url) as http:
+                wait_until(
+                    lambda: parse(http.get("/metrics").text)[0].get(IN_FLIGHT_MAX) == bound,
+                    30,
+                    "every worker started",
+                )
         grpc_client = surfaces.GrpcClient(served.grpc, fresh=case.workers > 1)
         pinned = None
         if pids and case.surface == "http":
