@@ -47,11 +47,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import InvalidLimitError, StoreError
+from ratekeeper.core.errors import StoreError
 from ratekeeper.core.inputs import check_hit, check_hits, check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.ticker import Ticker
@@ -74,16 +74,17 @@ __all__ = ["HORIZON", "SHARE", "TTL", "AsyncLeasing", "Leasing", "check_options"
 log = logging.getLogger("ratekeeper.store")
 
 
-def _leased_only(hits: Sequence[Hit]) -> bool:
-    """Whether ``hits`` are all under leased limits (False when none is); ``InvalidLimitError``
-    when they mix leased and exact limits."""
-    count = sum(1 for _, limit, _ in hits if leased(limit))
-    if count and count < len(hits):
-        raise InvalidLimitError(
-            "a batch admitted for a refund holds leased limits only, or none: their hits are "
-            "timed by different clocks"
-        )
-    return count > 0
+def _stamped(
+    hits: Sequence[Hit], decisions: list[Decision], stamps: list[float], t: float
+) -> list[Admitted]:
+    """``decisions`` with their times: a hit granted from a slice at ``t`` (this wrapper's
+    clock, read once they were granted), any other at the time the store gave it (``stamps``,
+    in order; none when the store only looked)."""
+    stamped = iter(stamps)
+    return [
+        Admitted(one, t if limit.sync == "leased" and cost else next(stamped, t))
+        for one, (_, limit, cost) in zip(decisions, hits, strict=True)
+    ]
 
 
 class Leasing(Slices):
@@ -168,7 +169,13 @@ class Leasing(Slices):
                 hits, all_or_nothing=all_or_nothing, now=now
             )
             return decisions
-        hits = check_hits(hits)
+        return self._many(check_hits(hits), all_or_nothing, self.store.apply_many)
+
+    def _many(
+        self, hits: list[Hit], all_or_nothing: bool, exact: Callable[..., list[Decision]]
+    ) -> list[Decision]:
+        """``apply_many`` of checked ``hits``, some leased: the others go to ``exact(batch,
+        all_or_nothing=...)`` in one call."""
         results: list[Any] = [None] * len(hits)
         granted: list[tuple[int, Slice, int]] = []
         for index, (key, limit, cost) in enumerate(hits):
@@ -184,7 +191,7 @@ class Leasing(Slices):
             if refused:
                 answers = self._looked(batch)
             else:
-                answers = self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+                answers = exact(batch, all_or_nothing=all_or_nothing)
                 refused = all_or_nothing and not all(
                     one.allowed for one, hit in zip(answers, batch, strict=True) if not hit[1].debt
                 )
@@ -196,17 +203,23 @@ class Leasing(Slices):
         return results
 
     def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
-        """The store's ``admit``; a batch of leased limits is answered from slices, each hit
+        """The store's ``admit``; the hits of leased limits are answered from slices, each
         with this wrapper's clock once they are granted as its time, so that a hit granted
-        from the slice its own exchange took is refunded into it (a batch mixing leased and
-        exact limits raises ``InvalidLimitError``: its hits would have no one time to be
-        refunded at)."""
-        if not _leased_only(hits):
+        from the slice its own exchange took is refunded into it. The others (a batch may mix
+        them) are admitted by the store, each with the time the store gave it."""
+        if not any(limit.sync == "leased" for _, limit, _ in hits):
             admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
             return admitted
-        decisions = self.apply_many(hits, all_or_nothing=all_or_nothing)
-        t = self.clock()
-        return [Admitted(one, t) for one in decisions]
+        stamps: list[float] = []
+
+        def exact(batch: list[Hit], *, all_or_nothing: bool) -> list[Decision]:
+            answers = self.store.admit(batch, all_or_nothing=all_or_nothing)
+            stamps.extend(at for _, at in answers)
+            return [decision for decision, _ in answers]
+
+        checked = check_hits(hits)
+        decisions = self._many(checked, all_or_nothing, exact)
+        return _stamped(checked, decisions, stamps, self.clock())
 
     def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
         """The store's ``refund``; under a leased limit, the units go back into this process's
@@ -360,7 +373,11 @@ class AsyncLeasing(Slices):
                 hits, all_or_nothing=all_or_nothing, now=now
             )
             return decisions
-        hits = check_hits(hits)
+        return await self._many(check_hits(hits), all_or_nothing, self.store.apply_many)
+
+    async def _many(
+        self, hits: list[Hit], all_or_nothing: bool, exact: Callable[..., Awaitable[Any]]
+    ) -> list[Decision]:
         results: list[Any] = [None] * len(hits)
         granted: list[tuple[int, Slice, int]] = []
         for index, (key, limit, cost) in enumerate(hits):
@@ -376,7 +393,7 @@ class AsyncLeasing(Slices):
             if refused:
                 answers = await self._looked(batch)
             else:
-                answers = await self.store.apply_many(batch, all_or_nothing=all_or_nothing)
+                answers = await exact(batch, all_or_nothing=all_or_nothing)
                 refused = all_or_nothing and not all(
                     one.allowed for one, hit in zip(answers, batch, strict=True) if not hit[1].debt
                 )
@@ -387,12 +404,19 @@ class AsyncLeasing(Slices):
         return results
 
     async def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
-        if not _leased_only(hits):
+        if not any(limit.sync == "leased" for _, limit, _ in hits):
             admitted: list[Admitted] = await self.store.admit(hits, all_or_nothing=all_or_nothing)
             return admitted
-        decisions = await self.apply_many(hits, all_or_nothing=all_or_nothing)
-        t = self.clock()
-        return [Admitted(one, t) for one in decisions]
+        stamps: list[float] = []
+
+        async def exact(batch: list[Hit], *, all_or_nothing: bool) -> list[Decision]:
+            answers = await self.store.admit(batch, all_or_nothing=all_or_nothing)
+            stamps.extend(at for _, at in answers)
+            return [decision for decision, _ in answers]
+
+        checked = check_hits(hits)
+        decisions = await self._many(checked, all_or_nothing, exact)
+        return _stamped(checked, decisions, stamps, self.clock())
 
     async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
         if not leased(limit):

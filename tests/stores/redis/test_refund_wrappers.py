@@ -239,6 +239,32 @@ def test_a_leased_refund_while_redis_is_down_stays_local(tmp_path: Path) -> None
         server.stop()
 
 
+def test_a_batch_of_leased_and_exact_limits_is_admitted_each_on_its_clock(
+    redis_server: RedisServer,
+) -> None:
+    """A request under an exact and a leased limit (a web route's two limits charged by
+    outcome): the exact hit is timed by Redis and refunded there, the leased one by the slice's
+    clock and refunded into its slice; all or nothing, a refusal on either side takes nothing.
+    """
+    where = prefix()
+    limiter = Limiter(open_store(redis_server.url, prefix=where, **LONG))
+    _, leases, _ = stack(limiter)
+    (exact, exact_at), (lease, lease_at) = limiter.admit([("e", EXACT), ("l", LEASED)])
+    assert exact.allowed and lease.allowed and leases.exchanges == 1
+    limiter.refund("e", EXACT, 1, exact_at)
+    limiter.refund("l", LEASED, 1, lease_at)
+    assert leases.slices[(LEASED.id, "l")].left == 1
+    for _ in range(EXACT.amount):
+        limiter.hit("e", EXACT)
+    refused = limiter.admit([("l", LEASED), ("e", EXACT)], all_or_nothing=True)
+    assert [one.decision.allowed for one in refused] == [True, False]
+    assert [one.decision.granted for one in refused] == [0, 0]
+    assert leases.slices[(LEASED.id, "l")].left == 1  # the leased unit went back
+    limiter.close()
+    assert counted(redis_server.url, where, "e", EXACT) == EXACT.amount
+    assert counted(redis_server.url, where, "l", LEASED) == 0
+
+
 # -- the asyncio twins ----------------------------------------------------------------------
 
 
@@ -262,12 +288,17 @@ def test_async_refunds_through_the_stack(redis_server: RedisServer) -> None:
         assert leases.slices[(LEASED.id, "l")].left == 1
         for _ in range(9):
             assert (await limiter.hit("l", LEASED)).allowed
+        mixed = await limiter.admit([("m", EXACT), ("l", LEASED)])
+        assert all(one.decision.allowed for one in mixed)
+        await limiter.refund("m", EXACT, 1, mixed[0].at)
+        await limiter.refund("l", LEASED, 1, mixed[1].at)
         exchanges = leases.exchanges
         await limiter.close()
         return exchanges, leases.granted
 
     exchanges, granted = asyncio.run(run())
     assert granted == 9 and exchanges >= 1
+    assert counted(redis_server.url, where, "m", EXACT) == 0
     assert counted(redis_server.url, where, "e", EXACT) == 5
     assert counted(redis_server.url, where, "l", LEASED) == 9
 
