@@ -103,6 +103,34 @@ def test_a_settled_outcome_tells_what_the_result_left() -> None:
     assert limiter.peek("scope:login|user:alice", LOGIN).remaining == 3
 
 
+@pytest.mark.parametrize("given", ["limit", "rate string"])
+@pytest.mark.parametrize("algorithm", ["gcra", "token_bucket", "leaky_bucket"])
+def test_a_give_back_brings_the_reset_of_a_refilling_limit_an_interval_nearer(
+    algorithm: str, given: str
+) -> None:
+    """A limit that refills over time is whole again an interval (180 s) sooner for each
+    unit given back; a rate string is read with the limiter's algorithm, as it decides it."""
+    clock = FakeClock()
+    limiter = Limiter(MemoryStore(clock=clock), algorithm=algorithm)
+    limit = "5/15 minutes" if given == "rate string" else Limit(5, 900, algorithm)
+    guesses = RateLimit(limit, key=keys.query("user"), scope="login", charge_statuses=FAILED)
+    gate = Gate(limiter, [guesses])
+    assert attempt(gate, 401)[:4] == (True, 5, 4, 180.0)
+    assert attempt(gate, 200)[:4] == (True, 5, 4, 180.0)  # decided 3 left, 360 s
+    assert attempt(gate, 403)[:4] == (True, 5, 3, 360.0)
+    assert attempt(gate, 200)[:4] == (True, 5, 3, 360.0)
+
+
+def test_a_give_back_leaves_a_window_s_reset_at_its_end() -> None:
+    clock = FakeClock(60.0)
+    limiter = Limiter(MemoryStore(clock=clock))
+    gate = Gate(
+        limiter, [RateLimit("5/15 minutes", key=keys.query("user"), charge_statuses=FAILED)]
+    )
+    assert attempt(gate, 401)[:4] == (True, 5, 4, 840.0)
+    assert attempt(gate, 200)[:4] == (True, 5, 4, 840.0)
+
+
 def test_a_give_back_the_store_refuses_is_told_as_counted(caplog: pytest.LogCaptureFixture) -> None:
     gate = Gate(Unrefunding(MemoryStore(clock=FakeClock())), [login_limit()])
     assert attempt(gate, 200)[:4] == (True, 5, 4, 900.0)

@@ -50,6 +50,7 @@ from ratekeeper.core.errors import StoreError
 from ratekeeper.core.inputs import check_cost
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.registry import Algorithm
 from ratekeeper.decider import (
     AsyncDecider,
     AsyncDescriptorDecider,
@@ -189,6 +190,8 @@ class BaseGate:
                 f"a limit charged by outcome needs a decider that gives back (a Limiter or "
                 f"AsyncLimiter), not {decider!r}"
             )
+        # How the decider reads a limit given as a rate string (a Limiter's algorithm).
+        self._algorithm = getattr(decider, "algorithm", Algorithm.FIXED_WINDOW)
 
     def needs_body(self, request: Request) -> bool:
         """Whether deciding ``request`` reads its body: an adapter then reads it first."""
@@ -349,7 +352,7 @@ class Gate(BaseGate):
         ``result``, what the admitted request came to; the outcome as it then stands, which
         the response's headers tell (see the module's doc). Never raises for the store."""
         back = [one for one in outcome.pending if not charged(one.judge, result)]
-        return given_back(outcome, self._give_back(back))
+        return given_back(outcome, self._give_back(back), self._algorithm)
 
     def _give_back(self, pending: Sequence[Pending]) -> list[Pending]:
         """Give back ``pending``; those the store took back."""
@@ -427,7 +430,7 @@ class AsyncGate(BaseGate):
     async def settle(self, outcome: Outcome, result: Result) -> Outcome:
         """See ``Gate.settle``."""
         back = [one for one in outcome.pending if not charged(one.judge, result)]
-        return given_back(outcome, await self._give_back(back))
+        return given_back(outcome, await self._give_back(back), self._algorithm)
 
     async def _give_back(self, pending: Sequence[Pending]) -> list[Pending]:
         """Give back ``pending``; those the store took back."""

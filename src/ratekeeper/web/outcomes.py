@@ -19,6 +19,8 @@ from typing import Any, NamedTuple, cast
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.rates import cached
+from ratekeeper.core.registry import Algorithm, spec
 from ratekeeper.engine.verdict import Status
 
 log = logging.getLogger("ratekeeper.web")
@@ -120,16 +122,30 @@ class Outcome(NamedTuple):
     pending: tuple[Pending, ...] = ()
 
 
-def given_back(outcome: Outcome, given: Sequence[Pending]) -> Outcome:
+def given_back(
+    outcome: Outcome, given: Sequence[Pending], algorithm: Algorithm = Algorithm.FIXED_WINDOW
+) -> Outcome:
     """``outcome`` once its pending units are settled and ``given`` were given back: each of
     their decisions shows the remaining as if they had never been counted (its remaining plus
-    them, at most its limit) and, its limit whole again, a reset of 0."""
+    them, at most its limit) and the reset with them: 0 once its limit is whole again; for a
+    limit that refills over time (a bucket, GCRA) an interval earlier per unit; for one that
+    counts per window, its window's end as before. A limit given as a rate string is of
+    ``algorithm``, as the decider reads it."""
     if not given:
         return outcome._replace(pending=())
     statuses = list(outcome.statuses)
     for one in given:
         decision = cast(Decision, statuses[one.place])
         remaining = min(decision.remaining + one.granted, decision.limit)
-        reset = 0.0 if remaining >= decision.limit else decision.reset_after
+        reset = 0.0
+        if remaining < decision.limit:
+            reset = max(decision.reset_after - one.granted * _refill(one.limit, algorithm), 0.0)
         statuses[one.place] = decision._replace(remaining=remaining, reset_after=reset)
     return outcome._replace(statuses=tuple(statuses), pending=())
+
+
+def _refill(limit: Limit | str, algorithm: Algorithm) -> float:
+    """The seconds by which one unit given back brings ``limit``'s reset nearer: its interval
+    when it refills over time, 0 when it counts per window (the window ends when it ends)."""
+    found = cached(limit, algorithm)[0] if isinstance(limit, str) else limit
+    return found.interval if spec(found.algorithm).hold is not None else 0.0
