@@ -121,8 +121,8 @@ class Pinned:
     """Keep-alive connections to the service, one accepted by each of its worker processes
     ``pids`` (whose decision counts are in ``directory``), used in turn: two workers then
     share the requests whatever the kernel's choice of acceptor. Which worker took a
-    connection is found by a probe, a ``/v1/peek`` of a domain no rule names (counted by the
-    metrics under ``unknown``; ``probes`` counts them)."""
+    connection is found by a probe, a ``/v1/check`` of a domain no rule names (counted by the
+    metrics under ``unknown``; ``probes`` counts them; a peek is no decision, and is not)."""
 
     def __init__(self, port: int, directory: Path, pids: list[int]) -> None:
         self.port, self.directory, self.pids = port, directory, pids
@@ -148,7 +148,7 @@ class Pinned:
     def _probe(self, connection: http.client.HTTPConnection) -> int:
         before = self._counts()
         probe = {"domain": "probe", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]}
-        answer = self.post(connection, "/v1/peek", probe)
+        answer = self.post(connection, "/v1/check", probe)
         assert answer.status == 200
         self.probes += 1
         after = self._counts()

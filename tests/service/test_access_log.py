@@ -135,8 +135,7 @@ def test_every_http_surface_logs_its_requests_with_the_deciding_rule(
         # the batch's second check is refused: it decides
         {"request": "POST /v1/check/batch", "surface": "http", "status": 200}
         | {"domain": "api", "rule": "per_user", "result": "limited"},
-        {"request": "POST /v1/peek", "surface": "http", "status": 200}
-        | {"domain": "api", "rule": "path", "result": "allowed"},
+        {"request": "POST /v1/peek", "surface": "http", "status": 200},  # a look decides nothing
         {"request": "POST /json", "surface": "json", "status": 200}
         | {"domain": "api", "rule": "path", "result": "allowed"},
         {"request": "GET /v1/nginx", "surface": "nginx", "status": 200}

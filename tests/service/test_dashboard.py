@@ -374,6 +374,36 @@ def test_the_figures_are_those_of_the_decisions_and_match_the_document(tmp_path:
     ]
 
 
+def test_a_peek_is_no_decision_in_the_figures(tmp_path: Path) -> None:
+    """Looking at a key (``/v1/peek``, or a check of cost 0) changes nothing the dashboard or
+    the metrics say of it: not its count, not its refusals, not its latest decision."""
+    app, dashboard, clock = app_of(tmp_path)
+    check = {"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "ann"}]}]}
+    clock.set(START + 1.005)
+    with AppClient(app) as client:
+        for _ in range(2):
+            client.post("/v1/check", json=check)
+        for _ in range(3):
+            assert client.post("/v1/peek", json=check).json()["statuses"][0]["remaining"] == 1
+            looking = [{"entries": [{"key": "user", "value": "ann"}], "hits_addend": 0}]
+            assert (
+                client.post("/v1/check", json={**check, "descriptors": looking}).status_code == 200
+            )
+        dashboard.recorder.tick()
+        body = client.get("/v1/stats", headers=BEARER).json()
+        top = client.get("/v1/top?window=10&n=1", headers=BEARER).json()
+        metrics = client.get("/metrics").text
+    assert (sum(body["series"]["allowed"]), sum(body["series"]["limited"])) == (2, 0)
+    http = next(one for one in body["latency"]["surfaces"] if one["surface"] == "http")
+    assert http["count"] == 2 + 3  # the checks of cost 0 are timed as the checks they are
+    (listed,) = top["requests"]["keys"]
+    assert (listed["count"], listed["remaining"], listed["allowed"]) == (2, 1, True)
+    assert top["refused"]["keys"] == []
+    assert 'ratekeeper_decisions_total{domain="api",result="allowed",rule="per-user"} 2.0' in (
+        metrics
+    )
+
+
 def test_every_route_of_the_dashboard_is_in_the_document(tmp_path: Path) -> None:
     app, _, _ = app_of(tmp_path)
     paths = document()["paths"]

@@ -54,10 +54,10 @@ def test_http_and_nginx_decisions_are_timed_and_served_at_metrics() -> None:
         assert scraped.status_code == 200  # at /metrics itself, as Prometheus scrapes it
         text = scraped.text
     found = samples(text)
-    assert found["ratekeeper_decision_seconds_count", (("surface", "http"),)] == 2
+    assert found["ratekeeper_decision_seconds_count", (("surface", "http"),)] == 1  # no peek
     assert found["ratekeeper_decision_seconds_count", (("surface", "nginx"),)] == 1
     key = (("domain", "edge"), ("result", "allowed"), ("rule", "per_address"))
-    assert found["ratekeeper_decisions_total", key] == 3  # check, peek and nginx's address
+    assert found["ratekeeper_decisions_total", key] == 2  # check and nginx's address: no peek
 
 
 def test_grpc_calls_are_timed() -> None:

@@ -21,9 +21,9 @@ from ratekeeper.core.inputs import check_key, check_text
 from ratekeeper.core.limits import Limit, with_debt
 from ratekeeper.core.rates import cached
 from ratekeeper.core.store_keys import identity
-from ratekeeper.engine.plans import Plan, Planner, status
+from ratekeeper.engine.plans import Plan, Planner, Request, status
 from ratekeeper.engine.reload import RuleWatcher
-from ratekeeper.engine.verdict import Observer
+from ratekeeper.engine.verdict import Observer, Status
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
@@ -233,6 +233,22 @@ class EngineBase:
         if self.planner.debt:
             limit = with_debt(limit)
         return identity(self.planner.domain, key), limit
+
+    def _tell(self, domain: str, statuses: tuple[Status, ...], asked: list[Request]) -> None:
+        """Tell the observer of a check's decisions: the statuses of the descriptors that
+        counted, if any (a descriptor of cost 0 only looked, which is no decision)."""
+        observer = self.observer
+        if observer is None:
+            return
+        for _, _, cost in asked:
+            if not cost:
+                break
+        else:
+            observer(domain, statuses)
+            return
+        counted = tuple(one for one, (_, _, cost) in zip(statuses, asked, strict=True) if cost)
+        if counted:
+            observer(domain, counted)
 
     def _observe(self, domain: str, plan: Plan, decision: Decision | None) -> None:
         observer = self.observer

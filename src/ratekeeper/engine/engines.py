@@ -80,7 +80,7 @@ class Engine(EngineBase, Closing):
             decision = unlimited(check_cost(cost))
         else:  # the store checks the cost
             decision = self._apply(plan.identity, plan.limit, cost, None)
-        if self.observer is not None:
+        if self.observer is not None and cost:
             self._observe(self.planner.domain, plan, decision if plan.limit else None)
         return decision
 
@@ -137,12 +137,13 @@ class Engine(EngineBase, Closing):
                         result = single(plan, decision)
                 if not result[0] and self.shadow:
                     result = shadowed(domain, result)
-                if self.observer is not None:
+                if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
                 return result
         if not self._running:
             self._start_unless_closed()
-        plans, batch = prepare(self.planner, domain, requests(domain, descriptors, hits))
+        asked = requests(domain, descriptors, hits)
+        plans, batch = prepare(self.planner, domain, asked)
         if len(batch) == 1 and not all_or_nothing:
             decisions = [self._apply(*batch[0])]
         else:
@@ -151,7 +152,7 @@ class Engine(EngineBase, Closing):
         if self.shadow:
             result = shadowed(domain, result)
         if self.observer is not None:
-            self.observer(domain, result.statuses)
+            self._tell(domain, result.statuses, asked)
         return result
 
     def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:
@@ -160,7 +161,7 @@ class Engine(EngineBase, Closing):
         in the engine's domain, as ``decide`` counts it."""
         counted_as, limit = self._given(key, limit)
         decision = self._apply(counted_as, limit, cost, None)
-        if self.observer is not None:
+        if self.observer is not None and cost:
             self._observe(self.planner.domain, Plan(counted_as, limit, None, False), decision)
         return decision
 
@@ -179,7 +180,7 @@ class Engine(EngineBase, Closing):
             decision = unlimited(check_cost(cost))
         else:
             decision = self._apply(plan.identity, charged(plan.limit), cost, None)
-        if self.observer is not None:
+        if self.observer is not None and cost:
             self._observe(self.planner.domain, plan, decision if plan.limit else None)
         return decision
 
@@ -237,7 +238,7 @@ class AsyncEngine(EngineBase, AsyncClosing):
             decision = unlimited(check_cost(cost))
         else:  # the store checks the cost
             decision = await self._apply(plan.identity, plan.limit, cost, None)
-        if self.observer is not None:
+        if self.observer is not None and cost:
             self._observe(self.planner.domain, plan, decision if plan.limit else None)
         return decision
 
@@ -286,17 +287,17 @@ class AsyncEngine(EngineBase, AsyncClosing):
                         result = single(plan, decision)
                 if not result[0] and self.shadow:
                     result = shadowed(domain, result)
-                if self.observer is not None:
+                if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
                 return result
         if not self._running:
             await self._load(self._start_unless_closed)
-        batch_requests = requests(domain, descriptors, hits)
+        asked = requests(domain, descriptors, hits)
         loaded: dict[tuple[Entry, ...], Plan] = {}
         if self.config is not None:
-            for entries in self.planner.missing(domain, batch_requests):
+            for entries in self.planner.missing(domain, asked):
                 loaded[entries] = await self._load(self.planner.load_descriptor, domain, entries)
-        plans, batch = prepare(self.planner, domain, batch_requests, loaded)
+        plans, batch = prepare(self.planner, domain, asked, loaded)
         if len(batch) == 1 and not all_or_nothing:
             decisions = [await self._apply(*batch[0])]
         else:
@@ -307,14 +308,14 @@ class AsyncEngine(EngineBase, AsyncClosing):
         if self.shadow:
             result = shadowed(domain, result)
         if self.observer is not None:
-            self.observer(domain, result.statuses)
+            self._tell(domain, result.statuses, asked)
         return result
 
     async def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under ``limit``; see ``Engine.hit``."""
         counted_as, limit = self._given(key, limit)
         decision = await self._apply(counted_as, limit, cost, None)
-        if self.observer is not None:
+        if self.observer is not None and cost:
             self._observe(self.planner.domain, Plan(counted_as, limit, None, False), decision)
         return decision
 
@@ -330,7 +331,7 @@ class AsyncEngine(EngineBase, AsyncClosing):
             decision = unlimited(check_cost(cost))
         else:
             decision = await self._apply(plan.identity, charged(plan.limit), cost, None)
-        if self.observer is not None:
+        if self.observer is not None and cost:
             self._observe(self.planner.domain, plan, decision if plan.limit else None)
         return decision
 

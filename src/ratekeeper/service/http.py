@@ -150,8 +150,11 @@ def create_app(
             if close_engine:
                 await engine.close()
 
-    def route(path: str, handler: Handler, methods: list[str], surface: str = "") -> Route:
-        if surface and metrics is not None:
+    def route(
+        path: str, handler: Handler, methods: list[str], surface: str = "", decides: bool = True
+    ) -> Route:
+        # A route of a surface is bounded in flight; one that decides is timed as a decision.
+        if surface and decides and metrics is not None:
             handler = timed(handler, partial(metrics.observe_latency, surface))
         if surface and admission is not None:
             handler = admitted(handler, admission, surface)
@@ -160,7 +163,7 @@ def create_app(
     routes: list[BaseRoute] = [
         route("/v1/check", checks.check, ["POST"], "http"),
         route("/v1/check/batch", checks.batch, ["POST"], "http"),
-        route("/v1/peek", checks.peek, ["POST"], "http"),
+        route("/v1/peek", checks.peek, ["POST"], "http", decides=False),
         route("/v1/reset", admin.reset, ["POST"]),
         route("/v1/overrides", admin.overrides, ["GET"]),
         route("/v1/overrides/{key:path}", admin.override, ["GET", "PUT", "DELETE"]),
