@@ -32,8 +32,8 @@ flag                      variable                      default
                                                         uvicorn's; ``debug`` logs every decision
 ``--log-keys``            ``RATEKEEPER_LOG_KEYS``       off; the debug lines of the decisions
                                                         carry the keys (the clients' data)
-``--log-libraries NAMES`` ``RATEKEEPER_LOG_LIBRARIES``  none: other libraries' loggers log from
-                                                        warning; the loggers named (``grpc``,
+``--log-libraries``       ``RATEKEEPER_LOG_``           none: other libraries' loggers log from
+``NAMES``                 ``LIBRARIES``                 warning; the loggers named (``grpc``,
                                                         ``redis``, ...; ``all``: every one)
                                                         follow ``--log-level``
 ``--access-log``          ``RATEKEEPER_ACCESS_LOG``     off; one line per request
