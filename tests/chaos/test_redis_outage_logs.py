@@ -1,9 +1,9 @@
 """Redis killed for 9.5 s under load: a few log lines per worker, and ``/readyz`` current at once.
 
 One ``ratekeeper serve --workers 2`` on a redis-server of its own, JSON logs (each line names
-its worker's pid). ``THREADS`` threads send ``POST /v1/check``, each on a new connection so
-that both workers take a share; after ``WARM`` seconds Redis is SIGKILLed, and restarted on
-the same port ``OUTAGE`` seconds later. ``/readyz`` is polled every 100 ms throughout.
+its worker's number and pid). ``THREADS`` threads send ``POST /v1/check``, each on a new
+connection so that both workers take a share; after ``WARM`` seconds Redis is SIGKILLed, and
+restarted on the same port ``OUTAGE`` seconds later. ``/readyz`` is polled every 100 ms throughout.
 
 What an operator has to read for the outage, per worker, is one line per state of the breaker,
 in order: the opening (an error, at once), then the recovery, with the outage's length and the
@@ -220,6 +220,8 @@ def test_redis_killed_under_load(tmp_path: Path) -> None:
     )
 
     assert len(workers) == 2, "both workers met the outage"
+    numbers = {line["pid"]: line.get("worker") for line in lines if line["pid"] in workers}
+    assert sorted(numbers.values()) == [1, 2], numbers  # each line names its worker
     assert all(len(mine) <= MOST_LINES for mine in per_worker.values()), per_worker
     for pid, mine in per_worker.items():
         assert mine[0]["level"] == "error" and "circuit open" in mine[0]["message"], mine
