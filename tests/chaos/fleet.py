@@ -24,9 +24,11 @@ from tests.service.served import Served
 
 INSTANCES = 3
 #: A line of the breaker's log for an opening, the first or again after a probe; the
-#: re-openings not logged (once a minute at most) are counted in the next one: "… 57 more".
+#: re-openings not logged (once a minute at most) are counted in the next one: "… 57 more",
+#: or in the recovery's: "8 re-openings not logged".
 OPENED = re.compile(r"circuit open")
 MORE = re.compile(r"… (\d+) more in the last")
+HIDDEN = re.compile(r"([\d,]+) re-openings? not logged")
 
 
 class Fleet:
@@ -105,12 +107,15 @@ def fleet(directory: Path, store: str, *flags: str, **options: dict[str, str]) -
 
 
 def openings(log: str) -> int:
-    """The breaker openings a log reports: each "circuit open" line, and those it counts."""
+    """The breaker openings a log reports: each "circuit open" line, and those it or a
+    recovery counts."""
     total = 0
     for line in log.splitlines():
         if OPENED.search(line):
             more = MORE.search(line)
             total += 1 + (int(more[1]) if more else 0)
+        elif hidden := HIDDEN.search(line):
+            total += int(hidden[1].replace(",", ""))
     return total
 
 

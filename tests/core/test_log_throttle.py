@@ -76,6 +76,20 @@ def test_clear_after_one_repeat_logs_it_alone_and_after_none_logs_nothing(
     assert lines(caplog) == ["store down: a", "store down: b", "store down: c"]
 
 
+def test_forget_logs_nothing_and_returns_the_count_for_the_callers_own_line(
+    throttle: LogThrottle, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    throttle.log(logging.WARNING, DOWN, "a")
+    for value in "bcd":
+        clock.advance(2.5)
+        throttle.log(logging.WARNING, DOWN, value)
+    assert throttle.forget(DOWN) == 3
+    assert not throttle.holds(DOWN) and throttle.forget(DOWN) == 0
+    throttle.log(logging.WARNING, DOWN, "e")  # a new condition: logged at once
+    assert throttle.forget(DOWN) == 0
+    assert lines(caplog) == ["store down: a", "store down: e"]
+
+
 def test_after_a_quiet_window_the_next_is_logged_at_once_without_a_count(
     throttle: LogThrottle, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -542,12 +542,9 @@ def test_compat_mode_keeps_the_overrides_in_memory_unless_told(
 ) -> None:
     settings = read([], reference)
     assert settings.config == "sqlite://:memory:"
-    assert (
-        logging.INFO,
-        "configuration store: sqlite://:memory:, as envoyproxy/ratelimit keeps no overrides: "
-        "the overrides last until the process stops; --config (or RATEKEEPER_CONFIG) "
-        "sqlite:///PATH or postgresql://... keeps them",
-    ) in settings.notes
+    assert settings.sources["config"] == "--config (from --compat envoy-ratelimit)"
+    # the service's own "configuration store:" line says it, once: no note says it again
+    assert not any("configuration store" in message for _, message in settings.notes)
     durable = f"sqlite:///{tmp_path}/overrides.db"
     assert read(["--config", durable], reference).config == durable
     assert read([], {**reference, "RATEKEEPER_CONFIG": durable}).config == durable

@@ -4,18 +4,22 @@ Unix-socket Redis with workers, in global shadow mode, and refusing what it cann
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from tests.servers import RedisServer, command, free_ports
 from tests.service.served import Served
 
@@ -25,6 +29,9 @@ descriptors:
   - key: user
     rate_limit: {unit: hour, requests_per_unit: 2, algorithm: gcra}
 """
+
+
+LOGGER = "ratekeeper.decisions"
 
 
 def body(user: str) -> dict[str, object]:
@@ -83,6 +90,84 @@ def test_two_workers_share_a_unix_socket_redis_named_by_the_references_variables
     assert "Traceback" not in log
 
 
+#: A text line of the log: time, level, the worker (not in the process that starts them),
+#: the process, the logger, the message.
+LINE = re.compile(
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR) "
+    r"(?:worker=(\d+) )?pid=(\d+) ([\w.]+): (.*)"
+)
+
+
+def grpc_check(port: int, user: str) -> int:
+    """One ``ShouldRateLimit`` of domain ``rl`` for ``user``: its overall code."""
+    Descriptor = ratelimit_pb2.RateLimitDescriptor
+    entries = [Descriptor.Entry(key="user", value=user)]
+    sent = rls_pb2.RateLimitRequest(domain="rl", descriptors=[Descriptor(entries=entries)])
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        answer = rls_pb2_grpc.RateLimitServiceStub(channel).ShouldRateLimit(sent, timeout=10)
+    return int(answer.overall_code)
+
+
+def test_the_references_debug_level_logs_each_decision_in_the_worker_that_made_it(
+    tmp_path: Path, runtime: Path, redis_server: RedisServer
+) -> None:
+    """``LOG_LEVEL=debug``, as both of the reference's compose files set it, with two workers:
+    a line per descriptor decided, HTTP's, gRPC's and nginx's, by the worker that decided it,
+    without the key; no line of grpc's or any other library's; and every line of the start
+    said once by the process it concerns."""
+    environ = {
+        "RUNTIME_ROOT": str(runtime),
+        "RUNTIME_SUBDIRECTORY": "ratelimit",
+        "REDIS_SOCKET_TYPE": "tcp",
+        "REDIS_URL": f"127.0.0.1:{redis_server.port}",
+        "CACHE_KEY_PREFIX": f"{tmp_path.name}_",
+        "USE_STATSD": "false",
+        "LOG_LEVEL": "debug",
+        "RATEKEEPER_WORKERS": "2",
+    }
+    served = Served(tmp_path, environ=environ, stderr=subprocess.PIPE, reference_addresses=True)
+    nginx = {"X-RateLimit-Domain": "rl", "X-Real-IP": "10.0.0.9", "X-User": "carol-secret"}
+    try:
+        with httpx.Client(base_url=served.url, timeout=5) as client:
+            assert client.post("/json", json=body("alice-secret")).status_code == 200
+            assert client.get("/v1/nginx", headers=nginx).status_code == 200
+        assert grpc_check(served.grpc, "bob-secret") == rls_pb2.RateLimitResponse.OK
+    finally:
+        assert served.stop() == 0
+    log = served.log()
+    lines = [LINE.fullmatch(text) for text in log.splitlines()]
+    assert all(lines), [
+        text for text, found in zip(log.splitlines(), lines, strict=True) if not found
+    ]
+    parsed = [found.groups() for found in lines if found]
+    # The process that starts the workers names only its pid; each worker its number too.
+    supervisor = str(served.process.pid)
+    numbers = {pid: worker for _, worker, pid, _, _ in parsed if pid != supervisor}
+    assert sorted(numbers.values()) == ["1", "2"], numbers
+    assert all((worker is None) == (pid == supervisor) for _, worker, pid, _, _ in parsed)
+    # ratekeeper's and uvicorn's lines only: none of grpc's ("Loaded running loop"), asyncio's,
+    # redis's
+    assert {logger.split(".")[0] for *_, logger, _ in parsed} == {"ratekeeper", "uvicorn"}
+    decided = [(level, message) for level, _, _, logger, message in parsed if logger == LOGGER]
+    fields = 'rule=user limit="2/hour (gcra)" result=allowed remaining=1'
+    assert sorted(decided) == sorted(
+        [
+            ("DEBUG", f"allowed domain=rl descriptor=0 {fields}"),  # /json
+            ("DEBUG", f"allowed domain=rl descriptor=0 {fields}"),  # gRPC
+            ("DEBUG", "allowed domain=rl descriptor=0 rule=none limit=none result=allowed"),
+            ("DEBUG", f"allowed domain=rl descriptor=1 {fields}"),  # nginx's user
+            ("DEBUG", "allowed domain=rl descriptor=2 rule=none limit=none result=allowed"),
+            ("DEBUG", "allowed domain=rl descriptor=3 rule=none limit=none result=allowed"),
+        ]
+    )
+    assert "secret" not in log  # no key, no descriptor value
+    # Each line of the start once per process: the configuration store by each worker only.
+    said = Counter((pid, message) for _, _, pid, logger, message in parsed if logger != LOGGER)
+    assert [line for line, times in said.items() if times > 1] == []
+    stores = [pid for (pid, message) in said if message.startswith("configuration store:")]
+    assert sorted(stores) == sorted(numbers)
+
+
 def decisions(url: str) -> dict[tuple[str, str], float]:
     text = httpx.get(f"{url}/metrics", timeout=5).text
     return {
@@ -120,6 +205,7 @@ def test_shadow_mode_lets_every_refusal_through_and_counts_it(
     assert counted == {("rl", "allowed"): 2, ("rl", "shadowed"): 2}
     log = served.log()
     assert "shadow mode: every refusal is let through, counted as shadowed" in log
+    assert log.count("configuration store: sqlite://:memory:") == 1  # said once
     assert "$REDIS_URL" not in log  # RATEKEEPER_STORE won: the Redis variables are not read
 
 

@@ -219,8 +219,8 @@ def test_serve_refuses_an_http_address_it_cannot_listen_on_in_one_line(tmp_path:
         result = _serve_once(tmp_path, "--http", f"127.0.0.1:{taken}", *grpc)
     assert result.returncode == 3
     (line,) = result.stderr.splitlines()
-    assert line.endswith(
-        f" ERROR ratekeeper.service: could not listen on HTTP 127.0.0.1:{taken} (--http): "
+    assert " ERROR pid=" in line and line.endswith(
+        f" ratekeeper.service: could not listen on HTTP 127.0.0.1:{taken} (--http): "
         "Address already in use"
     )
     assert "listening" not in result.stdout + result.stderr

@@ -215,7 +215,7 @@ def test_bad_envoy_header_names_are_refused(bad: str) -> None:
 
 @pytest.mark.parametrize("bad", ["maybe", "2", "nan"])
 def test_a_switch_that_is_neither_true_nor_false_is_refused(bad: str) -> None:
-    for name in ("ACCESS_LOG", "SHADOW_MODE", "DEBT", "ENVOY_HEADERS"):
+    for name in ("ACCESS_LOG", "SHADOW_MODE", "DEBT", "ENVOY_HEADERS", "LOG_KEYS"):
         with pytest.raises(ConfigError, match=f"RATEKEEPER_{name}"):
             read([], {f"RATEKEEPER_{name}": bad})
 
@@ -244,9 +244,24 @@ def test_the_workers_read_back_every_setting_serve_was_given(tmp_path: Path) -> 
             "--log-format",
             "json",
             "--dashboard",
+            "--log-keys",
+            "--log-libraries",
+            "grpc, redis.asyncio",
         ]
     )
+    assert (given.log_keys, given.log_libraries) == (True, ("grpc", "redis.asyncio"))
     assert Settings.read(None, _environment(given)) == given
+
+
+def test_the_libraries_logging_are_logger_names_or_all() -> None:
+    assert read([], {}).log_libraries == ()
+    assert read(["--log-libraries", "all"], {}).log_libraries == ("all",)
+    environ = {"RATEKEEPER_LOG_LIBRARIES": "grpc,,grpc,httpx"}
+    assert read([], environ).log_libraries == ("grpc", "httpx")
+    for bad in ("grpc redis", "grpc;redis", ".grpc", "grpc."):
+        with pytest.raises(ConfigError, match="--log-libraries: expected logger names"):
+            read(["--log-libraries", bad], {})
+    assert read([], {"RATEKEEPER_LOG_KEYS": "true"}).log_keys
 
 
 def test_the_dashboard_is_off_by_default_and_needs_the_admin_token() -> None:

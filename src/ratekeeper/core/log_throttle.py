@@ -15,13 +15,16 @@ by the values (keys, addresses) in the messages. For a key:
   ``"… 57 more in the last 60 s"``, and opens a new window;
 - ``clear(key)`` says the condition is over: an occurrence still counted is logged then (the
   latest, with the count of the others), and the key is forgotten, so that the next occurrence
-  is logged at once.
+  is logged at once;
+- ``forget(key)`` says it too, for a caller that logs a line of its own for the end (a store
+  reachable again): nothing is logged, the key is forgotten, and the count of the occurrences
+  not logged is returned, for that line to carry.
 
 So that every occurrence is accounted for: the occurrences of a key are the lines logged for it
-plus the counts they carry. A count waits for the next line of its key (the next occurrence
-after the window, or ``clear``): nothing is logged from a timer. At most ``most`` keys are
-held; past it, the oldest is cleared to make room. Thread-safe; messages are logged outside
-the lock.
+plus the counts they carry (and the count ``forget`` returned). A count waits for the next line
+of its key (the next occurrence after the window, ``clear`` or ``forget``): nothing is logged
+from a timer. At most ``most`` keys are held; past it, the oldest is cleared to make room.
+Thread-safe; messages are logged outside the lock.
 
 >>> import logging
 >>> throttle = LogThrottle(logging.getLogger("ratekeeper.store"))
@@ -142,6 +145,14 @@ class LogThrottle:
             lines = [] if repeats is None else self._owed(repeats, self.clock())
         self._emit(lines)
         return repeats is not None
+
+    def forget(self, key: Hashable) -> int:
+        """The condition ``key`` is over, and the caller's own line says so: forget the key,
+        log nothing, and return the count of its occurrences not logged (0 when none, or when
+        the key was not held)."""
+        with self._lock:
+            repeats = self._keys.pop(key, None)
+        return 0 if repeats is None else repeats.counted
 
     def holds(self, key: Hashable) -> bool:
         """Whether the condition ``key`` has occurred since it was last cleared (and is held)."""

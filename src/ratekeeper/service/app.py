@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ratekeeper.core.errors import ConfigStoreError, MissingExtraError
 from ratekeeper.core.redaction import redacted
 from ratekeeper.core.wording import many
-from ratekeeper.service.logs import ACCESS, configure_logging
-from ratekeeper.service.settings import Address, Settings
+from ratekeeper.service.logs import ACCESS, configure_logging, worker_number
+from ratekeeper.service.settings import IN_MEMORY_CONFIG, Address, Settings
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -127,7 +127,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     for domain, named in names.items():
         log.debug("rules of domain %s: %s", domain, ", ".join(named))
     log.info("request store: %s", redacted(settings.store))
-    log.info("configuration store: %s", redacted(settings.config))
+    log.info("configuration store: %s%s", redacted(settings.config), _kept(settings.config))
     if settings.admin_token is None:
         log.info("admin endpoints: off (no admin token)")
     from ratekeeper.service.admission import Admission
@@ -136,6 +136,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     metrics = Metrics(multiprocess=settings.workers > 1)  # the workers' totals, shared
     metrics.track(engine)
     dashboard = _dashboard(engine, metrics, settings)
+    _decision_log(engine, settings)
     access_log = _access_log(engine, settings)
     admission = Admission(settings.max_in_flight)
     http = create_app(
@@ -151,6 +152,18 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         dashboard=dashboard,
     )
     return Parts(http, engine, metrics, admission, access_log)
+
+
+def _kept(config: str) -> str:
+    """What the ``configuration store:`` line adds for ``config``: how long an in-memory store
+    keeps the overrides (``--compat envoy-ratelimit`` chooses one, as the reference keeps
+    none)."""
+    if config != IN_MEMORY_CONFIG:
+        return ""
+    return (
+        ", in memory: the overrides last until this process stops; --config (or "
+        "RATEKEEPER_CONFIG) sqlite:///PATH or postgresql://... keeps them"
+    )
 
 
 def envoy_header_names(settings: Settings) -> tuple[str, str, str] | None:
@@ -172,6 +185,23 @@ def _dashboard(engine: AsyncEngine, metrics: Metrics, settings: Settings) -> Das
     )
 
 
+def _decision_log(engine: AsyncEngine, settings: Settings) -> None:
+    """The decision log, when its logger is enabled for debug (``--log-level debug``): one
+    line per descriptor decided, with its key if ``settings.log_keys``."""
+    from ratekeeper.service import decision_log
+
+    if not decision_log.wanted():
+        if settings.log_keys:
+            log.warning("--log-keys: no decision is logged below --log-level debug")
+        return
+    decision_log.DecisionLog(engine, keys=settings.log_keys)
+    log.info(
+        "decision log: on (logger %s, debug), one line per descriptor%s",
+        decision_log.log.name,
+        ", with its key (--log-keys)" if settings.log_keys else "",
+    )
+
+
 def _access_log(engine: AsyncEngine, settings: Settings) -> AccessLog | None:
     """The access log ``settings`` ask for, made once the engine has its other observer (the
     metrics)."""
@@ -186,7 +216,10 @@ def _access_log(engine: AsyncEngine, settings: Settings) -> AccessLog | None:
 def from_environment() -> Starlette:
     """A worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set (uvicorn's factory)."""
     settings = Settings.read(None)
-    configure_logging(settings.log_format, settings.log_level)
+    worker = worker_number() if settings.workers > 1 else None
+    configure_logging(
+        settings.log_format, settings.log_level, libraries=settings.log_libraries, worker=worker
+    )
     return build_app(settings)
 
 
@@ -206,6 +239,8 @@ def _environment(settings: Settings) -> dict[str, str]:
         "PLAN_CACHE_SIZE": str(settings.plan_cache_size),
         "MAX_IN_FLIGHT": str(settings.max_in_flight),
         "LOG_LEVEL": settings.log_level,
+        "LOG_KEYS": _flag(settings.log_keys),
+        "LOG_LIBRARIES": ",".join(settings.log_libraries),
         "ACCESS_LOG": _flag(settings.access_log),
         "SHADOW_MODE": _flag(settings.shadow_mode),
         "DEBT": _flag(settings.debt),
@@ -298,7 +333,7 @@ def serve(settings: Settings) -> int:
         from ratekeeper.service import pyvoy_server
 
         pyvoy_server.require_pyvoy()
-    configure_logging(settings.log_format, settings.log_level)
+    configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
     for level, message in settings.notes:  # what reading the settings had to say
         log.log(level, message)
     if settings.shadow_mode:

@@ -66,6 +66,6 @@ def __getattr__(name: str) -> App:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if not _built:
         settings = Settings.read(None)
-        configure_logging(settings.log_format, settings.log_level)
+        configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
         _built.append(build(settings))
     return _built[0]

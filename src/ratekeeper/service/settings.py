@@ -28,7 +28,14 @@ flag                      variable                      default
 
 ========================  ============================  =====================================
 ``--log-level LEVEL``     ``RATEKEEPER_LOG_LEVEL``      ``info`` (or ``debug``, ``warning``,
-                                                        ``error``)
+                                                        ``error``) for ratekeeper's loggers and
+                                                        uvicorn's; ``debug`` logs every decision
+``--log-keys``            ``RATEKEEPER_LOG_KEYS``       off; the debug lines of the decisions
+                                                        carry the keys (the clients' data)
+``--log-libraries``       ``RATEKEEPER_LOG_``           none: other libraries' loggers log from
+``NAMES``                 ``LIBRARIES``                 warning; the loggers named (``grpc``,
+                                                        ``redis``, ...; ``all``: every one)
+                                                        follow ``--log-level``
 ``--access-log``          ``RATEKEEPER_ACCESS_LOG``     off; one line per request
 ``--shadow-mode``         ``RATEKEEPER_SHADOW_MODE``    off; every refusal is logged and
                                                         counted, and let through
@@ -124,6 +131,8 @@ class Settings:
     plan_cache_size: int = 100_000
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     log_level: str = "info"
+    log_keys: bool = False
+    log_libraries: tuple[str, ...] = ()
     access_log: bool = False
     shadow_mode: bool = False
     debt: bool = False
@@ -241,15 +250,8 @@ def _compat(
     translation = compat.translate(env, named)
     errors.extend(translation.errors)
     if "config" not in named:  # the reference keeps no overrides: write no file unasked
+        # said by the service's own "configuration store:" line, once
         translation.values["config"] = (IN_MEMORY_CONFIG, f"--compat {mode}")
-        translation.notes.append(
-            (
-                logging.INFO,
-                f"configuration store: {IN_MEMORY_CONFIG}, as envoyproxy/ratelimit keeps no "
-                "overrides: the overrides last until the process stops; --config (or "
-                "RATEKEEPER_CONFIG) sqlite:///PATH or postgresql://... keeps them",
-            )
-        )
     level = logging.INFO if why.startswith(("--", "$")) else logging.WARNING
     values["notes"] = (
         (
@@ -344,6 +346,21 @@ def _log_level(value: str) -> str:
     return text
 
 
+#: What a logger's name may hold.
+_LOGGER_NAME = frozenset("._-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _log_libraries(value: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    names = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    names = [name for name in names if name]
+    for name in names:
+        if not set(name) <= _LOGGER_NAME or name.startswith(".") or name.endswith("."):
+            raise ValueError(
+                f"expected logger names separated by commas (grpc,redis), or all, not {value!r}"
+            )
+    return tuple(dict.fromkeys(names))
+
+
 #: What a header name may hold: an HTTP token (RFC 9110, 5.6.2).
 _TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -390,6 +407,8 @@ _PARSERS: dict[str, Any] = {
     "plan_cache_size": _plan_cache_size,
     "max_in_flight": check_limit,
     "log_level": _log_level,
+    "log_keys": _switch,
+    "log_libraries": _log_libraries,
     "access_log": _switch,
     "shadow_mode": _switch,
     "debt": _switch,
@@ -454,7 +473,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 100000)",
     )
     parser.add_argument(
-        "--log-level", metavar="LEVEL", help="debug, info (default), warning or error"
+        "--log-level",
+        metavar="LEVEL",
+        help="debug, info (default), warning or error, for ratekeeper's and uvicorn's loggers; "
+        "debug logs every decision",
+    )
+    parser.add_argument(
+        "--log-keys",
+        action="store_const",
+        const=True,
+        help="at --log-level debug, each decision's line carries its key (the descriptor's "
+        "values: the clients' own data); off by default",
+    )
+    parser.add_argument(
+        "--log-libraries",
+        metavar="NAMES",
+        help="other libraries' loggers that follow --log-level (grpc,redis,...; all: every "
+        "one); by default they log from warning",
     )
     parser.add_argument(
         "--access-log",

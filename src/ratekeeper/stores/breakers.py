@@ -1,10 +1,22 @@
 """Circuit breakers: one per shard of a request store (see ``resilience``).
 
-An outage is logged in a few lines, however long it lasts and however busy the service is: the
-opening at once (an error), the re-openings after failed probes counted by a ``LogThrottle``
-(one line a minute while the outage lasts, each with the count of those not logged), the latest
-of them with its count when the store is back, then the recovery, once: "request store
-reachable again after 10.2 s". The probes themselves are logged at debug level.
+An outage is logged in a few lines, however long it lasts and however busy the service is, one
+line per state, in the order of the transitions:
+
+- the opening, at once (an error): "request store failed 3 times in a row (...); circuit open";
+- the re-openings after failed probes, counted by a ``LogThrottle``: one line a minute while the
+  outage lasts, each with the count of those not logged ("still failing (...); circuit open
+  again ... (… 59 more in the last 60 s)");
+- the recovery, once, with the outage's length and the re-openings not logged since the last
+  line: "request store reachable again after 10.2 s (from its first failed call; its last
+  failed 0.4 s ago; 8 re-openings not logged); circuit closed".
+
+The length runs from the first failed call of the outage (the first of the failures in a row
+that opened the circuit) to the successful call that closes it; the last failure says how long
+before that call the store last failed, so that the outage ended between the two. Both ends are
+calls, so both depend on traffic: a store that came back while nothing asked for it is seen
+back at the next call. No "still failing" line is logged at the recovery. The probes themselves
+are logged at debug level.
 """
 
 from __future__ import annotations
@@ -58,7 +70,9 @@ class CircuitBreaker:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.opened_at: float | None = None
-        self.down_since: float | None = None  # when the circuit opened from closed
+        self.failing_since: float | None = None  # the first of the failures in a row
+        self.failed_at: float | None = None  # the latest failure (the breaker's clock)
+        self.down_since: float | None = None  # an open circuit's ``failing_since``
         self.asked_at = 0.0  # when a call last asked for the store while the circuit was open
         self._probing = False
         self._lock = threading.Lock()
@@ -107,27 +121,36 @@ class CircuitBreaker:
             self.failures = 0
             self.opened_at = None
             self._probing = False
+            last = self.failed_at
         if since is not None:
-            self._log.clear(_DOWN)
+            now = self.clock()
+            hidden = self._log.forget(_DOWN)  # counted in this line, not logged before it
             log.warning(
-                "%s reachable again after %.1f s; circuit closed",
+                "%s reachable again after %.1f s (from its first failed call; its last failed "
+                "%.1f s ago%s); circuit closed",
                 self._what,
-                self.clock() - since,
+                now - since,
+                now - (since if last is None else last),
+                f"; {many(hidden, 're-opening')} not logged" if hidden else "",
             )
 
     def failed(self, error: BaseException) -> None:
+        now = self.clock()
         with self._lock:
+            if self.failures == 0:
+                self.failing_since = now
             self.failures += 1
             self.failures_total += 1
+            self.failed_at = now
             self.last_error = str(error)
             self.last_error_at = time.time()
             probing, self._probing = self._probing, False
             if self.failures < self.threshold:
                 return
             opening = self.opened_at is None
-            self.opened_at = self.asked_at = self.clock()
+            self.opened_at = self.asked_at = now
             if opening:
-                self.down_since = self.opened_at
+                self.down_since = self.failing_since
             if opening or probing:
                 self.opened += 1
         if opening:
