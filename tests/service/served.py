@@ -54,6 +54,7 @@ class Served:
             wait_until(self._ready, 30, "ratekeeper serve")
         except BaseException:
             self.kill()
+            self.process.communicate(timeout=10)  # its pipes closed: nothing reads them now
             raise
 
     def _ready(self) -> bool:

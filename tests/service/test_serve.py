@@ -194,6 +194,46 @@ def test_workers_share_a_redis_store(tmp_path: Path, redis_server: RedisServer) 
     assert not any("POST /v1/check" in message for message in messages)  # no access log
 
 
+def test_workers_share_the_overrides_of_an_in_memory_configuration_store(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """``--config sqlite://:memory:`` (what ``--compat envoy-ratelimit`` chooses) with workers:
+    they share one configuration store for the run, so an override put through one worker is
+    the limit every worker applies, and every worker says so at start."""
+    token = "overrides-admin-token-0123456789"
+    environ = {
+        "RATEKEEPER_WORKERS": "2",
+        "RATEKEEPER_STORE": redis_server.url,
+        "RATEKEEPER_CONFIG": "sqlite://:memory:",
+        "RATEKEEPER_ADMIN_TOKEN": token,
+        "RATEKEEPER_LOG_FORMAT": "json",
+    }
+    served = Served(tmp_path, environ=environ, stderr=subprocess.PIPE)
+    base, key = served.url, f"user:shared-{served.http}"
+    try:
+        put = httpx.put(
+            f"{base}/v1/overrides/{key}",
+            json={"capacity": 3, "time_window_sec": 3600},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        assert put.status_code == 200, put.text
+        # A new connection each time: both workers answer (no rule, no default: a worker
+        # without the override would let every check through).
+        codes = [
+            httpx.post(f"{base}/v1/check", json={"key": key}, timeout=10).status_code
+            for _ in range(12)
+        ]
+        assert codes == [200] * 3 + [429] * 9
+        assert served.stop() == 0
+    finally:
+        served.kill()
+    messages = [json.loads(line)["message"] for line in served.log().splitlines()]
+    shared = [one for one in messages if one.startswith("configuration store: sqlite:///")]
+    assert len(shared) == 2, messages
+    assert all("this run's: the workers share the overrides" in one for one in shared)
+
+
 def test_a_service_without_rules_warns_at_start(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

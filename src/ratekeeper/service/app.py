@@ -157,13 +157,25 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
 def _kept(config: str) -> str:
     """What the ``configuration store:`` line adds for ``config``: how long an in-memory store
     keeps the overrides (``--compat envoy-ratelimit`` chooses one, as the reference keeps
-    none)."""
-    if config != IN_MEMORY_CONFIG:
-        return ""
-    return (
-        ", in memory: the overrides last until this process stops; --config (or "
-        "RATEKEEPER_CONFIG) sqlite:///PATH or postgresql://... keeps them"
-    )
+    none), or the run's own, which the workers share in its place (``run_config``)."""
+    where = " (or RATEKEEPER_CONFIG) sqlite:///PATH or postgresql://... keeps them"
+    if config == IN_MEMORY_CONFIG:
+        return f", in memory: the overrides last until this process stops; --config{where}"
+    run = os.environ.get("PROMETHEUS_MULTIPROC_DIR")  # the run's directory, with workers
+    if run and config == run_config(run):
+        return (
+            ", this run's: the workers share the overrides, which last until the service "
+            f"stops; --config{where}"
+        )
+    return ""
+
+
+def run_config(directory: str) -> str:
+    """The configuration store the workers of one run share where an in-memory one was asked
+    for (each worker's memory would hold overrides of its own, and an override set through one
+    worker would reach no other): a SQLite file in the run's ``directory``, removed with it
+    when the service stops."""
+    return f"sqlite:///{os.path.join(directory, 'overrides.db')}"
 
 
 def envoy_header_names(settings: Settings) -> tuple[str, str, str] | None:
@@ -376,7 +388,9 @@ def serve(settings: Settings) -> int:
         os.environ.update(_environment(settings))
         log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
         _say_dashboard(settings)
-        with shared_directory():  # the workers' metrics files, for this run only
+        with shared_directory() as run:  # the workers' metrics files, for this run only
+            if settings.config == IN_MEMORY_CONFIG:
+                os.environ["RATEKEEPER_CONFIG"] = run_config(run)
             uvicorn.run(
                 "ratekeeper.service.app:from_environment",
                 factory=True,
