@@ -250,6 +250,40 @@ def test_a_service_without_rules_warns_at_start(
     ]
 
 
+def test_debt_says_at_start_which_leased_rules_it_decides_exactly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--debt`` counts every hit in the store, where a slice cannot hold a debt: the leased
+    rules are then decided exactly, and the start says which."""
+    from ratekeeper.service.app import build_app
+    from ratekeeper.service.settings import Settings
+    from tests.service.asgi import AppClient
+
+    (tmp_path / "rules.yaml").write_text(
+        "domain: api\n"
+        "descriptors:\n"
+        "  - key: user\n"
+        "    rate_limit: {unit: minute, requests_per_unit: 100, sync: leased}\n"
+        "  - key: plan\n"
+        "    rate_limit: {unit: minute, requests_per_unit: 5, name: per_plan}\n"
+    )
+    for debt in (False, True):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="ratekeeper.service"):
+            settings = Settings(rules=(str(tmp_path),), config="sqlite://:memory:", debt=debt)
+            with AppClient(build_app(settings)) as client:
+                assert client.get("/healthz").status_code == 200
+        said = [record.getMessage() for record in caplog.records]
+        assert said == (
+            [
+                "--debt counts every hit in the store, so this rule is decided exactly, not leased: "
+                "api/user"
+            ]
+            if debt
+            else []
+        )
+
+
 def test_serve_refuses_an_http_address_it_cannot_listen_on_in_one_line(tmp_path: Path) -> None:
     grpc = ("--grpc", f"127.0.0.1:{free_port()}")
     with socket.socket() as holder:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.rules import RuleSet
     from ratekeeper.service.access import AccessLog
     from ratekeeper.service.admission import Admission
     from ratekeeper.service.dashboard import Dashboard
@@ -121,6 +122,8 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
             "no rules loaded from %s: every request is allowed until rules are added",
             ", ".join(settings.rules),
         )
+    if settings.debt:
+        _say_leases_exact(rules)
     names: dict[str, list[str]] = {}
     for rule in rules:
         names.setdefault(rule.domain, []).append(rule.name or rule.path)
@@ -152,6 +155,22 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         dashboard=dashboard,
     )
     return Parts(http, engine, metrics, admission, access_log)
+
+
+def _say_leases_exact(rules: RuleSet) -> None:
+    """Warn that ``--debt`` decides the leased rules of ``rules`` exactly: a debt is counted in
+    the store, and cannot be granted from a slice (``ratekeeper.core.limits.with_debt``)."""
+    leased = [
+        f"{rule.domain}/{rule.name or rule.path}"
+        for rule in rules
+        if rule.limit is not None and rule.limit.sync == "leased"
+    ]
+    if leased:
+        log.warning(
+            "--debt counts every hit in the store, so %s decided exactly, not leased: %s",
+            "this rule is" if len(leased) == 1 else "these rules are",
+            ", ".join(leased),
+        )
 
 
 def _kept(config: str) -> str:
