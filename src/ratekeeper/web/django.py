@@ -10,8 +10,13 @@ Example::
 A view's limits count apart from every other view's unless they share a ``scope``. A refused
 request is answered by ``ratekeeper.web.replies`` (429, problem+json, ``Retry-After``); an
 admitted one's response gets the rate-limit headers, told once the view's status has settled
-the limits charged by outcome. The user is ``request.user``'s primary key
-when authenticated; the client is ``REMOTE_ADDR`` (name the proxies in ``keys.client_ip``).
+the limits charged by outcome. An HTTP error the view raises (``PermissionDenied``,
+``Http404``, ``BadRequest``, ``SuspiciousOperation``) is answered by Django's own
+``response_for_exception`` (the URLconf's ``handler403`` and the like), whose status settles
+the limits and which gets the headers; a middleware's ``process_exception`` never sees it. Any
+other exception goes on to Django: its 500 page gets headers only from ``RateLimitMiddleware``.
+The user is ``request.user``'s primary key when authenticated; the client is ``REMOTE_ADDR``
+(name the proxies in ``keys.client_ip``).
 An ``async def`` view is limited alike: the decision, a blocking one that may read
 ``request.user`` from the database, is made in Django's thread for sync code
 (``sync_to_async``), so the event loop never waits on the store.
@@ -34,8 +39,15 @@ from ratekeeper.core.errors import MissingExtraError
 try:
     from asgiref.sync import iscoroutinefunction, sync_to_async
     from django.conf import settings
-    from django.core.exceptions import ImproperlyConfigured
-    from django.http import HttpResponse
+    from django.core.exceptions import (
+        BadRequest,
+        ImproperlyConfigured,
+        PermissionDenied,
+        SuspiciousOperation,
+    )
+    from django.core.handlers.exception import response_for_exception
+    from django.http import Http404, HttpResponse
+    from django.http.multipartparser import MultiPartParserError
     from django.utils.module_loading import import_string
 except ImportError:  # pragma: no cover - the extra is installed where this runs
     raise MissingExtraError("django", "django") from None
@@ -51,6 +63,9 @@ from ratekeeper.web.routes import Layers, RouteLimiter
 __all__ = ["RateLimitMiddleware", "RateLimiter", "request_of"]
 
 P = ParamSpec("P")
+
+#: The exceptions Django answers with a 4xx error page (``response_for_exception``).
+HTTP_ERRORS = (Http404, PermissionDenied, BadRequest, SuspiciousOperation, MultiPartParserError)
 
 
 def _user(request: Any) -> str | None:
@@ -146,6 +161,8 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
             if iscoroutinefunction(view):
                 decide = sync_to_async(self.decide)
                 settle = sync_to_async(settled)
+                # As Django's handler answers an exception under ASGI.
+                answer = sync_to_async(response_for_exception, thread_sensitive=False)
 
                 @functools.wraps(view)
                 async def limited_async(*args: P.args, **kwargs: P.kwargs) -> Any:
@@ -154,10 +171,14 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                         return told
                     try:
                         response = await view(*args, **kwargs)
+                    except HTTP_ERRORS as error:
+                        response = await answer(args[0], error)
+                        told = await settle(args[0], Result(response.status_code, error))
                     except BaseException as error:
                         await settle(args[0], Result(status_of(error), error))
                         raise
-                    told = await settle(args[0], Result(response.status_code))
+                    else:
+                        told = await settle(args[0], Result(response.status_code))
                     return with_headers(response, replies.admitted(told))
 
                 return limited_async
@@ -169,10 +190,14 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                     return told
                 try:
                     response = view(*args, **kwargs)
+                except HTTP_ERRORS as error:
+                    response = response_for_exception(args[0], error)
+                    told = settled(args[0], Result(response.status_code, error))
                 except BaseException as error:
                     settled(args[0], Result(status_of(error), error))
                     raise
-                told = settled(args[0], Result(response.status_code))
+                else:
+                    told = settled(args[0], Result(response.status_code))
                 return with_headers(response, replies.admitted(told))
 
             return limited

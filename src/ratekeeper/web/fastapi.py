@@ -12,7 +12,10 @@ A route's limits count apart from every other route's unless they share a ``scop
 request raises ``RateLimited``, an ``HTTPException`` of status 429 carrying ``Retry-After`` and
 the rate-limit headers; ``install(app)`` answers it with the problem+json body of
 ``ratekeeper.web.replies`` (without it, FastAPI answers ``{"detail": ...}``). An admitted
-request's response gets the headers too, unless the route returns a ``Response`` of its own.
+request's response gets the headers too. With ``install(app)``, the middleware it adds tells
+them on whatever answers the request: the route's value, a ``Response`` of its own, and the
+answer to an ``HTTPException`` it raises, made by the app's exception handlers; without it, only
+a route's value turned into a response gets them.
 
 For limits on every route of a router, or of the whole app, ``router_limit`` is a dependency
 of the router (``APIRouter(dependencies=[Depends(limiter.router_limit(..., scope="api"))])``)
@@ -22,8 +25,8 @@ Router dependencies run before a route's own, so both apply, the router's first 
 no route matches.
 A limit charged by outcome (``charge_statuses``, ``charge_when``) needs ``install(app)``: the
 middleware it adds reads the status the response starts with (or the exception), settles the
-request's pending units, and adds the headers of what that left (a route's own ``Response``
-and an ``HTTPException``'s answer get them too).
+request's pending units, and adds the headers of what that left. An exception that is no
+``HTTPException`` goes on to Starlette's 500 page, outside the middleware: it carries no headers.
 """
 
 import json
@@ -59,7 +62,7 @@ from ratekeeper.web.routes import Layers, RouteLimiter
 __all__ = ["RateLimited", "RateLimiter", "problem_handler"]
 
 #: Where ``Settling`` keeps, in a request's ASGI scope, the ``Replies`` of the layers that
-#: left it units to settle: the last one's tell the response's headers.
+#: admitted it: the last one's tell the response's headers.
 SETTLING = "ratekeeper.settling"
 
 
@@ -101,19 +104,17 @@ def layers_of(request: StarletteRequest) -> Layers:
     return layers
 
 
-def replaced(
-    headers: list[tuple[bytes, bytes]], more: list[tuple[bytes, bytes]], *, keep: bool = True
-) -> None:
-    """Put ``more`` in ``headers`` in place of those of the same names (an outer layer's);
-    with ``keep`` False, only take those out."""
+def replaced(headers: list[tuple[bytes, bytes]], more: list[tuple[bytes, bytes]]) -> None:
+    """Put ``more`` in ``headers`` in place of those of the same names (an outer layer's)."""
     names = {name for name, _ in more}
-    headers[:] = [pair for pair in headers if pair[0] not in names] + (more if keep else [])
+    headers[:] = [pair for pair in headers if pair[0] not in names] + more
 
 
 class Settling:
     """The ASGI middleware ``install`` adds: it settles the units a request's layers hold
     (``Layers``, in its scope) with the status its response starts with, or the exception
-    raised, and adds the headers of what that left, as the replies in ``SETTLING`` tell it."""
+    raised, and adds to that response, whatever made it, the headers of what its layers
+    then tell, as the replies in ``SETTLING`` tell them."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -127,7 +128,7 @@ class Settling:
         scope[SETTLING] = telling
 
         async def settle(result: Result) -> list[tuple[str, str]]:
-            if not telling:  # no layer held units: the dependencies told the response
+            if not telling:  # no layer decided the request: nothing to tell
                 return []
             told = await layers.settle_async(result)
             return [] if told is None else telling[-1].admitted(told)
@@ -174,15 +175,15 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
             told = layers.add(outcome, gate)
             if not outcome.allowed:
                 raise RateLimited(replies.refusal(seen, outcome))
-            extra = encoded(replies.admitted(told))
-            if layers.held:  # charged by outcome: told once the response's status settles it
-                telling = request.scope.get(SETTLING)
-                if telling is None:
-                    await layers.settle_async(Result(500))
-                    raise RuntimeError("a limit charged by outcome needs limiter.install(app)")
+            telling = request.scope.get(SETTLING)
+            if telling is not None:  # installed: Settling tells whatever answers the request
                 telling.append(replies)
-                replaced(response.raw_headers, extra, keep=False)  # told by Settling instead
-            elif extra:  # an outer layer's headers give way to those of every layer passed
+                return
+            if layers.held:  # charged by outcome: told once the response's status settles it
+                await layers.settle_async(Result(500))
+                raise RuntimeError("a limit charged by outcome needs limiter.install(app)")
+            extra = encoded(replies.admitted(told))
+            if extra:  # an outer layer's headers give way to those of every layer passed
                 (extended if told is outcome else replaced)(response.raw_headers, extra)
 
         return rate_limit

@@ -11,7 +11,9 @@ Example::
 A view's limits count apart from every other view's unless they share a ``scope``. A refused
 request is answered by ``ratekeeper.web.replies`` (429, problem+json, ``Retry-After``); an
 admitted one's response gets the rate-limit headers, told once the view's status has settled
-the limits charged by outcome. The client is the WSGI peer
+the limits charged by outcome. The response is the one Flask sends: an HTTP error the view
+raises (``abort(401)``) is answered by the app's error handler, and that answer carries the
+headers (``after_this_request``), as does Flask's 500 page. The client is the WSGI peer
 (``REMOTE_ADDR``), read before any ``ProxyFix``: name the proxies in ``keys.client_ip``.
 An ``async def`` view is limited alike: Flask runs it in an event loop of the request's
 thread, and the decision, a blocking one, is made before it starts.
@@ -102,15 +104,16 @@ def finished(response: flask.Response, replies: Replies) -> flask.Response:
     return with_headers(response, replies.admitted(told))
 
 
-def ran(view: Callable[[], flask.Response], replies: Replies) -> flask.Response:
-    """The response of ``view``, ``finished``; the exception it raised settles the request's
-    layers before it goes on."""
+def ran(view: Callable[[], flask.Response]) -> flask.Response:
+    """The response of ``view``, once the request's layers are settled with its status; the
+    exception it raised settles them before it goes on, to the app's error handlers."""
     try:
         response = view()
     except BaseException as error:
         layers().settle(Result(status_of(error), error))
         raise
-    return finished(response, replies)
+    layers().settle(Result(response.status_code))
+    return response
 
 
 class RateLimiter(RouteLimiter[Decider, Gate]):
@@ -145,7 +148,8 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
         def``); in ``scope`` when given (views naming one scope share their counters), else
         the view's route's own."""
         gate = self.gate(limits, scope)
-        replies = self.replies
+        # Told on the response the request ends with: the view's, or the error handler's.
+        telling = functools.partial(finished, replies=self.replies)
 
         def decorate(view: Callable[P, Any]) -> Callable[P, Any]:
             if inspect.iscoroutinefunction(view):
@@ -155,12 +159,14 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                     told = self.decide(gate)
                     if not isinstance(told, Outcome):
                         return told
+                    flask.after_this_request(telling)
                     try:
                         response = flask.make_response(await view(*args, **kwargs))
                     except BaseException as error:
                         layers().settle(Result(status_of(error), error))
                         raise
-                    return finished(response, replies)
+                    layers().settle(Result(response.status_code))
+                    return response
 
                 return limited_async
 
@@ -169,7 +175,8 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 told = self.decide(gate)
                 if not isinstance(told, Outcome):
                     return told
-                return ran(lambda: flask.make_response(view(*args, **kwargs)), replies)
+                flask.after_this_request(telling)
+                return ran(lambda: flask.make_response(view(*args, **kwargs)))
 
             return limited
 
