@@ -276,8 +276,8 @@ def test_debt_says_at_start_which_leased_rules_it_decides_exactly(
         said = [record.getMessage() for record in caplog.records]
         assert said == (
             [
-                "--debt counts every hit in the store, so this rule is decided exactly, not leased: "
-                "api/user"
+                "--debt counts every hit in the store, so this rule is decided exactly, "
+                "not leased: api/user"
             ]
             if debt
             else []
