@@ -67,5 +67,11 @@ say "mypy"
 "$VENV/bin/mypy"
 say "layers (lint-imports: the contracts in pyproject.toml)"
 "$VENV/bin/lint-imports" --no-cache
+
+# The documentation's site (mkdocs.yml), into the ignored site/: --strict fails on a broken
+# link or anchor, a page left out of the nav, or a docstring the API pages cannot render.
+say "docs (mkdocs build --strict)"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$ROOT/site"
+
 say "pytest"
 "$VENV/bin/pytest" "$@"

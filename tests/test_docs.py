@@ -1,4 +1,5 @@
-"""What the README and docs/engine.md promise about decisions holds, recipes included."""
+"""What the README, docs/library.md and docs/engine.md promise about decisions holds, recipes
+included."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ratekeeper.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+LIBRARY_DOC = (ROOT / "docs" / "library.md").read_text(encoding="utf-8")
 ENGINE_DOC = (ROOT / "docs" / "engine.md").read_text(encoding="utf-8")
 
 
@@ -43,7 +45,7 @@ def test_the_retry_after_recipe_survives_a_cost_that_never_fits() -> None:
 
 def test_no_limit_is_limit_0_and_unlimited_remaining() -> None:
     assert UNLIMITED == 4_294_967_295
-    assert "remaining=4294967295" in README and "remaining=4294967295" in ENGINE_DOC
+    assert "remaining=4294967295" in ENGINE_DOC
     engine = Engine(rules=parse_rules("domain: api\ndescriptors:\n  - key: path\n", "r.yaml"))
     try:
         assert engine.decide("user:1", cost=3) == Decision(
@@ -65,10 +67,10 @@ class WrongPassword(Exception):
     pass
 
 
-def readme_login(limiter: Limiter, guesses: str | None = None) -> Callable[[str, str], str]:
-    """The README's login limit and decorator, as written there (or with ``guesses`` in place
-    of its limit), on ``limiter``, over a real check of the password."""
-    lines = README.splitlines()
+def documented_login(limiter: Limiter, guesses: str | None = None) -> Callable[[str, str], str]:
+    """docs/library.md's login limit and decorator, as written there (or with ``guesses`` in
+    place of its limit), on ``limiter``, over a real check of the password."""
+    lines = LIBRARY_DOC.splitlines()
     namespace: dict[str, Any] = {"Limit": Limit, "limiter": limiter, "WrongPassword": WrongPassword}
     exec(next(line for line in lines if line.startswith("guesses = ")), namespace)
     if guesses is not None:
@@ -103,10 +105,10 @@ def around_an_edge(log_in: Callable[[str, str], str], clock: FakeClock) -> list[
     return before + [guess() for _ in range(5)]
 
 
-def test_the_readme_login_holds_its_limit_across_a_window_edge() -> None:
+def test_the_documented_login_holds_its_limit_across_a_window_edge() -> None:
     clock = FakeClock(BOUNDARY - 1)
     limiter = Limiter(MemoryStore(clock=clock))
-    log_in = readme_login(limiter)
+    log_in = documented_login(limiter)
     assert around_an_edge(log_in, clock) == ["wrong"] * 5 + ["refused"] * 5
     clock.set(BOUNDARY - 1 + 900)  # 15 minutes after the first guesses: five more
     assert [log_in("alice", "right") for _ in range(3)] == ["session"] * 3
@@ -114,7 +116,8 @@ def test_the_readme_login_holds_its_limit_across_a_window_edge() -> None:
 
 def test_the_default_fixed_window_would_let_twice_the_limit_through_at_its_edge() -> None:
     assert Limiter().algorithm.value == "fixed_window"
-    assert "by default `fixed_window`" in README and "up to 2x the limit" in README
+    for page in (README, LIBRARY_DOC):
+        assert "by default `fixed_window`" in page and "up to 2x the limit" in page
     clock = FakeClock(BOUNDARY - 1)
-    log_in = readme_login(Limiter(MemoryStore(clock=clock)), guesses="5/15 minutes")
+    log_in = documented_login(Limiter(MemoryStore(clock=clock)), guesses="5/15 minutes")
     assert around_an_edge(log_in, clock) == ["wrong"] * 10
