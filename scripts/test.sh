@@ -67,5 +67,7 @@ say "mypy"
 "$VENV/bin/mypy"
 say "layers (lint-imports: the contracts in pyproject.toml)"
 "$VENV/bin/lint-imports" --no-cache
+say "sizes (modules and functions: the limits and exceptions in scripts/sizes.toml)"
+"$VENV/bin/python" scripts/sizes.py
 say "pytest"
 "$VENV/bin/pytest" "$@"
