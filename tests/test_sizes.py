@@ -125,5 +125,14 @@ def test_an_entry_no_longer_needed_is_stale(tree: Path) -> None:
     )
 
 
+def test_every_exception_gives_its_reason(tree: Path) -> None:
+    (tree / "src" / "ratekeeper" / "__init__.py").write_text(module(450))
+    allow(tree, '[allow]\n"src/ratekeeper/__init__.py" = " "\n')
+    assert run(tree) == (
+        1,
+        ["scripts/sizes.toml: entry 'src/ratekeeper/__init__.py' gives no reason"],
+    )
+
+
 def test_this_checkout_passes() -> None:
     assert run(ROOT) == (0, [])
