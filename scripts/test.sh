@@ -67,6 +67,8 @@ say "mypy"
 "$VENV/bin/mypy"
 say "layers (lint-imports: the contracts in pyproject.toml)"
 "$VENV/bin/lint-imports" --no-cache
+say "sizes (modules and functions: the limits and exceptions in scripts/sizes.toml)"
+"$VENV/bin/python" scripts/sizes.py
 
 # The documentation's site (mkdocs.yml), into the ignored site/: --strict fails on a broken
 # link or anchor, a page left out of the nav, or a docstring the API pages cannot render.

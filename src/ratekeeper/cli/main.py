@@ -10,10 +10,14 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TypeAlias
 
 from ratekeeper.config import DEFAULT_URL
 from ratekeeper.core.errors import ConfigError, InvalidLimitError, RatekeeperError
 from ratekeeper.core.version import VERSION
+
+#: What ``add_subparsers`` returns: ``ratekeeper``'s commands, each added by a function below.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _store_options(parser: argparse.ArgumentParser, default: object) -> None:
@@ -47,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ratekeeper {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_demo, _config, _limits, _serve, _simulate):
+        add(commands)
+    return parser
+
+
+def _demo(commands: Commands) -> None:
     demo = commands.add_parser(
         "demo", help="show live decisions of every algorithm on the same bursty traffic"
     )
@@ -59,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--seed", type=int, default=7, help="seed of the synthetic traffic")
 
+
+def _config(commands: Commands) -> None:
     config = commands.add_parser("config", help="work with rule files")
     config_commands = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     validate = config_commands.add_parser(
@@ -66,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="rule files or directories")
 
+
+def _limits(commands: Commands) -> None:
     limits = commands.add_parser("limits", help="manage per-key overrides in the config store")
     _store_options(limits, None)
     limits.set_defaults(domain="")
@@ -101,6 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     import_.add_argument("file", help="a JSON file, or - for stdin")
 
+
+def _serve(commands: Commands) -> None:
     serve = commands.add_parser(
         "serve",
         help="run the decision service (HTTP JSON API, Envoy's /json); needs ratekeeper[server]",
@@ -111,6 +127,8 @@ def _parser() -> argparse.ArgumentParser:
 
     add_arguments(serve)
 
+
+def _simulate(commands: Commands) -> None:
     simulate = commands.add_parser(
         "simulate",
         help="replay a trace (a file or generated) through limits on a virtual clock and "
@@ -119,10 +137,9 @@ def _parser() -> argparse.ArgumentParser:
         "the algorithm's own step, judged against an exact sliding log of the same amount and "
         "period. Plots (--out) need ratekeeper[plot].",
     )
-    from ratekeeper.cli.simulate import add_arguments as simulate_arguments
+    from ratekeeper.cli.simulate import add_arguments
 
-    simulate_arguments(simulate)
-    return parser
+    add_arguments(simulate)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ from ratekeeper.core.wording import many
 from ratekeeper.simulate import generators as traces
 from ratekeeper.simulate.leases import LeaseOptions
 from ratekeeper.simulate.loaders import FORMATS, NGINX_KEYS, Loaded, read_trace
-from ratekeeper.simulate.simulation import parse_limit, simulate
+from ratekeeper.simulate.simulation import Simulation, parse_limit, simulate
 from ratekeeper.simulate.trace import Trace
 
 #: The generators ``--generate`` names.
@@ -47,6 +47,20 @@ GENERATORS: dict[str, Callable[..., Trace]] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``ratekeeper simulate``'s arguments: the trace, the limits, how the trace is read, what
+    is written, the leased quotas."""
+    _source_arguments(parser)
+    _output_arguments(parser)
+    _lease_arguments(parser)
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress on stderr even when it is not a terminal",
+    )
+
+
+def _source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The trace (a file or ``--generate``), the limits and how the file is read."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("trace", nargs="?", help="a trace file: .csv, .jsonl or an nginx .log")
     source.add_argument(
@@ -75,6 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the nginx log field that keys a request (default remote_addr, the client address)",
     )
     parser.add_argument("--strict", action="store_true", help="stop at the first bad line")
+
+
+def _output_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is written with ``--out``, and the width of the time series' bins."""
     parser.add_argument("--out", metavar="DIR", help="write results.json and the plots here")
     parser.add_argument("--no-plots", action="store_true", help="with --out, only the JSON")
     parser.add_argument(
@@ -91,6 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds per bin of the time series (default: a readable width, a few dozen bins)",
     )
+
+
+def _lease_arguments(parser: argparse.ArgumentParser) -> None:
+    """The leased quotas' group: any of its options replays each limit leased too."""
     leases = parser.add_argument_group(
         "leased quotas",
         "replay each limit leased (sync: leased) through N instances sharing one store, events "
@@ -117,11 +139,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SHARE",
         help="the largest slice, as a share of the limit's capacity (default 0.1)",
-    )
-    parser.add_argument(
-        "--progress",
-        action="store_true",
-        help="show progress on stderr even when it is not a terminal",
     )
 
 
@@ -215,18 +232,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``ratekeeper simulate`` with parsed ``args``; the exit status."""
     from ratekeeper.simulate import report
 
-    out, err = sys.stdout, sys.stderr
     leases = lease_options(args)
-    if args.limit:
-        limits = [parse_limit(text) for text in args.limit]
-    else:
-        base = parse_limit(args.rate)
-        limits = [
-            Limit(base.amount, base.period, algorithm)
-            for algorithm in Algorithm
-            if algorithm is not Algorithm.CONCURRENCY
-            and (leases is None or not spec(algorithm).no_lease)
-        ]
+    limits = chosen_limits(args, leases)
     if args.out and (problem := unwritable(args.out)) is not None:
         raise TraceError(f"--out {args.out}: {problem}")
     if args.out and not args.no_plots:
@@ -239,11 +246,44 @@ def run(args: argparse.Namespace) -> int:
         source = generated(args.generate)
     else:
         source = loaded = read_trace(args.trace, args.format, key=args.key, strict=args.strict)
+    result = _simulate(args, source, limits, leases)
+    if loaded is not None and loaded.bad_lines:
+        _warn_bad_lines(loaded, sys.stderr)
+    if not result.events:
+        raise TraceError(f"{args.trace or args.generate}: no events to simulate")
+    print(report.summary(result), file=sys.stdout)
+    if args.out:
+        _write(args, result, loaded)
+    return 0
+
+
+def chosen_limits(args: argparse.Namespace, leases: LeaseOptions | None) -> list[Limit]:
+    """The limits of ``--limit``; by default every algorithm at ``--rate`` (every one that can
+    lease, with leases), but ``concurrency``, which limits no rate."""
+    if args.limit:
+        return [parse_limit(text) for text in args.limit]
+    base = parse_limit(args.rate)
+    return [
+        Limit(base.amount, base.period, algorithm)
+        for algorithm in Algorithm
+        if algorithm is not Algorithm.CONCURRENCY
+        and (leases is None or not spec(algorithm).no_lease)
+    ]
+
+
+def _simulate(
+    args: argparse.Namespace,
+    source: Trace | Loaded,
+    limits: list[Limit],
+    leases: LeaseOptions | None,
+) -> Simulation:
+    """Replay ``source`` as ``args`` ask, with a progress line on a terminal."""
+    err = sys.stderr
     progress = None
     if args.progress or err.isatty():
         progress = Progress(err, len(source) if isinstance(source, Trace) else None)
     try:
-        result = simulate(
+        return simulate(
             source,
             limits,
             width=args.width,
@@ -257,40 +297,43 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.end()
-    if loaded is not None and loaded.bad_lines:
-        for bad in loaded.bad:
-            print(f"{loaded.name}:{bad.number}: {bad.reason}: {bad.text!r}", file=err)
-        print(
-            f"warning: {loaded.bad_lines:,} of {many(loaded.lines, 'line')} could not be read "
-            f"and {'was' if loaded.bad_lines == 1 else 'were'} skipped"
-            + (f" (the first {len(loaded.bad)} shown)" if loaded.bad else ""),
-            file=err,
+
+
+def _warn_bad_lines(loaded: Loaded, err: TextIO) -> None:
+    """Each bad line of the trace kept for the report, then how many were skipped."""
+    for bad in loaded.bad:
+        print(f"{loaded.name}:{bad.number}: {bad.reason}: {bad.text!r}", file=err)
+    print(
+        f"warning: {loaded.bad_lines:,} of {many(loaded.lines, 'line')} could not be read "
+        f"and {'was' if loaded.bad_lines == 1 else 'were'} skipped"
+        + (f" (the first {len(loaded.bad)} shown)" if loaded.bad else ""),
+        file=err,
+    )
+
+
+def _write(args: argparse.Namespace, result: Simulation, loaded: Loaded | None) -> None:
+    """``results.json`` and the plots in ``--out``, with what was read of a trace file."""
+    from ratekeeper.simulate import report
+
+    extra: dict[str, Any] = {}
+    if loaded is not None:
+        extra["input"] = {
+            "file": loaded.name,
+            "lines": loaded.lines,
+            "bad_lines": loaded.bad_lines,
+            "bad": [
+                {"line": bad.number, "reason": bad.reason, "text": bad.text} for bad in loaded.bad
+            ],
+        }
+    try:
+        paths = report.write(
+            result,
+            args.out,
+            plots=not args.no_plots,
+            extra=extra,
+            image=args.image,
+            per_event=args.per_event,
         )
-    if not result.events:
-        raise TraceError(f"{args.trace or args.generate}: no events to simulate")
-    print(report.summary(result), file=out)
-    if args.out:
-        extra: dict[str, Any] = {}
-        if loaded is not None:
-            extra["input"] = {
-                "file": loaded.name,
-                "lines": loaded.lines,
-                "bad_lines": loaded.bad_lines,
-                "bad": [
-                    {"line": bad.number, "reason": bad.reason, "text": bad.text}
-                    for bad in loaded.bad
-                ],
-            }
-        try:
-            paths = report.write(
-                result,
-                args.out,
-                plots=not args.no_plots,
-                extra=extra,
-                image=args.image,
-                per_event=args.per_event,
-            )
-        except OSError as error:
-            raise TraceError(f"--out {args.out}: {error.strerror or error}") from None
-        print(f"wrote {', '.join(str(path) for path in paths)}", file=err)
-    return 0
+    except OSError as error:
+        raise TraceError(f"--out {args.out}: {error.strerror or error}") from None
+    print(f"wrote {', '.join(str(path) for path in paths)}", file=sys.stderr)

@@ -155,85 +155,23 @@ class Limit:
         algorithm = algorithm_of(algorithm)
         behaviour = spec(algorithm)
         amount = _count("amount", amount)
-        if isinstance(period, str):
-            period = parse_period(period)
-        if (
-            isinstance(period, bool)
-            or not isinstance(period, int | float)
-            or not MIN_PERIOD <= period <= MAX_PERIOD
-        ):
-            raise InvalidLimitError(
-                f"period must be finite seconds from {MIN_PERIOD:g} to {MAX_PERIOD:g}, "
-                f"not {period!r}"
-            )
-        period = float(period)
+        period = _period(period)
         capacity = amount
         if burst is not None:
             if not behaviour.takes_burst:
                 raise InvalidLimitError(f"burst does not apply to {algorithm.value}")
             capacity = burst = _count("burst", burst)
-        bucket = 0.0
-        if algorithm is Algorithm.BUCKETED_WINDOW:
-            bucket = period / 60 if granularity is None else granularity
-            if (
-                isinstance(bucket, bool)
-                or not isinstance(bucket, int | float)
-                or not isfinite(bucket)
-            ):
-                raise InvalidLimitError(f"granularity must be finite seconds, not {granularity!r}")
-            bucket = float(bucket)
-            if not 0 < bucket <= period:
-                raise InvalidLimitError(
-                    f"granularity must be positive and at most the period ({period:g}s), "
-                    f"not {granularity!r}"
-                )
-            if period / bucket > MAX_BUCKETS:
-                raise InvalidLimitError(
-                    f"granularity {bucket:g}s makes {period / bucket:.0f} buckets per "
-                    f"window; at most {MAX_BUCKETS} are allowed"
-                )
-        elif granularity is not None:
+        bucketed = algorithm is Algorithm.BUCKETED_WINDOW
+        if granularity is not None and not bucketed:
             raise InvalidLimitError(f"granularity does not apply to {algorithm.value}")
-        unit = ""
-        if calendar:
-            if algorithm is not Algorithm.FIXED_WINDOW:
-                raise InvalidLimitError(f"calendar does not apply to {algorithm.value}")
-            unit = CALENDAR_PERIODS.get(period, "")
-            if not unit:
-                raise InvalidLimitError(
-                    "calendar windows need a period of exactly one day, week, month or year, "
-                    f"not {period:g}s"
-                )
-        if partial and algorithm is not Algorithm.TOKEN_BUCKET:
-            raise InvalidLimitError(f"partial does not apply to {algorithm.value}")
-        if not isinstance(debt, bool):
-            raise InvalidLimitError(f"debt is True or False, not {debt!r}")
-        if debt:
-            why = NO_DEBT.get(algorithm, "")
-            if why:
-                raise InvalidLimitError(f"debt does not apply to {algorithm.value}: {why}")
-            if partial:
-                raise InvalidLimitError(
-                    "debt does not combine with partial: a partial hit takes only the tokens "
-                    "there are, a hit with debt is counted whole"
-                )
-        if sync not in SYNCS:
-            raise InvalidLimitError(f"sync must be 'exact' or 'leased', not {sync!r}")
-        if sync == "leased":
-            why = behaviour.no_lease
-            if why:
-                raise InvalidLimitError(f"sync 'leased' does not apply to {algorithm.value}: {why}")
-            if partial or debt:
-                raise InvalidLimitError(
-                    "sync 'leased' does not combine with "
-                    + ("partial: a partial hit takes what the store holds" if partial else "debt")
-                    + "; every such hit is counted in the store"
-                )
+        bucket = _bucket(period, granularity) if bucketed else 0.0
+        unit = _calendar_unit(algorithm, period) if calendar else ""
+        _check_modes(algorithm, behaviour.no_lease, partial, debt, sync)
 
         params = "".join(
             (
                 f":b{capacity}" if burst is not None else "",
-                f":g{_exact(bucket)}" if algorithm is Algorithm.BUCKETED_WINDOW else "",
+                f":g{_exact(bucket)}" if bucketed else "",
                 ":cal" if calendar else "",
                 ":p" if partial else "",
             )
@@ -243,7 +181,7 @@ class Limit:
             "amount": amount,
             "period": period,
             "burst": burst,
-            "granularity": bucket if algorithm is Algorithm.BUCKETED_WINDOW else None,
+            "granularity": bucket if bucketed else None,
             "calendar": bool(calendar),
             "partial": bool(partial),
             "debt": debt,
@@ -309,6 +247,84 @@ def _count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_AMOUNT:
         raise InvalidLimitError(f"{name} must be an integer from 1 to {MAX_AMOUNT}, not {value!r}")
     return int(value)
+
+
+def _period(period: Any) -> float:
+    """A period: seconds or a period string (``"5m"``), from ``MIN_PERIOD`` to ``MAX_PERIOD``."""
+    if isinstance(period, str):
+        period = parse_period(period)
+    if (
+        isinstance(period, bool)
+        or not isinstance(period, int | float)
+        or not MIN_PERIOD <= period <= MAX_PERIOD
+    ):
+        raise InvalidLimitError(
+            f"period must be finite seconds from {MIN_PERIOD:g} to {MAX_PERIOD:g}, not {period!r}"
+        )
+    return float(period)
+
+
+def _bucket(period: float, granularity: Any) -> float:
+    """A bucketed window's seconds per sub-bucket: ``granularity``, or ``period / 60``; at most
+    the period, and at most ``MAX_BUCKETS`` of them in a window."""
+    bucket = period / 60 if granularity is None else granularity
+    if isinstance(bucket, bool) or not isinstance(bucket, int | float) or not isfinite(bucket):
+        raise InvalidLimitError(f"granularity must be finite seconds, not {granularity!r}")
+    bucket = float(bucket)
+    if not 0 < bucket <= period:
+        raise InvalidLimitError(
+            f"granularity must be positive and at most the period ({period:g}s), "
+            f"not {granularity!r}"
+        )
+    if period / bucket > MAX_BUCKETS:
+        raise InvalidLimitError(
+            f"granularity {bucket:g}s makes {period / bucket:.0f} buckets per "
+            f"window; at most {MAX_BUCKETS} are allowed"
+        )
+    return bucket
+
+
+def _calendar_unit(algorithm: Algorithm, period: float) -> str:
+    """The calendar unit of a fixed window of ``calendar=True``: ``"day"`` for 86,400 s."""
+    if algorithm is not Algorithm.FIXED_WINDOW:
+        raise InvalidLimitError(f"calendar does not apply to {algorithm.value}")
+    unit = CALENDAR_PERIODS.get(period, "")
+    if not unit:
+        raise InvalidLimitError(
+            "calendar windows need a period of exactly one day, week, month or year, "
+            f"not {period:g}s"
+        )
+    return unit
+
+
+def _check_modes(algorithm: Algorithm, no_lease: str, partial: bool, debt: Any, sync: Any) -> None:
+    """``partial``, ``debt`` and ``sync`` where ``algorithm`` takes them, and with each other."""
+    if partial and algorithm is not Algorithm.TOKEN_BUCKET:
+        raise InvalidLimitError(f"partial does not apply to {algorithm.value}")
+    if not isinstance(debt, bool):
+        raise InvalidLimitError(f"debt is True or False, not {debt!r}")
+    if debt:
+        why = NO_DEBT.get(algorithm, "")
+        if why:
+            raise InvalidLimitError(f"debt does not apply to {algorithm.value}: {why}")
+        if partial:
+            raise InvalidLimitError(
+                "debt does not combine with partial: a partial hit takes only the tokens "
+                "there are, a hit with debt is counted whole"
+            )
+    if sync not in SYNCS:
+        raise InvalidLimitError(f"sync must be 'exact' or 'leased', not {sync!r}")
+    if sync == "leased":
+        if no_lease:
+            raise InvalidLimitError(
+                f"sync 'leased' does not apply to {algorithm.value}: {no_lease}"
+            )
+        if partial or debt:
+            raise InvalidLimitError(
+                "sync 'leased' does not combine with "
+                + ("partial: a partial hit takes what the store holds" if partial else "debt")
+                + "; every such hit is counted in the store"
+            )
 
 
 def _rebuild(amount: int, period: float, algorithm: str, params: dict[str, Any]) -> Limit:

@@ -21,8 +21,9 @@ from ratekeeper.core.inputs import check_key, check_text
 from ratekeeper.core.limits import Limit, with_debt
 from ratekeeper.core.rates import cached
 from ratekeeper.core.store_keys import identity
-from ratekeeper.engine.plans import Plan, Planner, Request, status
+from ratekeeper.engine.plans import Plan, Planner, Request
 from ratekeeper.engine.reload import RuleWatcher
+from ratekeeper.engine.statuses import status
 from ratekeeper.engine.verdict import Observer, Status
 
 if TYPE_CHECKING:

@@ -24,7 +24,9 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import MAX_COST, check_cost, check_key
 from ratekeeper.core.limits import Limit, charged
 from ratekeeper.engine.base import EngineBase
-from ratekeeper.engine.plans import Plan, prepare, requests, shadowed, single, verdict
+from ratekeeper.engine.checks import prepare, requests
+from ratekeeper.engine.plans import Plan
+from ratekeeper.engine.statuses import shadowed, single, verdict
 from ratekeeper.engine.verdict import Descriptor, Status, Verdict, unlimited
 from ratekeeper.rules.model import Entry
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
@@ -107,7 +109,7 @@ class Engine(EngineBase, Closing):
         limit outside shadow mode. ``hits`` is each descriptor's cost (0 only looks). As in
         Envoy, every limit counts even when another refuses; with ``all_or_nothing`` none
         consumes unless all allow. Everything given is checked before anything is counted
-        (``plans.requests``): a bad value raises ``InvalidInputError``.
+        (``checks.requests``): a bad value raises ``InvalidInputError``.
         """
         if (
             (descriptors.__class__ is list or descriptors.__class__ is tuple)

@@ -6,37 +6,31 @@ rule that matched. Plans are cached (``cache.TTLCache``: bounded, with a TTL) by
 descriptor (an address counted by its block, by its block); the cache is emptied when the rules
 are reloaded, and a change the configuration store reports from any instance drops the plans of
 the key it names (all plans when it names none).
+
+A check's descriptors are checked and planned into a store batch by ``checks``; its plans and
+the store's decisions become statuses and a verdict in ``statuses``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Sequence
-from math import inf
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, NamedTuple
 
-from ratekeeper.core.decisions import deny
-from ratekeeper.core.errors import ConfigError, ConfigStoreError, InvalidInputError
-from ratekeeper.core.inputs import check_cost, check_key, check_text
+from ratekeeper.core.errors import ConfigError, ConfigStoreError
 from ratekeeper.core.limits import Limit, with_debt
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.store_keys import descriptor_entries, descriptor_key, identity
 from ratekeeper.core.ticker import Ticker
 from ratekeeper.engine.cache import TTLCache
-from ratekeeper.engine.verdict import Descriptor, Status, Verdict
-from ratekeeper.rules.matching import replaced_names
 from ratekeeper.rules.model import Entry
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
-    from ratekeeper.core.decisions import Decision
     from ratekeeper.rules import Rule, RuleSet
-    from ratekeeper.stores import Hit
 
 log = logging.getLogger("ratekeeper.engine")
-
-_new = tuple.__new__
 
 #: How long the engine leaves a failed configuration store alone before trying it again.
 RETRY_AFTER_ERROR = 1.0
@@ -68,10 +62,6 @@ class Plan(NamedTuple):
     rule: Rule | None
     overridden: bool
     refused: bool = False
-
-
-#: The decision of a rule that is always over the limit: a limit of 0, which no hit fits.
-ALWAYS_OVER = deny(0, 0, 0.0, inf)
 
 
 class Planner:
@@ -291,178 +281,3 @@ class Planner:
         entries = descriptor_entries(key)
         if entries is not None:
             self.cache.discard((domain, entries))  # check(domain, [entries])
-
-
-def requests(
-    domain: str, descriptors: Sequence[Descriptor | Sequence[Entry]], hits: int
-) -> list[Request]:
-    """Each descriptor as ``(entries, limit, cost)``, its entries a hashable tuple.
-
-    Everything is checked here, once, before anything is counted: the domain is a string; each
-    descriptor is a ``Descriptor`` or a sequence of ``(key, value)`` string pairs (keys
-    non-empty); a limit sent with one is a ``Limit``; costs are valid (``ratekeeper.core.inputs``).
-    Raises ``InvalidInputError`` naming the bad value.
-    """
-    check_text(domain, "domain")
-    given: Any = descriptors  # typed for callers; checked as anything
-    if isinstance(given, str | bytes) or not isinstance(given, Sequence):
-        raise InvalidInputError(f"descriptors must be a list of descriptors, not {descriptors!r}")
-    if not descriptors:
-        raise InvalidInputError("a check needs at least one descriptor")
-    hits = check_cost(hits)
-    result: list[Request] = []
-    entries: Any
-    for descriptor in descriptors:
-        if isinstance(descriptor, Descriptor):
-            entries, limit, given = descriptor
-            cost = hits if given is None else check_cost(given)
-            if limit is not None and not isinstance(limit, Limit):
-                raise InvalidInputError(f"a descriptor's limit must be a Limit, not {limit!r}")
-        else:
-            entries, limit, cost = descriptor, None, hits
-        result.append((_entries(entries), limit, cost))
-    return result
-
-
-def _entries(entries: Any) -> tuple[Entry, ...]:
-    if isinstance(entries, str | bytes) or not isinstance(entries, Sequence):
-        raise InvalidInputError(f"a descriptor is a list of (key, value) entries, not {entries!r}")
-    checked = []
-    for entry in entries:
-        if isinstance(entry, str | bytes) or not isinstance(entry, Sequence) or len(entry) != 2:
-            raise InvalidInputError(f"a descriptor entry is a (key, value) pair, not {entry!r}")
-        key, value = entry
-        checked.append((check_key(key, "descriptor key"), check_text(value, "descriptor value")))
-    return tuple(checked)
-
-
-def prepare(
-    planner: Planner,
-    domain: str,
-    requests: list[Request],
-    loaded: dict[tuple[Entry, ...], Plan] | None = None,
-) -> tuple[list[Plan], list[Hit]]:
-    """The plans of a ``check`` and its store batch, which skips what is not counted.
-
-    ``loaded`` holds plans the caller loaded already (the async engine, away from its event
-    loop): used when the cache does not have them, which it may not keep (a long key) or may
-    have dropped since."""
-    plans: list[Plan] = []
-    batch: list[Hit] = []
-    replaced = False
-    cached = planner.cache.get
-    for entries, limit, _ in requests:
-        if limit is not None:
-            known = domain in planner.rules.domains  # as Envoy: no limit in an unknown domain
-            counted_as = identity(domain, descriptor_key(entries))
-            sent = with_debt(limit) if planner.debt else limit
-            plan = Plan(counted_as, sent if known else None, None, False)
-        else:
-            plan = (
-                cached((domain, entries))
-                or (loaded and loaded.get(entries))
-                or planner.load_descriptor(domain, entries)
-            )
-            if plan.rule is not None and plan.rule.replaces:
-                replaced = True
-        plans.append(plan)
-    if replaced:
-        plans = _replace(plans)
-    for plan, (_, _, cost) in zip(plans, requests, strict=True):
-        if plan.limit is not None:
-            batch.append((plan.identity, plan.limit, cost))
-    return plans, batch
-
-
-def _replace(plans: list[Plan]) -> list[Plan]:
-    """Drop every matched limit that another matched limit ``replaces`` (Envoy's semantics)."""
-    names = replaced_names(plan.rule for plan in plans)
-    return [
-        plan._replace(limit=None, refused=False)
-        if plan.rule is not None and plan.rule.name in names and not plan.overridden
-        else plan
-        for plan in plans
-    ]
-
-
-def status(plan: Plan, decision: Decision | None) -> Status:
-    """The status of one descriptor decided by ``plan``; ``decision`` is None if not counted."""
-    if decision is None:
-        if plan.refused:
-            return _refused(plan)
-        return _new(Status, (True, None, None, plan.rule, plan.overridden, False, plan.identity))
-    if decision.allowed:
-        return _new(
-            Status, (True, decision, plan.limit, plan.rule, plan.overridden, False, plan.identity)
-        )
-    shadowed = plan.rule is not None and plan.rule.shadow_mode
-    return _new(
-        Status,
-        (shadowed, decision, plan.limit, plan.rule, plan.overridden, shadowed, plan.identity),
-    )
-
-
-def single(plan: Plan, decision: Decision | None) -> Verdict:
-    """The verdict of a check of one descriptor (``check``'s hot path: one call, two tuples)."""
-    if decision is None:
-        if plan.refused:
-            one = _refused(plan)
-        else:
-            one = _new(Status, (True, None, None, plan.rule, plan.overridden, False, plan.identity))
-    elif decision[0]:
-        one = _new(
-            Status, (True, decision, plan.limit, plan.rule, plan.overridden, False, plan.identity)
-        )
-    else:
-        one = status(plan, decision)
-    return _new(Verdict, (one[0], (one,)))
-
-
-def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
-    """Join the plans of a ``check`` with the decisions of the counted ones."""
-    counted = iter(decisions)
-    statuses = tuple(status(plan, None if plan.limit is None else next(counted)) for plan in plans)
-    return _new(Verdict, (_allowed(statuses), statuses))
-
-
-def shadowed(domain: str, result: Verdict) -> Verdict:
-    """``result`` with every refusal let through and marked ``shadowed``, each logged at DEBUG:
-    the engine's ``shadow`` mode, as if every limit were a rule's in ``shadow_mode``."""
-    statuses = result.statuses
-    for one in statuses:
-        if not one.allowed:
-            break
-    else:
-        return result
-    let_through = []
-    for one in statuses:
-        if one.allowed:
-            let_through.append(one)
-            continue
-        if log.isEnabledFor(logging.DEBUG):
-            rule = one.rule
-            what = "no rule" if rule is None else f"rule {rule.name or rule.path}"
-            log.debug("shadow mode: domain %s, %s: over its limit, let through", domain, what)
-        let_through.append(_new(Status, (True, *one[1:5], True, one[6])))
-    return _new(Verdict, (True, tuple(let_through)))
-
-
-def _refused(plan: Plan) -> Status:
-    """The status of a plan that refuses every hit: let through only in shadow mode."""
-    shadowed = plan.rule is not None and plan.rule.shadow_mode
-    return _new(
-        Status, (shadowed, ALWAYS_OVER, None, plan.rule, plan.overridden, shadowed, plan.identity)
-    )
-
-
-def _allowed(statuses: tuple[Status, ...]) -> bool:
-    """Envoy's overall answer: refused when a descriptor is over its limit, except that
-    descriptors whose rule is in ``quota_mode`` refuse only when every one of them is."""
-    quota = over = 0
-    for one in statuses:
-        if one.rule is not None and one.rule.quota_mode and one.decision is not None:
-            quota += 1
-            over += not one.allowed
-        elif not one.allowed:
-            return False
-    return over < quota or quota == 0

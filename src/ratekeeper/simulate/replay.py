@@ -78,6 +78,23 @@ class Replay:
         self.marks: tuple[tuple[float, float], ...] = ()
         self.zoom: Zoom | None = None  # the close-up of a short attack, in seconds since the epoch
 
+    def offer(self, part: Trace, scaled: Iterable[float]) -> None:
+        """Count the events of ``part``, their units and the units offered per time bin
+        (``scaled``: their times in bins)."""
+        times, costs = part.times, part.costs
+        earliest, latest = min(times), max(times)  # the events may be out of order
+        self.first = min(self.first, earliest)
+        self.last = max(self.last, latest)
+        offered = self.offered
+        slots = map(int, scaled)
+        if costs is None:  # counted in C
+            for slot, found in Counter(slots).items():
+                offered[slot] = offered.get(slot, 0) + found
+        else:
+            for slot, cost in zip(slots, costs, strict=False):
+                offered[slot] = offered.get(slot, 0) + cost
+        self.units += sum(costs) if costs is not None else len(times)
+
     def span(self) -> range:
         """The time bins from the first offered or admitted to the last."""
         used = [bins for bins in (self.offered, *(tally.series for tally in self.tallies)) if bins]
@@ -148,67 +165,66 @@ def replay(
     ``Trace`` whose first attack (``Trace.marks``) spans fewer than ``bins.CLOSE`` bins of the
     chosen width is replayed in the finer bins of its close-up (``Replay.zoom``, see
     ``bins.zoom``); each limit keeps the fullest windows of those bins
-    (``LimitTally.zoom``), then they merge into the chosen width. A series
-    longer than ``MAX_BINS`` bins (a ``width`` given) is merged by the least whole factor that
-    makes it fit. ``Replay.width`` is the width used. ``record`` keeps every event's decision
+    (``LimitTally.zoom``), then they merge into the chosen width. A series longer than
+    ``MAX_BINS`` bins (a ``width`` given) is merged by the least whole factor that makes it
+    fit. ``Replay.width`` is the width used. ``record`` keeps every event's decision
     (``LimitTally.decisions``). ``progress`` is called with the number of events read so far
-    after each chunk. Each of ``feed`` is also
-    given every chunk, checked, in order (the leased runs, ``ratekeeper.simulate.leases``).
-    Raises ``TraceError``
-    naming the first bad event (see ``trace.checked``) or a bad ``width``.
+    after each chunk. Each of ``feed`` is also given every chunk, checked, in order (the
+    leased runs, ``ratekeeper.simulate.leases``). Raises ``TraceError`` naming the first bad
+    event (see ``trace.checked``) or a bad ``width``.
     """
     chosen = width is None
-    close: Zoom | None = None
-    if width is None:
-        if isinstance(source, Trace) and source.duration > 0:
-            width = readable_width(source.duration + _longest_delay(limits))
-            close = zoom(source.marks, width)
-        else:
-            width = min(limit.period for limit in limits)  # as fine as a stream affords
-    elif isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width < inf:
-        raise TraceError(f"width must be positive finite seconds, not {width!r}")
+    width, close = _width(source, limits, width)
     retry = source.retry if isinstance(source, Trace) else None
     result = Replay(limits, width if close is None else close.width, retry, record)
     if isinstance(source, Trace):
         result.name, result.marks, result.zoom = source.name, source.marks, close
     inverse = 1.0 / result.width
-    offered = result.offered
     offset = 0
     for part in chunks(source, chunk):
-        times, costs = part.times, part.costs
-        if not times:
+        if not part.times:
             continue
         scaled, groups = checked(part, inverse, offset + 1)
-        earliest, latest = min(times), max(times)  # the events may be out of order
-        result.first = min(result.first, earliest)
-        result.last = max(result.last, latest)
-        slots = map(int, scaled)
-        if costs is None:  # counted in C
-            for slot, found in Counter(slots).items():
-                offered[slot] = offered.get(slot, 0) + found
-        else:
-            for slot, cost in zip(slots, costs, strict=False):
-                offered[slot] = offered.get(slot, 0) + cost
-        result.units += sum(costs) if costs is not None else len(times)
+        result.offer(part, scaled)
         for tally in result.tallies:
             _replay_part(tally, part, groups, offset)
         for consumer in feed:
             consumer(part)
-        offset += len(times)
+        offset += len(part.times)
         result.events = offset
         if progress is not None:
             progress(offset)
     for tally in result.tallies:
-        for key in tally.keys.values():
-            if key.pending:
-                replay_key(tally, key, _with_retries((), key.pending, inf))
-            bin_admitted(tally, key.times, len(key.times))
+        _finish(tally)
     if close is not None:
         _close_up(result, close, width)
     _merge(result, -(-len(result.span()) // MAX_BINS))
     if chosen and (span := result.span()):
         _merge(result, coarser(result.width, span.start, span.stop - 1))
     return result
+
+
+def _width(
+    source: Trace | Iterable[Event], limits: Sequence[Limit], width: float | None
+) -> tuple[float, Zoom | None]:
+    """The width of the bins (see ``replay``), and the close-up of a short attack, if any."""
+    if width is None:
+        if isinstance(source, Trace) and source.duration > 0:
+            width = readable_width(source.duration + _longest_delay(limits))
+            return width, zoom(source.marks, width)
+        return min(limit.period for limit in limits), None  # as fine as a stream affords
+    if isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width < inf:
+        raise TraceError(f"width must be positive finite seconds, not {width!r}")
+    return width, None
+
+
+def _finish(tally: LimitTally) -> None:
+    """After the last event: replay each key's retries still pending, and bin what each key
+    admitted into the time series."""
+    for key in tally.keys.values():
+        if key.pending:
+            replay_key(tally, key, _with_retries((), key.pending, inf))
+        bin_admitted(tally, key.times, len(key.times))
 
 
 def _longest_delay(limits: Sequence[Limit]) -> float:

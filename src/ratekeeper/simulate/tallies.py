@@ -90,6 +90,9 @@ class LimitTally:
     def __init__(self, limit: Limit, width: float, retry: Retry | None, record: bool) -> None:
         self.limit = limit
         self.shaper = limit.algorithm is Algorithm.LEAKY_SHAPER
+        #: The shaper's slack on its window edge, and the most work its queue holds.
+        self.slack = limit.period * SLACK if self.shaper else 0.0
+        self.bound = limit.capacity * limit.interval * (1 + EPSILON)
         self.retry = retry
         self.keys: dict[str, KeyTally] = {}
         self.requests = 0  # hits of the trace decided (retries are counted apart)
@@ -113,31 +116,29 @@ class LimitTally:
         self.decisions: bytearray | None = bytearray() if record else None
         self.delay_of: array[float] | None = array("d") if record else None
 
+    def add(self, admitted: int, false_allows: int, false_refusals: int, full_queue: int) -> None:
+        """Add what one run of a key's events decided."""
+        self.admitted += admitted
+        self.false_allows += false_allows
+        self.false_refusals += false_refusals
+        self.full_queue += full_queue
+
 
 def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, int, int]]) -> None:
     """Decide ``events`` of one key, ``(time, cost, tag)`` in time order, where ``tag`` is the
     event's position in the trace or, for a retry, minus its attempt."""
     limit = tally.limit
-    step = limit.step
-    amount = limit.amount
-    period = limit.period
-    shaper = tally.shaper
-    slack = period * SLACK if shaper else 0.0
-    interval = limit.interval
-    bound = limit.capacity * interval * (1 + EPSILON)  # the most work the shaper's queue holds
-    free = key.free
-    state = key.state
-    times = key.times
+    step, amount, period, interval = limit.step, limit.amount, limit.period, limit.interval
+    shaper, slack, bound = tally.shaper, tally.slack, tally.bound
+    free, state, times = key.free, key.state, key.times
     append, extend = times.append, times.extend
     lo, reach, trim_at = key.lo, key.reach, key.trim_at
     size = len(times)
     last = times[-1] if times else -inf
     peak, admitted_units = key.peak, key.admitted
     admitted = false_allows = false_refusals = full_queue = 0
-    delays = tally.delays
-    decisions, delay_of = tally.decisions, tally.delay_of
-    retry = tally.retry
-    inverse, width, fullest = tally.inverse, tally.width, tally.fullest
+    delays, decisions, delay_of = tally.delays, tally.decisions, tally.delay_of
+    retry, fullest = tally.retry, tally.fullest
     # The bin of the last unit admitted, its bounds in seconds, and the most held in it.
     slot, low, high, most = 0, inf, -inf, 0
     for now, cost, tag in events:
@@ -176,11 +177,8 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
                 if held > peak:
                     peak = held
                 if not low <= at < high:
-                    if most > fullest.get(slot, 0):
-                        fullest[slot] = most
-                    slot = int(at * inverse)
-                    low = slot * width
-                    high, most = low + width, 0
+                    slot, low, high = _enter_bin(tally, slot, most, at)
+                    most = 0
                 if held > most:
                     most = held
             delay = decision[5]
@@ -196,24 +194,34 @@ def replay_key(tally: LimitTally, key: KeyTally, events: Iterable[tuple[float, i
             elif held + cost <= amount:
                 false_refusals += 1
             if retry is not None:
-                attempt = -tag if tag < 0 else 0
-                if attempt < retry.max_retries:
-                    wait = decision[4] + retry.gap if retry.after == RETRY_AFTER else retry.gap
-                    if wait < inf:
-                        heappush(key.pending, (now + wait, next(tally.sequence), cost, attempt + 1))
-                        tally.retries += 1
-                        key.requested += cost
+                _retry(tally, key, retry, decision[4], now, cost, tag)
         if lo >= trim_at:
             lo, size, trim_at = _trim(tally, times, lo, reach)
-    if most > fullest.get(slot, 0):
-        fullest[slot] = most
+    _leave_bin(fullest, slot, most)
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
     key.peak, key.admitted, key.free = peak, admitted_units, free
-    tally.admitted += admitted
-    tally.false_allows += false_allows
-    tally.false_refusals += false_refusals
-    tally.full_queue += full_queue
+    tally.add(admitted, false_allows, false_refusals, full_queue)
+
+
+def _retry(  # noqa: PLR0917 - positional: one call per refusal of a retry storm
+    tally: LimitTally,
+    key: KeyTally,
+    retry: Retry,
+    retry_after: float,
+    now: float,
+    cost: int,
+    tag: int,
+) -> None:
+    """Schedule in ``key.pending`` the retry of a hit refused at ``now`` (``tag`` below 0 for a
+    retry itself: minus its attempt), unless it has had its attempts or would wait for ever."""
+    attempt = -tag if tag < 0 else 0
+    if attempt < retry.max_retries:
+        wait = retry_after + retry.gap if retry.after == RETRY_AFTER else retry.gap
+        if wait < inf:
+            heappush(key.pending, (now + wait, next(tally.sequence), cost, attempt + 1))
+            tally.retries += 1
+            key.requested += cost
 
 
 def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> None:
@@ -231,7 +239,7 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
     peak = key.peak
     false_allows = false_refusals = 0
     before = size
-    inverse, width, fullest = tally.inverse, tally.width, tally.fullest
+    fullest = tally.fullest
     # The bin of the last unit admitted, its bounds in seconds, and the most held in it.
     slot, low, high, most = 0, inf, -inf, 0
     for now in events:
@@ -256,11 +264,8 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
             if held >= peak:
                 peak = held + 1
             if not low <= at < high:
-                if most > fullest.get(slot, 0):
-                    fullest[slot] = most
-                slot = int(at * inverse)
-                low = slot * width
-                high, most = low + width, 0
+                slot, low, high = _enter_bin(tally, slot, most, at)
+                most = 0
             if held >= most:
                 most = held + 1
         elif held < amount:
@@ -269,16 +274,29 @@ def replay_units(tally: LimitTally, key: KeyTally, events: Sequence[float]) -> N
             before -= lo
             lo, size, trim_at = _trim(tally, times, lo, reach)
             before += lo
-    if most > fullest.get(slot, 0):
-        fullest[slot] = most
+    _leave_bin(fullest, slot, most)
     admitted = size - before
     key.state = state
     key.lo, key.reach, key.trim_at = lo, reach, trim_at
     key.peak = peak
     key.admitted += admitted
-    tally.admitted += admitted
-    tally.false_allows += false_allows
-    tally.false_refusals += false_refusals
+    tally.add(admitted, false_allows, false_refusals, 0)
+
+
+def _enter_bin(tally: LimitTally, slot: int, most: int, at: float) -> tuple[int, float, float]:
+    """Leave the time bin ``slot`` (see ``_leave_bin``) for the bin of ``at``: its number and
+    bounds in seconds."""
+    _leave_bin(tally.fullest, slot, most)
+    slot = int(at * tally.inverse)
+    low = slot * tally.width
+    return slot, low, low + tally.width
+
+
+def _leave_bin(fullest: dict[int, int], slot: int, most: int) -> None:
+    """Keep ``most``, the most units a key held in one period ending in the time bin ``slot``,
+    in ``fullest`` if no key held more."""
+    if most > fullest.get(slot, 0):
+        fullest[slot] = most
 
 
 def _trim(tally: LimitTally, times: list[float], lo: int, reach: float) -> tuple[int, int, int]:
