@@ -13,8 +13,9 @@ from typing import Any
 
 from ratekeeper import AsyncEngine
 from ratekeeper.rules import parse_rules
+from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.grpc import RateLimitServicer
-from ratekeeper.service.grpc_asgi import GrpcApp, Receive, Scope, Send
+from ratekeeper.service.grpc_asgi import GrpcApp
 from ratekeeper.service.pyvoy_app import grpc_or_http
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ratekeeper.service.asgi import App, Message, Receive, Scope, Send
 from ratekeeper.service.labels import rule_label
 from ratekeeper.service.logs import ACCESS
 
@@ -45,8 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(ACCESS)
 
-#: The decision routes by path, and their surface.
-SURFACES = {
+#: The decision routes by path, and the surface each request's line names (Envoy's ``POST /json``
+#: its own, ``json``, where the metrics count it as ``http``).
+ROUTES = {
     "/v1/check": "http",
     "/v1/check/batch": "http",
     "/v1/peek": "http",
@@ -59,7 +61,6 @@ Noted = list[tuple[str, "tuple[Status, ...]"]]
 _noted: ContextVar[Noted | None] = ContextVar("ratekeeper_access_noted", default=None)
 
 T = TypeVar("T")
-ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 
 class AccessLog:
@@ -79,15 +80,15 @@ class AccessLog:
         if observer is not None:
             observer(domain, statuses)
 
-    async def asgi(self, app: ASGIApp, scope: Any, receive: Any, send: Any) -> None:
+    async def asgi(self, app: App, scope: Scope, receive: Receive, send: Send) -> None:
         """``app(scope, receive, send)``, a request to a decision route logged."""
-        surface = SURFACES.get(scope["path"]) if scope["type"] == "http" else None
+        surface = ROUTES.get(scope["path"]) if scope["type"] == "http" else None
         if surface is None:
             await app(scope, receive, send)
             return
         status = 500  # unless an answer starts
 
-        async def answer(message: Any) -> None:
+        async def answer(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]

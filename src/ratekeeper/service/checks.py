@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.types import Receive, Scope
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import InvalidInputError
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.engine.verdict import Status, Verdict
 from ratekeeper.service import bodies, envoy_json, hot, nginx, translate
+from ratekeeper.service.asgi import Receive, Scope
 from ratekeeper.service.reading import (
     MAX_BODY,
     check_length,

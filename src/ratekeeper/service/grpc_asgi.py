@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
@@ -36,6 +36,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
+from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.grpc import HEALTH_NAMES, SERVICE, _parse
 
 if TYPE_CHECKING:
@@ -43,10 +44,6 @@ if TYPE_CHECKING:
     from ratekeeper.service.grpc import RateLimitServicer
 
 log = logging.getLogger("ratekeeper.service")
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 #: The largest request message taken, in bytes: grpc.aio's default bound.
 MAX_MESSAGE = 4 * 1024 * 1024

@@ -45,12 +45,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
 
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.wording import many
 from ratekeeper.service.admin import Admin
 from ratekeeper.service.admission import RETRY_AFTER, Admission
+from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.checks import Checks
 from ratekeeper.service.health import Health
 from ratekeeper.service.reading import MAX_BODY

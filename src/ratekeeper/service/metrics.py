@@ -32,7 +32,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
     raise MissingExtraError("prometheus-client", "server") from error
 
 from ratekeeper.service import scraped
+from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.latency import Latency
 from ratekeeper.service.multiprocess import (
     PUBLISH_INTERVAL,
@@ -65,6 +66,7 @@ from ratekeeper.service.multiprocess import (
     directory,
     drop_gauges,
 )
+from ratekeeper.service.surfaces import SURFACES
 
 if TYPE_CHECKING:
     from ratekeeper.engine import Status
@@ -74,9 +76,6 @@ log = logging.getLogger("ratekeeper.service")
 #: The content type of ``Metrics.text()``: Prometheus's text format, as prometheus_client
 #: names it.
 CONTENT_TYPE = choose_encoder("")[1]
-
-#: The surfaces whose decision latency is measured.
-SURFACES = ("http", "grpc", "nginx", "library")
 
 #: Seconds; a decision takes microseconds in memory and a round trip to Redis, up to a timeout.
 LATENCY_BUCKETS = (
@@ -107,10 +106,6 @@ _DECISIONS_HELP = "Decisions, one per descriptor, by domain, rule and result."
 _DECISION_LABELS = ("domain", "rule", "result")
 
 _UNTRACKED = object()  # the default limit while no engine is tracked: any limit may be it
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class Metrics:

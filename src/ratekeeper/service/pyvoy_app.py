@@ -12,15 +12,12 @@ time it is read, with the log configured as they say.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ratekeeper.service.app import build_parts, envoy_header_names
+from ratekeeper.service.asgi import App, Receive, Scope, Send
 from ratekeeper.service.grpc import RateLimitServicer
-from ratekeeper.service.grpc_asgi import GrpcApp, Receive, Scope, Send
+from ratekeeper.service.grpc_asgi import GrpcApp
 from ratekeeper.service.logs import configure_logging
 from ratekeeper.service.settings import Settings
-
-App = Any  # an ASGI app: (scope, receive, send) -> None
 
 
 def is_grpc(content_type: bytes) -> bool:

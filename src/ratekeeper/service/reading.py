@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.types import Receive
 
 from ratekeeper.core.inputs import decimal
 from ratekeeper.service import bodies
+from ratekeeper.service.asgi import Receive
 from ratekeeper.wire.problems import Problem
 
 MAX_BODY = bodies.MAX_BODY

@@ -16,9 +16,9 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Send
 
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.service.asgi import Send
 from ratekeeper.wire.problems import MEDIA_TYPE, UNAVAILABLE_ERRORS, Problem, problem_of
 
 log = logging.getLogger("ratekeeper.service")
