@@ -39,7 +39,7 @@ from tests.gateways import NGINX_CONF, Response, http_request, nginx_config, ren
 from tests.service.combinations import Case
 from tests.service.combined_traffic import ADDRESS, DAY, DOMAIN, USER, VIP, Request
 from tests.service.served import Served
-from tests.service.test_metrics_workers import decisions_by_worker
+from tests.service.workers import decisions_by_worker
 
 TOKEN = "combinations-admin-token-0123456789"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}

@@ -1,9 +1,10 @@
 """The gRPC app (``ratekeeper.service.grpc_asgi.GrpcApp``) on pyvoy for the tests, over an
 engine each test makes afresh: ``POST /engine`` with ``{"now": SECONDS, "header_names":
 [LIMIT, REMAINING, RESET] or null}`` closes the engine of the test before and makes one over
-a memory store on a ``FakeClock`` stopped at ``now``, with ``tests/service/test_grpc.py``'s
-rules. ``GET /pid`` answers the pid of the process that started pyvoy (this app's process's
-parent), for the server's readiness check. Run by ``tests.gateways.PyvoyApp``."""
+a memory store on a ``FakeClock`` stopped at ``now``, with the gRPC tests' rules
+(``tests/service/grpc_rules.py``). ``GET /pid`` answers the pid of the process that started
+pyvoy (this app's process's parent), for the server's readiness check. Run by
+``tests.gateways.PyvoyApp``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ratekeeper.service.grpc_asgi import GrpcApp
 from ratekeeper.service.pyvoy_app import grpc_or_http
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
+from tests.service.grpc_rules import RULES
 
 
 class Engines:
@@ -64,11 +66,5 @@ class Engines:
         await send({"type": "http.response.body", "body": answer})
 
 
-def _rules() -> str:
-    from tests.service.test_grpc import RULES
-
-    return RULES
-
-
-engines = Engines(_rules())
+engines = Engines(RULES)
 app = grpc_or_http(engines.grpc_app, engines)

@@ -11,9 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
-from ratekeeper import AsyncEngine, Limit
 from ratekeeper.core.errors import StoreError
-from ratekeeper.rules import parse_rules
 from ratekeeper.service.access import AccessLog
 from ratekeeper.service.grpc import serve_grpc
 from ratekeeper.service.http import create_app
@@ -23,38 +21,7 @@ from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.stores.resilience import AsyncResilient
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient
-
-RULES = """
-domain: api
-descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 2, name: per_user}
-  - key: plan
-    value: free
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-  - key: path
-    rate_limit: {unit: minute, requests_per_unit: 100}
-"""
-#: Every key and value the requests carry has this in it: none may reach the log.
-SECRET = "secret"
-
-
-def check(*entries: tuple[str, str], domain: str = "api") -> dict[str, Any]:
-    return {
-        "domain": domain,
-        "descriptors": [{"entries": [{"key": k, "value": v} for k, v in entries]}],
-    }
-
-
-def engine_of(clock: FakeClock, store: Any = None) -> AsyncEngine:
-    return AsyncEngine(
-        store if store is not None else AsyncMemoryStore(clock=clock),
-        rules=parse_rules(RULES, "rules.yaml"),
-        default=Limit(1, 60),
-        domain="keys",
-        clock=clock,
-    )
+from tests.service.logged import SECRET, check, engine_of
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.stores import Health, Hit
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
-from tests.service.test_settings import read
+from tests.service.command_line import read
 
 RULES = """
 domain: edge

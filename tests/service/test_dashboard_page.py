@@ -34,8 +34,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from tests.servers import RedisServer, wait_until
 from tests.service.served import Served
-from tests.service.test_dashboard_workers import published_at
-from tests.service.test_metrics_workers import fresh, metrics_directory, worker_pids
+from tests.service.workers import fresh, metrics_directory, published_at, worker_pids
 
 #: About 25 s: the server's start, 12 s of load at most, the rates falling back for 7 s.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]

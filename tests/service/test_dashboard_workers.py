@@ -17,7 +17,7 @@ import pytest
 
 from tests.servers import RedisServer, wait_until
 from tests.service.served import Served
-from tests.service.test_metrics_workers import fresh, metrics_directory, worker_pids
+from tests.service.workers import fresh, metrics_directory, published_at, worker_pids
 
 TOKEN = "dashboard-workers-token-0123456789"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -139,12 +139,6 @@ def _decided_by(directory: Path, pid: int) -> set[str]:
         for slot in slots:
             found.update(identity.partition("/")[2] for identity in slot["latest"])
     return found
-
-
-def published_at(directory: Path, pid: int) -> float:
-    """When worker ``pid`` last wrote its record (0 if it has not yet)."""
-    path = directory / f"dashboard_{pid}.json"
-    return float(json.loads(path.read_text())["at"]) if path.exists() else 0.0
 
 
 @pytest.mark.slow

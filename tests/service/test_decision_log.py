@@ -24,7 +24,7 @@ from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.stores.resilience import AsyncResilient
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient
-from tests.service.test_access_log import RULES, SECRET, check, engine_of
+from tests.service.logged import RULES, SECRET, check, engine_of
 
 LOGGER = "ratekeeper.decisions"
 PER_USER = "2/minute (fixed_window)"

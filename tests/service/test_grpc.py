@@ -29,20 +29,8 @@ from ratekeeper.service.translate import decide_async
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
 from tests.gateways import PyvoyApp, pyvoy_binary
+from tests.service.grpc_rules import RULES
 
-RULES = """
-domain: test
-descriptors:
-  - key: generic_key
-    value: default
-    rate_limit: {unit: minute, requests_per_unit: 3, name: everyone}
-    descriptors:
-      - key: user
-        rate_limit: {unit: hour, requests_per_unit: 2}
-  - key: path
-    value: /health
-    rate_limit: {unlimited: true}
-"""
 Response = rls_pb2.RateLimitResponse
 Descriptor = ratelimit_pb2.RateLimitDescriptor
 T = TypeVar("T")

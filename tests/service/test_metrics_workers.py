@@ -27,8 +27,6 @@ from typing import IO, Any
 
 import httpx
 import pytest
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
 from ratekeeper import Engine, Limit
 from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT, Admission
@@ -37,21 +35,16 @@ from ratekeeper.service.multiprocess import VARIABLE, shared_directory
 from ratekeeper.service.scraped import COMBINE, COMBINED
 from tests.servers import RedisServer, wait_until
 from tests.service.served import Served
+from tests.service.workers import (
+    Samples,
+    decisions_by_worker,
+    fresh,
+    metrics_directory,
+    parse,
+    worker_pids,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def parse(text: str) -> tuple[Samples, dict[str, tuple[str, str]]]:
-    """Every sample by name and sorted labels, and every family's type and help by name."""
-    found: Samples = {}
-    families = {}
-    for family in text_string_to_metric_families(text):
-        families[family.name] = (family.type, family.documentation)
-        for sample in family.samples:
-            found[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
-    return found, families
 
 
 def by_result(samples: Samples) -> Counter[str]:
@@ -302,49 +295,6 @@ descriptors:
 REQUESTS = 600
 SCRAPES = 20
 CLIENTS = 4
-
-
-def worker_pids(served: Served) -> list[int]:
-    """The pids of the serving process's uvicorn workers, from ``/proc``."""
-    pids = []
-    for task in Path(f"/proc/{served.process.pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
-                command = Path(f"/proc/{child}/cmdline").read_bytes()
-            except (FileNotFoundError, ProcessLookupError):  # ended meanwhile
-                continue
-            if b"spawn_main" in command:  # a zombie's is empty
-                pids.append(int(child))
-    return sorted(pids)
-
-
-def metrics_directory(pid: int) -> Path:
-    """The multiprocess directory in worker ``pid``'s environment."""
-    for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
-        name, _, value = entry.decode().partition("=")
-        if name == VARIABLE:
-            return Path(value)
-    raise AssertionError(f"worker {pid} has no {VARIABLE}")
-
-
-def decisions_by_worker(directory: Path, pids: list[int]) -> dict[int, float]:
-    """Each worker's own decisions, read from its file alone."""
-    counted = {}
-    for pid in pids:
-        merged = MultiProcessCollector.merge([str(directory / f"counter_{pid}.db")])
-        counted[pid] = sum(
-            sample.value
-            for family in merged
-            if family.name == "ratekeeper_decisions"
-            for sample in family.samples
-        )
-    return counted
-
-
-def fresh(url: str) -> httpx.Client:
-    """A client opening a connection of its own for each request: any worker may answer."""
-    limits = httpx.Limits(max_keepalive_connections=0)
-    return httpx.Client(base_url=url, timeout=30, limits=limits)
 
 
 def scrape(client: httpx.Client) -> Samples:

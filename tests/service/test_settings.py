@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from ratekeeper.core.errors import ConfigError
-from ratekeeper.service.settings import EXAMPLE_RULES, Address, Settings, add_arguments
+from ratekeeper.service.settings import EXAMPLE_RULES, Address, Settings
+from tests.service.command_line import read
 
 TOKEN = "s3cret-token-0123456789"
-
-
-def read(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return Settings.read(parser.parse_args(argv), environ or {})
 
 
 def test_the_defaults() -> None:
