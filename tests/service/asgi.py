@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from ratekeeper import AsyncEngine
 from ratekeeper.config import open_config_store
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.http import create_app
+from ratekeeper.service.app import create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
 

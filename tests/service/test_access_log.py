@@ -13,8 +13,8 @@ import pytest
 
 from ratekeeper.core.errors import StoreError
 from ratekeeper.service.access import AccessLog
+from ratekeeper.service.app import create_app
 from ratekeeper.service.grpc import serve_grpc
-from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.stores.memory import AsyncMemoryStore

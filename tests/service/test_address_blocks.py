@@ -12,8 +12,8 @@ import pytest
 
 from ratekeeper import AsyncEngine
 from ratekeeper.rules import parse_rules
+from ratekeeper.service.app import create_app
 from ratekeeper.service.dashboard import Dashboard, Recorder
-from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock

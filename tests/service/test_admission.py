@@ -29,8 +29,8 @@ from ratekeeper.service.admission import (
     Admission,
     check_limit,
 )
+from ratekeeper.service.app import create_app
 from ratekeeper.service.grpc import serve_grpc
-from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.stores import Health, Hit

@@ -19,9 +19,9 @@ from ratekeeper import AsyncEngine, Engine
 from ratekeeper.config import open_config_store
 from ratekeeper.engine import Status
 from ratekeeper.rules import parse_rules
+from ratekeeper.service.app import create_app
 from ratekeeper.service.dashboard import Dashboard, Recorder, SharedShots, stats
 from ratekeeper.service.dashboard.recorder import HISTORY, SLOT
-from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.openapi import document
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore

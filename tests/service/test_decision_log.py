@@ -13,10 +13,9 @@ import grpc
 import pytest
 
 from ratekeeper.core.errors import StoreError
-from ratekeeper.service.app import build_parts
+from ratekeeper.service.app import build_parts, create_app
 from ratekeeper.service.decision_log import DecisionLog
 from ratekeeper.service.grpc import serve_grpc
-from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.settings import Settings

@@ -13,7 +13,8 @@ import pytest
 
 from ratekeeper import AsyncEngine, Engine, MemoryStore
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.http import MAX_BODY, create_app
+from ratekeeper.service.app import create_app
+from ratekeeper.service.http import MAX_BODY
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
 from tests.servers import free_port

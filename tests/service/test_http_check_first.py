@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ratekeeper import AsyncEngine
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
-from ratekeeper.service.http import create_app
+from ratekeeper.service.app import create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 
 CHECK = {"key": "user:1", "limit": "5/minute"}

@@ -14,7 +14,8 @@ import pytest
 from ratekeeper import AsyncEngine
 from ratekeeper.config import open_config_store
 from ratekeeper.core.inputs import MAX_COST
-from ratekeeper.service.http import MAX_BODY, create_app
+from ratekeeper.service.app import create_app
+from ratekeeper.service.http import MAX_BODY
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient, service_app

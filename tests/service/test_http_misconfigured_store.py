@@ -14,7 +14,7 @@ import pytest
 
 from ratekeeper import AsyncEngine, open_async_store
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.http import create_app
+from ratekeeper.service.app import create_app
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from tests.servers import RedisServer, command, free_port
 from tests.service.asgi import AppClient

@@ -8,8 +8,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ratekeeper import AsyncEngine
 from ratekeeper.rules import parse_rules
+from ratekeeper.service.app import create_app
 from ratekeeper.service.dashboard import Dashboard, Recorder
-from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.testing import FakeClock
 from tests.servers import free_port

@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ratekeeper import AsyncEngine
 from ratekeeper.rules import parse_rules
+from ratekeeper.service.app import create_app
 from ratekeeper.service.grpc import serve_grpc
-from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from tests.service.asgi import AppClient

@@ -2,6 +2,9 @@
 
 ``build_engine(settings)`` opens the request store (with the failure policy
 ``on_store_error`` for a remote store), the configuration store and the rule files.
+``create_app(engine, ...)`` wires the service over it: the HTTP app (``service.http``), the
+dashboard's routes beside its own, and its lifespan, which starts the engine, runs the gRPC
+server and the tasks of every second (the dashboard's, the workers' metrics), and stops them.
 ``serve(settings)`` logs where it listens, which stores it opened (passwords masked) and how
 many rules it loaded from which files, then serves HTTP with uvicorn until SIGTERM or SIGINT:
 it stops accepting, finishes the requests in flight, closes the engine, and returns 0 (SIGINT
@@ -21,10 +24,13 @@ Starlette and uvicorn are the ``server`` extra, imported here only when serving:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ratekeeper.core.errors import ConfigStoreError, MissingExtraError
@@ -47,6 +53,8 @@ log = logging.getLogger("ratekeeper.service")
 
 #: Seconds the service waits for requests in flight once told to stop.
 GRACE = 30
+#: Seconds the gRPC server gives its calls in flight when the service stops.
+GRPC_GRACE = 10.0
 
 
 def require_server_extra() -> None:
@@ -85,6 +93,113 @@ def build_engine(settings: Settings) -> AsyncEngine:
     )
 
 
+def create_app(
+    engine: AsyncEngine,
+    *,
+    admin_token: str | None = None,
+    ietf_headers: bool = False,
+    close_engine: bool = False,
+    metrics: Metrics | None = None,
+    grpc_address: str | None = None,
+    admission: Admission | None = None,
+    envoy_headers: tuple[str, str, str] | None = None,
+    access_log: AccessLog | None = None,
+    dashboard: Dashboard | None = None,
+) -> Starlette:
+    """The service's app over ``engine``: the HTTP app (``ratekeeper.service.http``), with
+    what runs beside it wired in. ``admin_token`` turns the override endpoints on;
+    ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``; ``close_engine`` closes the
+    engine when the app shuts down. ``metrics`` (tracking ``engine``) is served at
+    ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit service runs beside it on the
+    same event loop, from startup to shutdown. ``admission`` bounds the decisions in flight,
+    over HTTP and gRPC (``metrics`` then count those shed). ``envoy_headers`` (the names of
+    the limit, remaining and reset headers) puts the rate-limit headers in Envoy's answers,
+    over gRPC and ``POST /json`` (``response_headers_to_add``). ``access_log`` (over
+    ``engine``) logs every decision request, over HTTP and gRPC. ``dashboard`` (over
+    ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
+    from startup to shutdown."""
+    from ratekeeper.service.http import http_app
+
+    if metrics is not None and admission is not None:
+        metrics.admission = admission
+    lifespan = _lifespan(
+        engine,
+        close_engine=close_engine,
+        metrics=metrics,
+        grpc_address=grpc_address,
+        admission=admission,
+        envoy_headers=envoy_headers,
+        access_log=access_log,
+        dashboard=dashboard,
+    )
+    return http_app(
+        engine,
+        admin_token=admin_token,
+        ietf_headers=ietf_headers,
+        metrics=metrics,
+        admission=admission,
+        envoy_headers=envoy_headers,
+        access_log=access_log,
+        routes=() if dashboard is None else dashboard.routes(),
+        lifespan=lifespan,
+    )
+
+
+def _lifespan(
+    engine: AsyncEngine,
+    *,
+    close_engine: bool,
+    metrics: Metrics | None,
+    grpc_address: str | None,
+    admission: Admission | None,
+    envoy_headers: tuple[str, str, str] | None,
+    access_log: AccessLog | None,
+    dashboard: Dashboard | None,
+) -> Callable[[object], AbstractAsyncContextManager[None]]:
+    """What the app of ``create_app`` runs from its startup to its shutdown: the engine
+    started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
+    metrics published every second; the dashboard's recording. At shutdown, the gRPC server
+    stopped (its calls in flight given ``GRPC_GRACE`` seconds), the tasks cancelled, the
+    metrics' last figures published, and the engine closed if ``close_engine``."""
+
+    @asynccontextmanager
+    async def lifespan(app: object) -> AsyncIterator[None]:
+        await asyncio.to_thread(engine.start)
+        server = None
+        if grpc_address is not None:
+            from ratekeeper.service.grpc import serve_grpc
+
+            server, _ = await serve_grpc(
+                engine,
+                grpc_address,
+                metrics,
+                admission,
+                header_names=envoy_headers,
+                access_log=access_log,
+            )
+        tasks = []
+        if metrics is not None and metrics.multiprocess:
+            # with many workers, this one's figures written every second
+            tasks.append(asyncio.create_task(metrics.publish_every()))
+        if dashboard is not None:
+            tasks.append(asyncio.create_task(dashboard.run()))
+        try:
+            yield
+        finally:
+            if server is not None:
+                await server.stop(GRPC_GRACE)
+            for task in tasks:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+            if metrics is not None:
+                metrics.close()  # with many workers: the last figures, the gauges dropped
+            if close_engine:
+                await engine.close()
+
+    return lifespan
+
+
 def build_app(settings: Settings) -> Starlette:
     """The HTTP app of ``settings``, which closes its engine when it shuts down and runs the
     gRPC server (grpc.aio) from its startup to its shutdown."""
@@ -106,8 +221,6 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     """The service of ``settings``: the HTTP app, which also runs grpc.aio on ``settings.grpc``
     if ``grpc_aio``, and the parts a gRPC app beside it needs (``ratekeeper.service.pyvoy_app``)."""
     require_server_extra()
-    from ratekeeper.service.http import create_app
-
     engine = build_engine(settings)
     rules = engine.rules
     domains = len(rules.domains)

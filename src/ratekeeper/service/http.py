@@ -1,6 +1,6 @@
 """The decision service's HTTP surface: a Starlette app over one ``AsyncEngine``.
 
-``create_app(engine, admin_token=...)`` routes (every body JSON, every problem
+``http_app(engine, admin_token=...)`` routes (every body JSON, every problem
 ``application/problem+json``; see ``ratekeeper.service.bodies`` for the shapes):
 
 - ``POST /v1/check``: one check; 200 when allowed, 429 when refused, both with the rate-limit
@@ -28,15 +28,17 @@ without a policy, or a configuration store that fails, is a 503 problem.
 
 This module assembles the app; the handlers are ``checks`` (the decisions, Envoy's and nginx's
 included), ``admin`` and ``health``, over ``reading`` (bodies) and ``responses`` (answers).
+What runs beside it (gRPC, the dashboard, the engine from startup to shutdown) is the
+runtime's to wire: it gives ``http_app`` the routes to add and the lifespan.
 """
 
 from __future__ import annotations
 
-import asyncio
+import importlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +49,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.moved import moved
 from ratekeeper.core.wording import many
 from ratekeeper.service.admin import Admin
 from ratekeeper.service.admission import RETRY_AFTER, Admission
@@ -70,10 +73,9 @@ from ratekeeper.wire.problems import Problem
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.access import AccessLog
-    from ratekeeper.service.dashboard import Dashboard
     from ratekeeper.service.metrics import Metrics
 
-__all__ = ["MAX_BODY", "create_app"]
+__all__ = ["MAX_BODY", "http_app"]
 
 log = logging.getLogger("ratekeeper.service")
 #: A defect met by every request is logged (with its traceback) once a minute per route.
@@ -81,74 +83,33 @@ _defects = LogThrottle(log)
 #: The hot path's defect: its template, method and path (the throttle's key).
 DEFECT = ("%s %s failed", "POST", "/v1/check")
 
-#: Seconds the gRPC server gives its calls in flight when the service stops.
-GRPC_GRACE = 10.0
+#: What a Starlette app runs from its startup to its shutdown.
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
-def create_app(
+def http_app(
     engine: AsyncEngine,
     *,
     admin_token: str | None = None,
     ietf_headers: bool = False,
-    close_engine: bool = False,
     metrics: Metrics | None = None,
-    grpc_address: str | None = None,
     admission: Admission | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
-    dashboard: Dashboard | None = None,
+    routes: Sequence[BaseRoute] = (),
+    lifespan: Lifespan | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
-    endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``;
-    ``close_engine`` closes the engine when the app shuts down. ``metrics`` (tracking
-    ``engine``) is served at ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit
-    service runs beside it on the same event loop, from startup to shutdown. ``admission``
-    bounds the decisions in flight, over HTTP and gRPC (``metrics`` then count those shed).
-    ``envoy_headers`` (the names of the limit, remaining and reset headers) puts the rate-limit
-    headers in Envoy's answers, over gRPC and ``POST /json`` (``response_headers_to_add``).
-    ``access_log`` (over ``engine``) logs every decision request, over HTTP and gRPC.
-    ``dashboard`` (over ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and
-    records every second from startup to shutdown."""
-    if metrics is not None and admission is not None:
-        metrics.admission = admission
+    endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``. ``metrics``
+    (tracking ``engine``) times the decisions of each surface and is served at ``/metrics``.
+    ``admission`` bounds the decisions in flight. ``envoy_headers`` (the names of the limit,
+    remaining and reset headers) puts the rate-limit headers in Envoy's ``POST /json``
+    answers (``response_headers_to_add``). ``access_log`` (over ``engine``) logs every
+    decision request. ``routes`` are served after the app's own (the dashboard's), and
+    ``lifespan`` runs from startup to shutdown."""
     checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
     admin = Admin(engine, admin_token=admin_token)
     health = Health(engine)
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await asyncio.to_thread(engine.start)
-        server = None
-        if grpc_address is not None:
-            from ratekeeper.service.grpc import serve_grpc
-
-            server, _ = await serve_grpc(
-                engine,
-                grpc_address,
-                metrics,
-                admission,
-                header_names=envoy_headers,
-                access_log=access_log,
-            )
-        tasks = []
-        if metrics is not None and metrics.multiprocess:
-            # with many workers, this one's figures written every second
-            tasks.append(asyncio.create_task(metrics.publish_every()))
-        if dashboard is not None:
-            tasks.append(asyncio.create_task(dashboard.run()))
-        try:
-            yield
-        finally:
-            if server is not None:
-                await server.stop(GRPC_GRACE)
-            for task in tasks:
-                task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await task
-            if metrics is not None:
-                metrics.close()  # with many workers: the last figures, the gauges dropped
-            if close_engine:
-                await engine.close()
 
     def route(
         path: str, handler: Handler, methods: list[str], surface: str = "", decides: bool = True
@@ -160,7 +121,7 @@ def create_app(
             handler = admitted(handler, admission, surface)
         return Route(path, answering(handler), methods=methods)
 
-    routes: list[BaseRoute] = [
+    served: list[BaseRoute] = [
         route("/v1/check", checks.check, ["POST"], "http"),
         route("/v1/check/batch", checks.batch, ["POST"], "http"),
         route("/v1/peek", checks.peek, ["POST"], "http", decides=False),
@@ -173,28 +134,34 @@ def create_app(
         route("/healthcheck", health.healthcheck, ["GET"]),
         route("/v1/nginx", checks.nginx, ["GET"], "nginx"),
         route("/openapi.json", health.openapi, ["GET"]),
+        *routes,
     ]
-    if dashboard is not None:
-        routes += [
-            route("/dashboard", dashboard.page, ["GET"]),
-            route("/dashboard/login", dashboard.login, ["POST"]),
-            route("/dashboard/logout", dashboard.logout, ["POST"]),
-            route("/dashboard/assets/{name}", dashboard.asset, ["GET"]),
-            route("/v1/stats", dashboard.stats, ["GET"]),
-            route("/v1/top", dashboard.top, ["GET"]),
-        ]
     if metrics is not None:
-        routes.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
+        served.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
     app = _CheckFirst if access_log is None else _AccessLogged
     return app(
         checks,
         None if metrics is None else metrics.latency_observer("http"),
         admission,
         access_log,
-        routes=routes,
+        routes=served,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
     )
+
+
+def __getattr__(name: str) -> Any:
+    """``create_app``, the service's app with gRPC and the dashboard wired beside this one, is
+    the runtime's now: found there, by name (this module imports nothing above it), with a
+    ``DeprecationWarning``, until the version ``ratekeeper.core.moved`` names."""
+    if name != "create_app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    moved(f"{__name__}.create_app", "ratekeeper.service.app.create_app")
+    create_app: Callable[..., Starlette] = importlib.import_module(
+        "ratekeeper.service.app"
+    ).create_app
+    globals()["create_app"] = create_app  # found here from now on: it warns once
+    return create_app
 
 
 def overloaded(admission: Admission) -> Problem:

@@ -30,6 +30,7 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from ratekeeper.core.version import VERSION
 from ratekeeper.service.admin import listing
@@ -38,7 +39,7 @@ from ratekeeper.service.dashboard.recorder import Recorder, Shot
 from ratekeeper.service.dashboard.shared import SharedShots
 from ratekeeper.service.health import READY_TIMEOUT, config_error, past_failure, stamp
 from ratekeeper.service.reading import read_body
-from ratekeeper.service.responses import json_response
+from ratekeeper.service.responses import answering, json_response
 from ratekeeper.wire.problems import Problem
 
 if TYPE_CHECKING:
@@ -99,6 +100,21 @@ class Dashboard:
         self._session = hmac.new(self._token, b"ratekeeper dashboard", hashlib.sha256).hexdigest()
         self._clock = clock
         self._drawn: tuple[RuleSet, list[dict[str, Any]]] | None = None  # the rules, drawn
+
+    def routes(self) -> list[BaseRoute]:
+        """The dashboard's routes, for the service's HTTP app to serve beside its own: each
+        handler's errors answered as problems, as the app answers its own routes'."""
+        return [
+            Route(path, answering(handler), methods=[method])
+            for path, handler, method in (
+                ("/dashboard", self.page, "GET"),
+                ("/dashboard/login", self.login, "POST"),
+                ("/dashboard/logout", self.logout, "POST"),
+                ("/dashboard/assets/{name}", self.asset, "GET"),
+                ("/v1/stats", self.stats, "GET"),
+                ("/v1/top", self.top, "GET"),
+            )
+        ]
 
     # Who may look.
 
