@@ -19,6 +19,7 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis.internal.conjecture import providers
 from schemathesis import GenerationMode
 
 from ratekeeper.service.openapi import document
@@ -69,6 +70,18 @@ OFF = schemathesis.Config.from_dict(
         }
     }
 )
+
+
+@pytest.fixture(autouse=True)
+def _drawn_from_the_document_alone(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Hypothesis also draws strings and numbers from the constants in the source of every
+    local module loaded so far, ratekeeper's: which modules those are depends on the tests that
+    ran before, and what they hold changes with any change to ratekeeper's code, so the same
+    derandomized run would draw other cases. Here it draws from the document alone."""
+    monkeypatch.setattr(providers, "_get_local_constants", providers.Constants)
+    providers.CONSTANTS_CACHE.cache.clear()  # what was drawn from them before
+    yield
+    providers.CONSTANTS_CACHE.cache.clear()
 
 
 class _Current:
