@@ -144,7 +144,7 @@ MOVED: dict[str, dict[str, list[str]]] = {
 
 #: Each name that moved out of a module that stays: its new home.
 MOVED_NAMES: dict[str, str] = {
-    "ratekeeper.service.http.create_app": "ratekeeper.service.app.create_app",
+    "ratekeeper.service.http.create_app": "ratekeeper.service.runtime.app.create_app",
 }
 
 

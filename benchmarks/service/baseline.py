@@ -4,7 +4,7 @@
 
 - over HTTP, a raw ASGI app that reads the request's body and answers 200 with a fixed JSON
   body, on uvicorn with the options ``ratekeeper serve`` gives it
-  (``ratekeeper.service.app.uvicorn_options``: the same event loop, HTTP parser, log level,
+  (``ratekeeper.service.runtime.app.uvicorn_options``: the same event loop, HTTP parser, log level,
   one worker); and at ``/starlette`` the same answer from a Starlette app of one route, for
   reference;
 - over gRPC, on the same event loop and started from the app's lifespan as ``ratekeeper
@@ -33,9 +33,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ratekeeper.service.app import uvicorn_options
 from ratekeeper.service.proto import rls_pb2, rls_pb2_grpc
-from ratekeeper.service.settings import Settings, _address
+from ratekeeper.service.runtime.app import uvicorn_options
+from ratekeeper.service.runtime.settings import Settings, _address
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]

@@ -31,7 +31,7 @@ from ratekeeper import Engine, Limit, Limiter, open_store
 from ratekeeper.config import open_config_store
 from ratekeeper.core.overrides import Override
 from ratekeeper.core.store_keys import descriptor_key
-from ratekeeper.service.nginx import call_of
+from ratekeeper.service.http.nginx import call_of
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.web import RateLimit, keys
 from ratekeeper.web.wsgi import RateLimitMiddleware

@@ -12,7 +12,7 @@ import httpx
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from ratekeeper.service.multiprocess import VARIABLE
+from ratekeeper.service.observe.multiprocess import VARIABLE
 from tests.service.served import Served
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

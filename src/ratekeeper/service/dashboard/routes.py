@@ -33,19 +33,19 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ratekeeper.core.version import VERSION
-from ratekeeper.service.admin import listing
 from ratekeeper.service.dashboard import stats
 from ratekeeper.service.dashboard.recorder import Recorder, Shot
 from ratekeeper.service.dashboard.shared import SharedShots
-from ratekeeper.service.health import READY_TIMEOUT, config_error, past_failure, stamp
-from ratekeeper.service.reading import read_body
-from ratekeeper.service.responses import answering, json_response
+from ratekeeper.service.http.admin import listing
+from ratekeeper.service.http.health import READY_TIMEOUT, config_error, past_failure, stamp
+from ratekeeper.service.http.reading import read_body
+from ratekeeper.service.http.responses import answering, json_response
 from ratekeeper.wire.problems import Problem
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.rules import RuleSet
-    from ratekeeper.service.metrics import Metrics
+    from ratekeeper.service.observe.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
 

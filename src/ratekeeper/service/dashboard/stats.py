@@ -23,7 +23,7 @@ from ratekeeper.core.frequent import Summary
 from ratekeeper.rules import RuleSet
 from ratekeeper.rules.model import Rule
 from ratekeeper.service.dashboard.recorder import HISTORY, SLOT, Latest, Shot, rate_text
-from ratekeeper.service.metrics import LATENCY_BUCKETS
+from ratekeeper.service.observe.metrics import LATENCY_BUCKETS
 from ratekeeper.service.surfaces import SURFACES
 
 #: The results of a decision, as the metrics count them.
