@@ -146,7 +146,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return run(args)
     if args.command == "serve":
-        from ratekeeper.service.runtime.app import serve
+        from ratekeeper.service.runtime.serve import serve
         from ratekeeper.service.runtime.settings import Settings
 
         return serve(Settings.read(args))

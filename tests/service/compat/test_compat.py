@@ -495,7 +495,7 @@ def test_the_migration_guide_has_a_row_for_every_variable_saying_its_fate() -> N
 def test_the_workers_read_back_what_the_references_variables_said(
     reference: dict[str, str],
 ) -> None:
-    from ratekeeper.service.runtime.app import _environment
+    from ratekeeper.service.runtime.serve import _environment
 
     given = read(
         [],

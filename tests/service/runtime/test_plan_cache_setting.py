@@ -8,8 +8,10 @@ import argparse
 import pytest
 
 from ratekeeper.core.errors import ConfigError
-from ratekeeper.service.runtime.app import _environment, build_engine
-from ratekeeper.service.runtime.settings import MAX_PLAN_CACHE_SIZE, Settings, add_arguments
+from ratekeeper.service.runtime.app import build_engine
+from ratekeeper.service.runtime.serve import _environment
+from ratekeeper.service.runtime.settings import Settings, add_arguments
+from ratekeeper.service.runtime.values import MAX_PLAN_CACHE_SIZE
 
 
 def read(argv: list[str], environ: dict[str, str] | None = None) -> Settings:

@@ -215,7 +215,7 @@ def test_a_switch_that_is_neither_true_nor_false_is_refused(bad: str) -> None:
 
 
 def test_the_workers_read_back_every_setting_serve_was_given(tmp_path: Path) -> None:
-    from ratekeeper.service.runtime.app import _environment
+    from ratekeeper.service.runtime.serve import _environment
 
     given = read(
         [

@@ -37,7 +37,7 @@ from ratekeeper.service.dashboard import stats
 from ratekeeper.service.dashboard.recorder import Recorder, Shot
 from ratekeeper.service.dashboard.shared import SharedShots
 from ratekeeper.service.http.admin import listing
-from ratekeeper.service.http.health import READY_TIMEOUT, config_error, past_failure, stamp
+from ratekeeper.service.http.health import READY_TIMEOUT, config_error, stamp
 from ratekeeper.service.http.reading import read_body
 from ratekeeper.service.http.responses import answering, json_response
 from ratekeeper.wire.problems import Problem
@@ -201,7 +201,7 @@ class Dashboard:
             "series": series,
             "rules": rules,
             "latency": stats.latency(shots, now),
-            "store": _store(shots, sum(series["degraded"][-61:-1])),
+            "store": stats.store(shots, sum(series["degraded"][-61:-1])),
             "config": None,
             "reload": self._reload(),
             "tree": self._tree(),
@@ -316,39 +316,6 @@ def _health(metrics: Metrics) -> dict[str, Any] | None:
         "open_shards": list(health.open_shards),
         "last_error": health.last_error,
         "last_error_at": health.last_error_at,
-    }
-
-
-#: Breaker states, the better first: the service's is its worst worker's.
-_BREAKERS = ("closed", "half-open", "open")
-
-
-def _store(shots: list[Shot], degraded: int) -> dict[str, Any]:
-    """The request store's health over the live workers: ok if it is in every one, the worst
-    breaker, every open shard, the latest failure; with the degraded decisions of the last
-    minute."""
-    found = [shot.health for shot in shots if shot.live and shot.health is not None]
-    if not found:
-        return {
-            "ok": None,
-            "breaker": None,
-            "error": None,
-            "open_shards": [],
-            "last_error": None,
-            "degraded": degraded,
-        }
-    breaker = max(
-        (one["breaker"] for one in found),
-        key=lambda state: _BREAKERS.index(state) if state in _BREAKERS else 0,
-    )
-    latest = max(found, key=lambda one: one["last_error_at"] or 0.0)
-    return {
-        "ok": all(one["ok"] for one in found),
-        "breaker": breaker,
-        "error": next((one["error"] for one in found if one["error"]), None),
-        "open_shards": sorted({shard for one in found for shard in one["open_shards"]}),
-        "last_error": past_failure(latest["last_error"], latest["last_error_at"]),
-        "degraded": degraded,
     }
 
 

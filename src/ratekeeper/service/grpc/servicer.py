@@ -9,10 +9,8 @@ that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE`
 ``failure_mode_deny`` then decides), and so is a call past the bound of an ``Admission``
 (``ratekeeper.service.admission``), at once. Told the names of the rate-limit headers, the
 response carries them in ``response_headers_to_add`` (``translate.headers_to_add``), for Envoy
-to add to its client's answer, 429 or the application's. The asyncio server lets concurrent
-requests share the request store's batching. ``serve_grpc`` starts it, with the health service
-reporting SERVING for the overall server (``""``), the rate-limit service by its full name, and
-``ratelimit``, the name Envoy's own rate-limit service registers.
+to add to its client's answer, 429 or the application's. grpc.aio serves it (``aio``), and so
+does the ASGI app pyvoy runs (``asgi``).
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.log_throttle import LogThrottle
@@ -43,7 +40,6 @@ from ratekeeper.wire.translate import (
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
-    from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
@@ -173,52 +169,3 @@ def _parse(data: bytes) -> rls_pb2.RateLimitRequest | DecodeError:
         return rls_pb2.RateLimitRequest.FromString(data)
     except DecodeError as error:  # bad UTF-8 in a string, or bytes that are no message
         return error
-
-
-def _add_servicer(
-    servicer: RateLimitServicer, server: grpc.aio.Server, access_log: AccessLog | None = None
-) -> None:
-    """``rls_pb2_grpc.add_RateLimitServiceServicer_to_server``, but the requests parsed by
-    ``_parse`` (and each call logged by ``access_log``, if given)."""
-    method = servicer.ShouldRateLimit
-    methods = {
-        "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
-            method if access_log is None else access_log.grpc(method),
-            request_deserializer=_parse,
-            response_serializer=rls_pb2.RateLimitResponse.SerializeToString,
-        )
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
-    server.add_registered_method_handlers(SERVICE, methods)
-
-
-async def serve_grpc(
-    engine: AsyncEngine,
-    address: str,
-    metrics: Metrics | None = None,
-    admission: Admission | None = None,
-    *,
-    header_names: tuple[str, str, str] | None = None,
-    access_log: AccessLog | None = None,
-) -> tuple[grpc.aio.Server, int]:
-    """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
-    free one); return the started server and the port it listens on. ``metrics`` records each
-    call's time as the ``grpc`` surface's; ``admission`` bounds the calls in flight;
-    ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
-    ``access_log`` logs each call."""
-    server = grpc.aio.server()
-    servicer = RateLimitServicer(engine, metrics, admission, header_names)
-    _add_servicer(servicer, server, access_log)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    try:
-        port = server.add_insecure_port(address)
-    except RuntimeError:  # grpcio's "Failed to bind"; older ones return 0
-        port = 0
-    if port == 0:
-        raise OSError(f"gRPC cannot listen on {address}: in use, or not this host's address")
-    await server.start()
-    for name in HEALTH_NAMES:
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("gRPC (Envoy's rate-limit protocol, health) listening on %s", address)
-    return server, port

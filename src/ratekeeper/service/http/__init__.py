@@ -5,7 +5,7 @@
 ``app`` assembles the app; ``checks`` (the decisions), ``admin`` and ``health`` handle its
 routes, over ``reading`` (bodies in), ``bodies`` and ``hot`` (ratekeeper's JSON, by the long
 and the short way), ``envoy_json`` and ``nginx`` (the gateways' shapes) and ``responses``
-(answers out); ``openapi`` and ``schemas`` describe it. What runs beside it (gRPC, the
+(answers out); ``openapi`` describes it, by part. What runs beside it (gRPC, the
 dashboard, the engine from startup to shutdown) is wired by ``ratekeeper.service.runtime``.
 """
 

@@ -32,7 +32,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -49,15 +49,13 @@ try:
         Counter,
         Histogram,
         generate_latest,
-        make_asgi_app,
     )
-    from prometheus_client.core import CounterMetricFamily, Metric
     from prometheus_client.exposition import choose_encoder
 except ImportError as error:  # pragma: no cover - exercised in a subprocess without the extra
     raise MissingExtraError("prometheus-client", "server") from error
 
-from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.observe import scraped
+from ratekeeper.service.observe.exposition import MetricsApp
 from ratekeeper.service.observe.latency import Latency
 from ratekeeper.service.observe.multiprocess import (
     PUBLISH_INTERVAL,
@@ -100,10 +98,6 @@ ALLOWED, LIMITED, SHADOWED, DEGRADED = "allowed", "limited", "shadowed", "degrad
 UNKNOWN = "unknown"
 #: The ``domain`` and ``rule`` labels of decisions past ``max_label_sets``.
 OTHER = "other"
-
-_DECISIONS = "ratekeeper_decisions"
-_DECISIONS_HELP = "Decisions, one per descriptor, by domain, rule and result."
-_DECISION_LABELS = ("domain", "rule", "result")
 
 _UNTRACKED = object()  # the default limit while no engine is tracked: any limit may be it
 
@@ -169,14 +163,16 @@ class Metrics:
         self._published: Published | None = None
         self._publishing = threading.Lock()
         if shared is None:
-            self.registry.register(_Collector(self))
+            self.registry.register(scraped.Collector(self))
         else:
-            self._decisions = Counter(_DECISIONS, _DECISIONS_HELP, _DECISION_LABELS, registry=None)
+            self._decisions = Counter(
+                scraped.DECISIONS, scraped.DECISIONS_HELP, scraped.DECISION_LABELS, registry=None
+            )
             self._children = {}
             self._published = Published()
             self._directory = shared
             self.registry.register(SharedCollector(shared, self.publish))
-        self.app = MetricsApp(self)
+        self.app = MetricsApp(self.registry, self.refresh)
 
     def __call__(self, domain: str, statuses: tuple[Status, ...]) -> None:
         counts = self._counts
@@ -381,62 +377,3 @@ class Metrics:
             if planned - misses > self._hits:
                 self._hits = planned - misses
             return self._hits
-
-
-class _Collector:
-    """What ``Metrics`` of one process reads when scraped: its decision counts, and the
-    families of ``scraped``."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        metrics = self.metrics
-        decisions = CounterMetricFamily(_DECISIONS, _DECISIONS_HELP, labels=_DECISION_LABELS)
-        for labels, count in sorted(metrics.decisions().items()):
-            decisions.add_metric(labels, count)
-        yield decisions
-        yield from scraped.families(metrics)
-
-
-class MetricsApp:
-    """An ASGI application serving ``metrics`` to Prometheus: mount it at ``/metrics``.
-
-    ``GET`` answers in the format the scraper's ``Accept`` asks for (Prometheus text, else
-    OpenMetrics), gzipped when accepted, as prometheus_client serves them; any other method
-    gets 405. An async engine's store is pinged first.
-    """
-
-    def __init__(self, metrics: Metrics) -> None:
-        self.metrics = metrics
-        self._serve = make_asgi_app(metrics.registry)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            raise ValueError(f"the metrics app serves HTTP, not {scope['type']!r}")
-        if scope["method"] != "GET":
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 405,
-                    "headers": [(b"allow", b"GET"), (b"content-length", b"0")],
-                }
-            )
-            await send({"type": "http.response.body", "body": b""})
-            return
-        await self.metrics.refresh()
-        await self._serve(scope, receive, send)
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """Nothing to start or stop: acknowledge, so that the app also runs on its own."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

@@ -6,6 +6,7 @@ found it), the rule reloads and their errors, the configuration store's errors, 
 and the requests shed. Each is this process's own figure. With many worker processes, the
 counters are summed over the workers, and each gauge combines as ``COMBINE`` says, in a
 sentence its help text ends with (see ``ratekeeper.service.observe.multiprocess``).
+``Collector`` is what one process's registry reads: its decision counts, then the families.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ COMBINED: dict[Mode, str] = {
 #: The states of ``ratekeeper_store_breaker_state``.
 BREAKER_STATES = ("closed", "open", "half-open")
 
+#: The counter of decisions (``ratekeeper_decisions_total``): its name, help and labels.
+DECISIONS = "ratekeeper_decisions"
+DECISIONS_HELP = "Decisions, one per descriptor, by domain, rule and result."
+DECISION_LABELS = ("domain", "rule", "result")
+
 
 class Source(Protocol):
     """What the families are read from: a ``Metrics``."""
@@ -56,6 +62,13 @@ class Source(Protocol):
 
     def cache_hits(self, misses: int) -> int:
         """The plan cache's hits, given its ``misses``; never less than last reported."""
+
+
+class Counted(Source, Protocol):
+    """A ``Source`` that also counts the decisions of its process: a ``Metrics``."""
+
+    def decisions(self) -> dict[tuple[str, str, str], int]:
+        """A copy of this process's decision counts, by ``(domain, rule, result)``."""
 
 
 def families(metrics: Source) -> Iterator[Metric]:
@@ -152,3 +165,19 @@ def _gauge(
     """A gauge whose help text ends with how it combines over many workers."""
     combined = f"{documentation} {COMBINED[COMBINE[name]]}"
     return GaugeMetricFamily(name, combined, value=value, labels=labels)
+
+
+class Collector:
+    """What the ``Metrics`` of one process read when scraped: their decision counts, and the
+    families above."""
+
+    def __init__(self, metrics: Counted) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self.metrics
+        decisions = CounterMetricFamily(DECISIONS, DECISIONS_HELP, labels=DECISION_LABELS)
+        for labels, count in sorted(metrics.decisions().items()):
+            decisions.add_metric(labels, count)
+        yield decisions
+        yield from families(metrics)

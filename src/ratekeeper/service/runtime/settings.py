@@ -69,6 +69,9 @@ store outage included), and so its memory.
 ``Settings.read(args, environ)`` checks every value and raises ``ConfigError`` listing each bad
 one, named by its flag (and its variable when it came from there); ``Settings.sources`` keeps
 those names. HTTP and gRPC listening on the same port of one address is an error too.
+
+The flags, with their help, are the table ``flags.FLAGS`` (``add_arguments`` adds them to a
+parser); what each value may be, its parser, is in ``values``.
 """
 
 from __future__ import annotations
@@ -82,35 +85,17 @@ from pathlib import Path
 from typing import Any
 
 from ratekeeper.core.errors import ConfigError
-from ratekeeper.core.inputs import decimal
-from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT, check_limit
+from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.service.runtime.flags import add_arguments
+from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, Address
+
+__all__ = ["EXAMPLE_RULES", "IN_MEMORY_CONFIG", "Address", "Settings", "add_arguments"]
 
 EXAMPLE_RULES = str(Path(__file__).parents[1] / "example_rules.yaml")
-POLICIES = ("allow", "deny", "local")
-LOG_FORMATS = ("text", "json")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-#: The servers ``serve`` runs the service on: uvicorn and grpc.aio, or pyvoy.
-SERVERS = ("uvicorn", "pyvoy")
-#: The names of the limit, remaining and reset headers of the gRPC answer, by default.
-ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
-STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
-CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
+#: Where HTTP and gRPC listen unless told.
+DEFAULT_HTTP, DEFAULT_GRPC = Address("127.0.0.1", 8080), Address("127.0.0.1", 8081)
 #: The configuration store of ``--compat envoy-ratelimit`` when none is given.
 IN_MEMORY_CONFIG = "sqlite://:memory:"
-MAX_WORKERS = 512
-#: The most plans a worker may cache: about 0.5 KB each, so some 50 GB.
-MAX_PLAN_CACHE_SIZE = 100_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Address:
-    """A host and a TCP port to listen on."""
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +105,8 @@ class Settings:
     store: str = "memory://"
     config: str = "sqlite:///ratekeeper.db"
     rules: tuple[str, ...] = (EXAMPLE_RULES,)
-    http: Address = Address("127.0.0.1", 8080)
-    grpc: Address = Address("127.0.0.1", 8081)
+    http: Address = DEFAULT_HTTP
+    grpc: Address = DEFAULT_GRPC
     admin_token: str | None = field(default=None, repr=False)
     on_store_error: str = "local"
     instances: int = 1
@@ -161,7 +146,7 @@ class Settings:
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         translated = _compat(given, env, values, errors)
-        for name, parse in _PARSERS.items():
+        for name, parse in PARSERS.items():
             flag = "--" + name.replace("_", "-")
             variable = "RATEKEEPER_" + name.upper()
             raw: Any = given.get(name)
@@ -244,7 +229,7 @@ def _compat(
         return {}
     named = {
         name
-        for name in _PARSERS
+        for name in PARSERS
         if given.get(name) is not None or "RATEKEEPER_" + name.upper() in env
     }
     translation = compat.translate(env, named)
@@ -262,282 +247,3 @@ def _compat(
         *translation.notes,
     )
     return translation.values
-
-
-def _url(schemes: tuple[str, ...]) -> Any:
-    def parse(value: str) -> str:
-        scheme, separator, _ = value.partition("://")
-        if not separator or scheme.lower() not in schemes:
-            from ratekeeper.core.redaction import redacted
-
-            known = ", ".join(f"{name}://" for name in schemes)
-            raise ValueError(
-                f"expected a URL starting with one of {known}, not {redacted(value)!r}"
-            )
-        return value
-
-    return parse
-
-
-def _rules(value: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    if not value:
-        raise ValueError("expected at least one rule file or directory")
-    for path in value:
-        if not Path(path).exists():
-            raise ValueError(f"no such file or directory: {path!r}")
-    return tuple(value)
-
-
-def _address(value: str) -> Address:
-    host, separator, port = value.rpartition(":")
-    host = host.strip("[]")
-    if not separator or not host or not decimal(port) or not 0 < int(port) < 65536:
-        raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, not {value!r}")
-    return Address(host, int(port))
-
-
-def _token(value: str) -> str | None:
-    if value == "":
-        return None
-    if len(value) < 16 or any(
-        not character.isprintable() or character.isspace() for character in value
-    ):
-        raise ValueError("a token is at least 16 printable characters without spaces")
-    return value
-
-
-def _one_of(choices: tuple[str, ...]) -> Any:
-    def parse(value: str) -> str:
-        if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, not {value!r}")
-        return value
-
-    return parse
-
-
-def _workers(value: str | int) -> int:
-    text = str(value).strip()
-    if not decimal(text) or not 1 <= int(text) <= MAX_WORKERS:
-        raise ValueError(f"expected a whole number from 1 to {MAX_WORKERS}, not {value!r}")
-    return int(text)
-
-
-def _instances(value: str | int) -> int:
-    text = str(value).strip()
-    if not decimal(text) or int(text) < 1:
-        raise ValueError(f"expected a whole number of at least 1, not {value!r}")
-    return int(text)
-
-
-def _plan_cache_size(value: str | int) -> int:
-    text = str(value).strip()
-    if not decimal(text) or not 1 <= int(text) <= MAX_PLAN_CACHE_SIZE:
-        raise ValueError(
-            f"expected a whole number of plans from 1 to {MAX_PLAN_CACHE_SIZE}, not {value!r}"
-        )
-    return int(text)
-
-
-def _log_level(value: str) -> str:
-    text = value.strip().lower()
-    text = {"warn": "warning", "fatal": "error", "panic": "error", "trace": "debug"}.get(text, text)
-    if text not in LOG_LEVELS:
-        raise ValueError(f"expected one of debug, info, warn (or warning), error, not {value!r}")
-    return text
-
-
-#: What a logger's name may hold.
-_LOGGER_NAME = frozenset("._-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-
-def _log_libraries(value: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    names = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
-    names = [name for name in names if name]
-    for name in names:
-        if not set(name) <= _LOGGER_NAME or name.startswith(".") or name.endswith("."):
-            raise ValueError(
-                f"expected logger names separated by commas (grpc,redis), or all, not {value!r}"
-            )
-    return tuple(dict.fromkeys(names))
-
-
-#: What a header name may hold: an HTTP token (RFC 9110, 5.6.2).
-_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-
-def _header_names(value: str | tuple[str, ...] | list[str]) -> tuple[str, str, str]:
-    names = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
-    if len(names) != 3 or not all(
-        isinstance(name, str) and name and set(name) <= _TOKEN for name in names
-    ):
-        raise ValueError(
-            f"expected three header names LIMIT,REMAINING,RESET, such as "
-            f"{','.join(ENVOY_HEADER_NAMES)}, not {value!r}"
-        )
-    if len({name.lower() for name in names}) != 3:
-        raise ValueError(f"expected three different header names, not {value!r}")
-    if any(name.lower() == "retry-after" for name in names):  # sent beside them on a refusal
-        raise ValueError(f"Retry-After is sent on its own; name three others, not {value!r}")
-    return names[0], names[1], names[2]
-
-
-def _switch(value: str | bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = value.strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("", "0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, not {value!r}")
-
-
-_PARSERS: dict[str, Any] = {
-    "store": _url(STORE_SCHEMES),
-    "config": _url(CONFIG_SCHEMES),
-    "rules": _rules,
-    "http": _address,
-    "grpc": _address,
-    "admin_token": _token,
-    "on_store_error": _one_of(POLICIES),
-    "instances": _instances,
-    "log_format": _one_of(LOG_FORMATS),
-    "workers": _workers,
-    "ietf_headers": _switch,
-    "plan_cache_size": _plan_cache_size,
-    "max_in_flight": check_limit,
-    "log_level": _log_level,
-    "log_keys": _switch,
-    "log_libraries": _log_libraries,
-    "access_log": _switch,
-    "shadow_mode": _switch,
-    "debt": _switch,
-    "envoy_headers": _switch,
-    "envoy_header_names": _header_names,
-    "merge_domains": _switch,
-    "dashboard": _switch,
-    "server": _one_of(SERVERS),
-}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the service's flags to ``parser``; each defaults to None (not given)."""
-    parser.add_argument("--store", metavar="URL", help="request store (default memory://)")
-    parser.add_argument(
-        "--config", metavar="URL", help="configuration store (default sqlite:///ratekeeper.db)"
-    )
-    parser.add_argument(
-        "--rules",
-        metavar="PATH",
-        action="append",
-        help="rule file or directory, repeatable (default: the example rules)",
-    )
-    parser.add_argument("--http", metavar="HOST:PORT", help="HTTP address (default 127.0.0.1:8080)")
-    parser.add_argument("--grpc", metavar="HOST:PORT", help="gRPC address (default 127.0.0.1:8081)")
-    parser.add_argument(
-        "--admin-token",
-        metavar="TOKEN",
-        help="bearer token of the override endpoints (default: they are off)",
-    )
-    parser.add_argument("--on-store-error", metavar="POLICY", help="local (default), allow or deny")
-    parser.add_argument(
-        "--instances", metavar="N", help="instances sharing the request store (default 1)"
-    )
-    parser.add_argument("--log-format", metavar="FORMAT", help="text (default) or json")
-    parser.add_argument("--workers", metavar="N", help="worker processes (default 1)")
-    parser.add_argument(
-        "--server",
-        metavar="NAME",
-        help="uvicorn (default): HTTP on uvicorn, gRPC on grpc.aio at --grpc. pyvoy: both on "
-        "--http, in Envoy (pyvoy); for gRPC-heavy traffic: less than half the CPU a gRPC call "
-        "(an HTTP check a quarter more); it loses --workers (one process, one event loop), "
-        "compressed gRPC messages and grpc.aio's keepalive policy; needs ratekeeper[pyvoy] "
-        "(docs/service.md)",
-    )
-    parser.add_argument(
-        "--max-in-flight",
-        metavar="N",
-        help=f"decisions under way at once in each process; past it, requests are answered "
-        f"503 overloaded (gRPC UNAVAILABLE) at once (default {DEFAULT_MAX_IN_FLIGHT})",
-    )
-    parser.add_argument(
-        "--ietf-headers",
-        action="store_const",
-        const=True,
-        help="add the IETF RateLimit and RateLimit-Policy fields to answers",
-    )
-    parser.add_argument(
-        "--plan-cache-size",
-        metavar="N",
-        help="limits (plans) each worker caches, about 0.5 KB each, stale ones included "
-        "(default 100000)",
-    )
-    parser.add_argument(
-        "--log-level",
-        metavar="LEVEL",
-        help="debug, info (default), warning or error, for ratekeeper's and uvicorn's loggers; "
-        "debug logs every decision",
-    )
-    parser.add_argument(
-        "--log-keys",
-        action="store_const",
-        const=True,
-        help="at --log-level debug, each decision's line carries its key (the descriptor's "
-        "values: the clients' own data); off by default",
-    )
-    parser.add_argument(
-        "--log-libraries",
-        metavar="NAMES",
-        help="other libraries' loggers that follow --log-level (grpc,redis,...; all: every "
-        "one); by default they log from warning",
-    )
-    parser.add_argument(
-        "--access-log",
-        action="store_const",
-        const=True,
-        help="log one line per request: surface, status, time, and the decision's domain and rule",
-    )
-    parser.add_argument(
-        "--shadow-mode",
-        action="store_const",
-        const=True,
-        help="let every request through: refusals are only logged and counted as shadowed",
-    )
-    parser.add_argument(
-        "--debt",
-        action="store_const",
-        const=True,
-        help="every hit counts, refused or not, as envoyproxy/ratelimit counts: a count past "
-        "its limit is a debt that refuses later hits until time pays it back",
-    )
-    parser.add_argument(
-        "--envoy-headers",
-        action="store_const",
-        const=True,
-        help="the gRPC answer carries the rate-limit headers and Retry-After for Envoy to add",
-    )
-    parser.add_argument(
-        "--envoy-header-names",
-        metavar="LIMIT,REMAINING,RESET",
-        help="the names of --envoy-headers (default " + ",".join(ENVOY_HEADER_NAMES) + ")",
-    )
-    parser.add_argument(
-        "--compat",
-        metavar="MODE",
-        help="envoy-ratelimit: also read envoyproxy/ratelimit's variables (REDIS_URL, "
-        "RUNTIME_ROOT, ...) under these flags; none: do not (default: envoy-ratelimit when "
-        "RUNTIME_ROOT is set and no rules are given)",
-    )
-    parser.add_argument(
-        "--merge-domains",
-        action="store_const",
-        const=True,
-        help="let rule files share a domain: their descriptors join one tree",
-    )
-    parser.add_argument(
-        "--dashboard",
-        action="store_const",
-        const=True,
-        help="serve a live dashboard at /dashboard, and its figures at /v1/stats and /v1/top, "
-        "to the holder of --admin-token",
-    )

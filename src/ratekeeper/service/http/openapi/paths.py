@@ -1,61 +1,19 @@
-"""The OpenAPI 3.1 document of the decision service's HTTP API (``GET /openapi.json``).
-
-Written by hand beside the routes it describes; a test holds it to the app's routes. The paths
-are given by area (checks, admin, probes, Envoy's and nginx's); their bodies' schemas are
-``ratekeeper.service.http.schemas``. A problem's status is the one
-``ratekeeper.wire.problems.KINDS`` gives its kind, as the service answers it.
-"""
+"""The paths of the OpenAPI document but the dashboard's, by area: the checks, the admin
+endpoints, the probes, Envoy's and nginx's, and the document itself."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ratekeeper.core.version import VERSION
 from ratekeeper.service.http.bodies import MAX_BATCH
-from ratekeeper.service.http.schemas import ref, schemas
+from ratekeeper.service.http.openapi.shared import (
+    SECURITY,
+    json_answer,
+    json_body,
+    problems,
+    ref,
+)
 from ratekeeper.wire.headers import DEGRADED
-from ratekeeper.wire.problems import KINDS, MEDIA_TYPE
-
-
-def document() -> dict[str, Any]:
-    """The OpenAPI document."""
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "ratekeeper decision service", "version": VERSION},
-        "paths": {
-            **_checks(),
-            **_admin(),
-            **_dashboard(),
-            **_probes(),
-            **_gateways(),
-            **_itself(),
-        },
-        "components": {
-            "schemas": schemas(),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-    }
-
-
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _body(name: str) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": ref(name)}}}
-
-
-def _problems(*described: tuple[str, str]) -> dict[str, Any]:
-    """The answers of ``described``, (kind, description) pairs: each a problem, under the
-    status of its kind."""
-    return {
-        str(KINDS[kind].status): {
-            "description": description,
-            "content": {MEDIA_TYPE: {"schema": ref("Problem")}},
-        }
-        for kind, description in described
-    }
-
 
 _RATE_HEADERS = {
     name: {"description": text, "schema": schema}
@@ -89,8 +47,9 @@ _RATE_HEADERS = {
         ),
     )
 }
+
 #: The problems of a request with a JSON body.
-_BAD = _problems(
+_BAD = problems(
     ("malformed", "the body is not JSON"),
     ("too-large", "the body is over 64 KiB"),
     ("media-type", "the body is said to be other than application/json"),
@@ -102,31 +61,31 @@ _BAD = _problems(
         "under way",
     ),
 )
+
 #: The problems of an admin endpoint.
-_ADMIN = _problems(
+_ADMIN = problems(
     ("unauthorized", "no or a wrong bearer token"),
     ("not-found", "no such override, or the admin endpoints are off"),
     ("invalid", "a key, domain or prefix that is not valid"),
     ("unavailable", "the configuration store failed, or the service has none"),
 )
+
 _ADMIN["401"]["headers"] = {
     "WWW-Authenticate": {"schema": {"type": "string", "pattern": "^Bearer "}}
 }
-_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
-
 _KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
 _DOMAIN = {"name": "domain", "in": "query", "schema": {"type": "string", "default": ""}}
 
 
-def _checks() -> dict[str, Any]:
+def checks() -> dict[str, Any]:
     """``/v1/check``, ``/v1/check/batch`` and ``/v1/peek``."""
-    result = {**_json(ref("Result"), "allowed"), "headers": _RATE_HEADERS}
-    refused = {**_json(ref("Result"), "refused"), "headers": _RATE_HEADERS}
+    result = {**json_answer(ref("Result"), "allowed"), "headers": _RATE_HEADERS}
+    refused = {**json_answer(ref("Result"), "refused"), "headers": _RATE_HEADERS}
     return {
         "/v1/check": {
             "post": {
                 "summary": "Count a hit and decide it",
-                "requestBody": _body("Check"),
+                "requestBody": json_body("Check"),
                 "responses": {"200": result, "429": refused, **_BAD},
             }
         },
@@ -146,47 +105,48 @@ def _checks() -> dict[str, Any]:
                         }
                     },
                 },
-                "responses": {"200": _json(ref("BatchResult"), "every result, in order"), **_BAD},
+                "responses": {
+                    "200": json_answer(ref("BatchResult"), "every result, in order"),
+                    **_BAD,
+                },
             }
         },
         "/v1/peek": {
             "post": {
                 "summary": "A check's state, counting nothing",
-                "requestBody": _body("Check"),
+                "requestBody": json_body("Check"),
                 "responses": {"200": result, **_BAD},
             }
         },
     }
 
 
-def _admin() -> dict[str, Any]:
+def admin() -> dict[str, Any]:
     """``/v1/reset`` and the overrides: behind the admin token."""
     return {
         "/v1/reset": {
             "post": {
                 "summary": "Forget what a key's limit counted (admin: it gives the limit back)",
-                "security": _SECURITY,
-                "requestBody": _body("Reset"),
+                "security": SECURITY,
+                "requestBody": json_body("Reset"),
                 "responses": {
                     "204": {"description": "forgotten"},
                     **_BAD,
                     "401": _ADMIN["401"],
-                    **_problems(
-                        ("not-found", "the admin endpoints are off: no admin token is set")
-                    ),
+                    **problems(("not-found", "the admin endpoints are off: no admin token is set")),
                 },
             }
         },
         "/v1/overrides": {
             "get": {
                 "summary": "List overrides (at most 1000), by domain then key",
-                "security": _SECURITY,
+                "security": SECURITY,
                 "parameters": [
                     {"name": "domain", "in": "query", "schema": {"type": "string"}},
                     {"name": "prefix", "in": "query", "schema": {"type": "string"}},
                 ],
                 "responses": {
-                    "200": _json(
+                    "200": json_answer(
                         {
                             "type": "object",
                             "properties": {
@@ -204,148 +164,60 @@ def _admin() -> dict[str, Any]:
             "parameters": [_KEY, _DOMAIN],
             "get": {
                 "summary": "A key's override",
-                "security": _SECURITY,
-                "responses": {"200": _json(ref("StoredOverride"), "the override"), **_ADMIN},
+                "security": SECURITY,
+                "responses": {"200": json_answer(ref("StoredOverride"), "the override"), **_ADMIN},
             },
             "put": {
                 "summary": "Set a key's override",
-                "security": _SECURITY,
-                "requestBody": _body("Override"),
-                "responses": {"200": _json(ref("StoredOverride"), "stored"), **_ADMIN, **_BAD},
+                "security": SECURITY,
+                "requestBody": json_body("Override"),
+                "responses": {
+                    "200": json_answer(ref("StoredOverride"), "stored"),
+                    **_ADMIN,
+                    **_BAD,
+                },
             },
             "delete": {
                 "summary": "Remove a key's override",
-                "security": _SECURITY,
+                "security": SECURITY,
                 "responses": {"204": {"description": "removed"}, **_ADMIN},
             },
         },
     }
 
 
-#: The answers of a dashboard route without the admin token, or with the dashboard off.
-_LOOKING = _problems(
-    ("unauthorized", "no or a wrong bearer token (or sign-in cookie)"),
-    ("not-found", "the dashboard is off (serve --dashboard turns it on)"),
-)
-_HTML = {"text/html": {"schema": {"type": "string"}}}
-
-
-def _dashboard() -> dict[str, Any]:
-    """The dashboard (``serve --dashboard``): its page, and its figures as JSON."""
-    window = {
-        "name": "window",
-        "in": "query",
-        "schema": {"type": "integer", "minimum": 10, "maximum": 300, "default": 60},
-    }
-    n = {
-        "name": "n",
-        "in": "query",
-        "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
-    }
-    signed_in = {"303": {"description": "signed in: to /dashboard, with the sign-in cookie"}}
-    form = {"description": "the sign-in form", "content": _HTML}
-    return {
-        "/v1/stats": {
-            "get": {
-                "summary": "Everything the dashboard shows",
-                "security": _SECURITY,
-                "responses": {"200": _json(ref("Stats"), "the figures"), **_LOOKING},
-            }
-        },
-        "/v1/top": {
-            "get": {
-                "summary": "The keys of the most decisions and refusals over a window",
-                "security": _SECURITY,
-                "parameters": [window, n],
-                "responses": {
-                    "200": _json(ref("Top"), "the keys"),
-                    **_LOOKING,
-                    **_problems(("invalid", "a window or n out of its range")),
-                },
-            }
-        },
-        "/dashboard": {
-            "get": {
-                "summary": "The dashboard's page (with ?token=, sign in and come back)",
-                "parameters": [{"name": "token", "in": "query", "schema": {"type": "string"}}],
-                "responses": {
-                    "200": {"description": "the page", "content": _HTML},
-                    **signed_in,
-                    "401": form,
-                    "404": _LOOKING["404"],
-                },
-            }
-        },
-        "/dashboard/login": {
-            "post": {
-                "summary": "Sign in with the admin token (a form's token=)",
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/x-www-form-urlencoded": {
-                            "schema": {
-                                "type": "object",
-                                "properties": {"token": {"type": "string"}},
-                                "required": ["token"],
-                            }
-                        }
-                    },
-                },
-                "responses": {**signed_in, "401": form, "404": _LOOKING["404"]},
-            }
-        },
-        "/dashboard/logout": {
-            "post": {
-                "summary": "Sign out: the cookie forgotten",
-                "responses": {"303": {"description": "to /dashboard"}, "404": _LOOKING["404"]},
-            }
-        },
-        "/dashboard/assets/{name}": {
-            "get": {
-                "summary": "The page's style sheet and script",
-                "parameters": [
-                    {
-                        "name": "name",
-                        "in": "path",
-                        "required": True,
-                        "schema": {"enum": ["dashboard.css", "dashboard.js"]},
-                    }
-                ],
-                "responses": {"200": {"description": "the file"}, **_LOOKING},
-            }
-        },
-    }
-
-
-def _probes() -> dict[str, Any]:
+def probes() -> dict[str, Any]:
     """``/healthz`` and ``/readyz``."""
     return {
         "/healthz": {
-            "get": {"summary": "Liveness", "responses": {"200": _json({"type": "object"}, "alive")}}
+            "get": {
+                "summary": "Liveness",
+                "responses": {"200": json_answer({"type": "object"}, "alive")},
+            }
         },
         "/readyz": {
             "get": {
                 "summary": "Readiness: the request store answers (the configuration store is"
                 " reported, and makes the status 'degraded' when it does not answer)",
                 "responses": {
-                    "200": _json({"type": "object"}, "ready"),
-                    "503": _json({"type": "object"}, "the store does not answer"),
+                    "200": json_answer({"type": "object"}, "ready"),
+                    "503": json_answer({"type": "object"}, "the store does not answer"),
                 },
             }
         },
     }
 
 
-def _gateways() -> dict[str, Any]:
+def gateways() -> dict[str, Any]:
     """Envoy's ``/json`` and ``/healthcheck``, and nginx's ``/v1/nginx``."""
     return {
         "/json": {
             "post": {
                 "summary": "Envoy's rate-limit service over HTTP",
-                "requestBody": _body("EnvoyRequest"),
+                "requestBody": json_body("EnvoyRequest"),
                 "responses": {
-                    "200": _json(ref("EnvoyResponse"), "OK"),
-                    "429": _json(ref("EnvoyResponse"), "OVER_LIMIT"),
+                    "200": json_answer(ref("EnvoyResponse"), "OK"),
+                    "429": json_answer(ref("EnvoyResponse"), "OVER_LIMIT"),
                     "400": {"description": "Bad Request", "content": {"text/plain": {}}},
                 },
             }
@@ -390,13 +262,13 @@ def _gateways() -> dict[str, Any]:
     }
 
 
-def _itself() -> dict[str, Any]:
+def itself() -> dict[str, Any]:
     """``/openapi.json``."""
     return {
         "/openapi.json": {
             "get": {
                 "summary": "This document",
-                "responses": {"200": _json({"type": "object"}, "it")},
+                "responses": {"200": json_answer({"type": "object"}, "it")},
             }
         },
     }

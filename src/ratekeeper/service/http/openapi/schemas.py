@@ -1,7 +1,7 @@
-"""The schemas of the OpenAPI document's components (``ratekeeper.service.http.openapi``), by area:
-the checks a request asks for, the results it is answered with, the configuration store's
-overrides, problems, and Envoy's ``RateLimitRequest`` and ``RateLimitResponse`` in protobuf's
-JSON. Each states what the parsers of ``ratekeeper.service.http.bodies`` and
+"""The schemas of the OpenAPI document's components, by area: the checks a request asks for,
+the results it is answered with, the configuration store's overrides, problems, Envoy's
+``RateLimitRequest`` and ``RateLimitResponse`` in protobuf's JSON, and the dashboard's figures
+(``dashboard``). Each states what the parsers of ``ratekeeper.service.http.bodies`` and
 ``ratekeeper.service.http.envoy_json`` take; a test holds them to it.
 """
 
@@ -13,12 +13,8 @@ from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.inputs import MAX_COST
 from ratekeeper.rules.model import UNITS
 from ratekeeper.service.http.envoy_json import camel
-
-
-def ref(name: str) -> dict[str, str]:
-    """A reference to the schema ``name``."""
-    return {"$ref": f"#/components/schemas/{name}"}
-
+from ratekeeper.service.http.openapi import dashboard
+from ratekeeper.service.http.openapi.shared import ref
 
 #: The largest cost, count or amount: ``ratekeeper.core.inputs.MAX_COST``.
 _COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COST}
@@ -71,7 +67,7 @@ def schemas() -> dict[str, Any]:
         **_overrides(),
         **_problems(),
         **_envoy(),
-        **_dashboard(),
+        **dashboard.schemas(),
     }
 
 
@@ -302,123 +298,4 @@ def _envoy() -> dict[str, Any]:
             "type": "object",
             "description": "envoy.service.ratelimit.v3.RateLimitResponse in protobuf's JSON",
         },
-    }
-
-
-def _object(properties: dict[str, Any], description: str | None = None) -> dict[str, Any]:
-    """An object of exactly ``properties``, all required."""
-    found: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-    if description is not None:
-        found["description"] = description
-    return found
-
-
-_TEXT_OR_NULL = {"type": ["string", "null"]}
-_WHOLE = {"type": "integer", "minimum": 0}
-_PER_SECOND = {"type": "array", "items": _WHOLE, "description": "one count a second"}
-_RESULTS = {"allowed": _PER_SECOND, "limited": _PER_SECOND, "shadowed": _PER_SECOND}
-
-
-def _dashboard() -> dict[str, Any]:
-    """The dashboard's figures: ``GET /v1/stats`` and ``GET /v1/top``."""
-    listed = _object(
-        {
-            "domain": {"type": "string"},
-            "key": {"type": "string"},
-            "count": {**_WHOLE, "description": "at most error below the true count"},
-            "at_most": {**_WHOLE, "description": "count + error: the true count is no more"},
-            "rule": _TEXT_OR_NULL,
-            "limit": _TEXT_OR_NULL,
-            "algorithm": _TEXT_OR_NULL,
-            "remaining": {"type": ["integer", "null"]},
-            "allowed": {"type": ["boolean", "null"]},
-        },
-        "a key, and its latest decision",
-    )
-    descriptor = _object(
-        {
-            "key": {"type": "string"},
-            "value": _TEXT_OR_NULL,
-            "path": {"type": "string"},
-            "name": _TEXT_OR_NULL,
-            "limit": _TEXT_OR_NULL,
-            "algorithm": _TEXT_OR_NULL,
-            "unlimited": {"type": "boolean"},
-            "always_over": {"type": "boolean"},
-            "shadow_mode": {"type": "boolean"},
-            "quota_mode": {"type": "boolean"},
-            "children": {"type": "array", "items": ref("RuleDescriptor")},
-        }
-    )
-    return {
-        "TopKeys": _object(
-            {
-                "total": {**_WHOLE, "description": "hits in the window, exactly"},
-                "error": {**_WHOLE, "description": "each count is at most this below the truth"},
-                "bound": {**_WHOLE, "description": "error never exceeds total // (capacity + 1)"},
-                "keys": {"type": "array", "items": listed},
-            }
-        ),
-        "Top": _object(
-            {
-                "window": {"type": "integer", "minimum": 10, "maximum": 300},
-                "span": {**_WHOLE, "description": "seconds covered: whole slots, the current one"},
-                "slot": {"type": "integer", "minimum": 1},
-                "capacity": {"type": "integer", "minimum": 1},
-                "requests": ref("TopKeys"),
-                "refused": ref("TopKeys"),
-            },
-            "the keys of the most decisions, and of the most refusals (limited or shadowed)",
-        ),
-        "RuleDescriptor": descriptor,
-        "Stats": _object(
-            {
-                "version": {"type": "string"},
-                "now": {"type": "number"},
-                "started": {"type": "number", "description": "when recording began"},
-                "workers": {"type": "integer", "minimum": 1},
-                "series": _object(
-                    {
-                        "step": {"const": 1},
-                        "start": {"type": "integer"},
-                        **_RESULTS,
-                        "degraded": _PER_SECOND,
-                    }
-                ),
-                "rules": {
-                    "type": "array",
-                    "items": _object(
-                        {
-                            "domain": {"type": "string"},
-                            "rule": {"type": "string"},
-                            "limit": _TEXT_OR_NULL,
-                            "algorithm": _TEXT_OR_NULL,
-                            **_RESULTS,
-                            "degraded": _PER_SECOND,
-                        }
-                    ),
-                },
-                "latency": {"type": "object"},
-                "store": {"type": "object"},
-                "config": {"type": ["object", "null"]},
-                "reload": {"type": "object"},
-                "tree": {
-                    "type": "array",
-                    "items": _object(
-                        {
-                            "domain": {"type": "string"},
-                            "descriptors": {"type": "array", "items": ref("RuleDescriptor")},
-                        }
-                    ),
-                },
-                "overrides": {"type": "object"},
-                "top": ref("Top"),
-            },
-            "what the dashboard shows; the series are per second, the current one last",
-        ),
     }
