@@ -105,16 +105,6 @@ def create_app(
 
     if metrics is not None and admission is not None:
         metrics.admission = admission
-    started = lifespan(
-        engine,
-        close_engine=close_engine,
-        metrics=metrics,
-        grpc_address=grpc_address,
-        admission=admission,
-        envoy_headers=envoy_headers,
-        access_log=access_log,
-        dashboard=dashboard,
-    )
     return http_app(
         engine,
         admin_token=admin_token,
@@ -124,7 +114,16 @@ def create_app(
         envoy_headers=envoy_headers,
         access_log=access_log,
         routes=() if dashboard is None else dashboard.routes(),
-        lifespan=started,
+        lifespan=lifespan(
+            engine,
+            close_engine=close_engine,
+            metrics=metrics,
+            grpc_address=grpc_address,
+            admission=admission,
+            envoy_headers=envoy_headers,
+            access_log=access_log,
+            dashboard=dashboard,
+        ),
     )
 
 
