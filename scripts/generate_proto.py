@@ -5,7 +5,7 @@
 
 Run it with the project's virtual environment (``.venv/bin/python``): it needs the dev extra,
 whose exact pins of grpcio-tools (protoc and the gRPC plugin) and mypy-protobuf (the typed
-stubs) make the output the same everywhere; tests/service/test_proto.py checks that it is.
+stubs) make the output the same everywhere; tests/service/proto/test_proto.py checks that it is.
 
 The proto root is ``src/``, so each ``.proto`` file is named ``ratekeeper/service/proto/...`` and
 the generated modules import one another as ``ratekeeper.service.proto.*`` with no rewriting.

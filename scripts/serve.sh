@@ -22,7 +22,7 @@ HTTP="$("$VENV/bin/python" - "$@" 2>/dev/null <<'PY' || true
 import argparse
 import sys
 
-from ratekeeper.service.settings import Address, Settings, add_arguments
+from ratekeeper.service.runtime.settings import Address, Settings, add_arguments
 
 parser = argparse.ArgumentParser(add_help=False)
 add_arguments(parser)

@@ -100,6 +100,95 @@ MOVED: dict[str, dict[str, list[str]]] = {
         "ratekeeper.core.periods": ["parse_period"],
     },
     "ratekeeper.redaction": {"ratekeeper.core.redaction": ["redacted"]},
+    "ratekeeper.service.app": {
+        "ratekeeper.service.runtime.app": [
+            "Parts",
+            "build_app",
+            "build_engine",
+            "build_parts",
+            "envoy_header_names",
+            "from_environment",
+            "require_server_extra",
+            "run_config",
+        ],
+        "ratekeeper.service.runtime.serve": ["GRACE", "serve", "uvicorn_options"],
+    },
+    "ratekeeper.service.grpc_asgi": {
+        "ratekeeper.service.grpc.asgi": [
+            "CHECK",
+            "MAX_MESSAGE",
+            "SHOULD_RATE_LIMIT",
+            "WATCH",
+            "Aborted",
+            "Context",
+            "GrpcApp",
+            "frame",
+            "read_message",
+            "timeout_of",
+            "trailers",
+        ],
+        "ratekeeper.service.asgi": ["Receive", "Scope", "Send"],
+    },
+    "ratekeeper.service.metrics": {
+        "ratekeeper.service.observe.metrics": [
+            "ALLOWED",
+            "CONTENT_TYPE",
+            "DEGRADED",
+            "LATENCY_BUCKETS",
+            "LIMITED",
+            "OTHER",
+            "SHADOWED",
+            "UNKNOWN",
+            "Metrics",
+        ],
+        "ratekeeper.service.observe.exposition": ["MetricsApp"],
+        "ratekeeper.service.surfaces": ["SURFACES"],
+        "ratekeeper.service.asgi": ["Receive", "Scope", "Send"],
+    },
+    "ratekeeper.service.pyvoy_app": {
+        "ratekeeper.service.runtime.pyvoy_app": ["build", "grpc_or_http", "is_grpc"],
+        "ratekeeper.service.asgi": ["App"],
+    },
+    "ratekeeper.service.settings": {
+        "ratekeeper.service.runtime.settings": [
+            "EXAMPLE_RULES",
+            "IN_MEMORY_CONFIG",
+            "Address",
+            "Settings",
+            "add_arguments",
+        ],
+        "ratekeeper.service.runtime.values": [
+            "CONFIG_SCHEMES",
+            "ENVOY_HEADER_NAMES",
+            "LOG_FORMATS",
+            "LOG_LEVELS",
+            "MAX_PLAN_CACHE_SIZE",
+            "MAX_WORKERS",
+            "POLICIES",
+            "SERVERS",
+            "STORE_SCHEMES",
+        ],
+    },
+    "ratekeeper.service.translate": {
+        "ratekeeper.wire.translate": [
+            "MAX_REMAINING",
+            "UNIT_OF_PERIOD",
+            "Answer",
+            "Call",
+            "Fields",
+            "WireDescriptor",
+            "answer",
+            "arguments",
+            "costs",
+            "decide",
+            "decide_async",
+            "descriptors",
+            "fields",
+            "headers_to_add",
+            "sent_limit",
+        ],
+        "ratekeeper.wire.statuses": ["OK", "OVER_LIMIT", "Limited", "WireStatus"],
+    },
     "ratekeeper.simulate.traces": {
         "ratekeeper.simulate.generators": [
             "MAX_EVENTS",
@@ -142,6 +231,12 @@ MOVED: dict[str, dict[str, list[str]]] = {
 }
 
 
+#: Each name that moved out of a module that stays: its new home.
+MOVED_NAMES: dict[str, str] = {
+    "ratekeeper.service.http.create_app": "ratekeeper.service.runtime.app.create_app",
+}
+
+
 def new_path(old: str) -> str:
     return " and ".join(MOVED[old])
 
@@ -162,6 +257,21 @@ def test_an_old_path_warns_and_gives_the_objects_of_the_new_one(
         home = importlib.import_module(new)
         for name in moved_names:
             assert getattr(module, name) is getattr(home, name), f"{old}.{name}"
+
+
+@pytest.mark.parametrize("old", MOVED_NAMES)
+def test_an_old_name_warns_and_gives_the_object_of_the_new_one(
+    old: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module_name, _, name = old.rpartition(".")
+    module = importlib.import_module(module_name)
+    monkeypatch.delitem(vars(module), name, raising=False)  # looked up afresh, so it warns again
+    with pytest.warns(DeprecationWarning) as warned:
+        found = getattr(module, name)
+    assert [str(warning.message) for warning in warned] == [message(old, MOVED_NAMES[old])]
+    assert warned[0].filename == __file__  # the line that asked for it
+    home, _, new_name = MOVED_NAMES[old].rpartition(".")
+    assert found is getattr(importlib.import_module(home), new_name)
 
 
 def test_the_message_names_the_new_path_and_the_version_that_removes_the_old() -> None:
@@ -197,6 +307,9 @@ def test_the_changelog_lists_every_moved_path_and_when_it_goes() -> None:
     for old, homes in MOVED.items():
         line = f"- `{old}` → " + ", ".join(f"`{new}`" for new in homes)
         assert line in section, line
+    for old, new in MOVED_NAMES.items():
+        line = f"- `{old}` → `{new}`"
+        assert line in section, line
 
 
 def _imported(path: Path) -> set[str]:
@@ -215,7 +328,7 @@ def _imported(path: Path) -> set[str]:
 def test_ratekeeper_its_tests_and_benchmarks_never_import_an_old_path() -> None:
     old_files = {ROOT / "src" / f"{old.replace('.', '/')}.py" for old in MOVED}
     users = {
-        str(path.relative_to(ROOT)): sorted(_imported(path) & MOVED.keys())
+        str(path.relative_to(ROOT)): sorted(_imported(path) & (MOVED.keys() | MOVED_NAMES.keys()))
         for folder in ("src", "benchmarks", "tests", "scripts")
         for path in (ROOT / folder).rglob("*.py")
         if path not in old_files and path != Path(__file__)

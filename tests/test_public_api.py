@@ -84,7 +84,7 @@ PACKAGES = {
         "parse_limit",
         "simulate",
     ],
-    "ratekeeper.service.metrics": ["Metrics"],
+    "ratekeeper.service.observe.metrics": ["Metrics"],
     "ratekeeper.testing": ["FakeClock"],
     "ratekeeper.stores": ["AsyncStore", "Health", "Hit", "Store", "open_async_store", "open_store"],
     "ratekeeper.stores.memory": ["AsyncMemoryStore", "MemoryStore"],

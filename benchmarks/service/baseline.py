@@ -4,9 +4,9 @@
 
 - over HTTP, a raw ASGI app that reads the request's body and answers 200 with a fixed JSON
   body, on uvicorn with the options ``ratekeeper serve`` gives it
-  (``ratekeeper.service.app.uvicorn_options``: the same event loop, HTTP parser, log level,
-  one worker); and at ``/starlette`` the same answer from a Starlette app of one route, for
-  reference;
+  (``ratekeeper.service.runtime.serve.uvicorn_options``: the same event loop, HTTP parser, log
+  level, one worker); and at ``/starlette`` the same answer from a Starlette app of one route,
+  for reference;
 - over gRPC, on the same event loop and started from the app's lifespan as ``ratekeeper
   serve`` starts its own, a ``grpc.aio`` server whose ``ShouldRateLimit`` parses the request
   and answers a new ``RateLimitResponse`` of ``OK``, deciding nothing.
@@ -33,9 +33,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ratekeeper.service.app import uvicorn_options
 from ratekeeper.service.proto import rls_pb2, rls_pb2_grpc
-from ratekeeper.service.settings import Settings, _address
+from ratekeeper.service.runtime.serve import uvicorn_options
+from ratekeeper.service.runtime.settings import Settings
+from ratekeeper.service.runtime.values import address
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http", required=True, metavar="HOST:PORT")
     parser.add_argument("--grpc", required=True, metavar="HOST:PORT")
     args = parser.parse_args(argv)
-    settings = Settings(http=_address(args.http), grpc=_address(args.grpc))
+    settings = Settings(http=address(args.http), grpc=address(args.grpc))
     config = uvicorn.Config(
         application(str(settings.grpc), lambda: config.http_protocol_class.__name__),
         **uvicorn_options(settings),

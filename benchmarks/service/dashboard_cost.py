@@ -34,7 +34,7 @@ from ratekeeper.engine import AsyncEngine, Status
 from ratekeeper.rules import parse_rules
 from ratekeeper.service.dashboard import Recorder
 from ratekeeper.service.dashboard import stats as figures
-from ratekeeper.service.metrics import Metrics
+from ratekeeper.service.observe.metrics import Metrics
 
 RULES = """
 domain: api

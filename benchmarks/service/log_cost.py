@@ -26,9 +26,9 @@ from pathlib import Path
 
 from benchmarks.trials import timed
 from ratekeeper.engine import AsyncEngine
-from ratekeeper.service.app import build_parts
-from ratekeeper.service.logs import configure_logging
-from ratekeeper.service.settings import Settings
+from ratekeeper.service.observe.logs import configure_logging
+from ratekeeper.service.runtime.app import build_parts
+from ratekeeper.service.runtime.settings import Settings
 
 RULES = """
 domain: api

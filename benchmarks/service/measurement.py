@@ -63,7 +63,7 @@ OPTIONS = {
     "with `Authorization: Bearer <token>` from before the warm-up to the end of the timed run, "
     "as the dashboard's page does; every poll must be answered 200, and at least one a second",
     PYVOY: "HTTP and gRPC on one address in Envoy's HTTP/2, through pyvoy (gRPC as a raw ASGI "
-    "app, `ratekeeper.service.grpc_asgi`); its hello world is the gRPC hello world as the same "
+    "app, `ratekeeper.service.grpc.asgi`); its hello world is the gRPC hello world as the same "
     "raw ASGI app (`benchmarks.service.grpc_hellos.grpc_asgi`) on pyvoy. The CPU time is "
     "Envoy's (pyvoy runs Python in it) and its parent's.",
 }

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from ratekeeper import Engine, Limit, MemoryStore
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.metrics import Metrics
+from ratekeeper.service.observe.metrics import Metrics
 
 RULES = """
 domain: api

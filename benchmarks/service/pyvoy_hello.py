@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.service.grpc_hellos import Receive, Scope, Send, grpc_asgi
-from ratekeeper.service.pyvoy_app import grpc_or_http
+from ratekeeper.service.runtime.pyvoy_app import grpc_or_http
 
 
 async def ready(scope: Scope, receive: Receive, send: Send) -> None:

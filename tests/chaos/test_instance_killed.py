@@ -26,8 +26,8 @@ from tests.chaos.fleet import Timer, fleet
 from tests.chaos.load import report
 from tests.gateways import NginxServer, UpstreamServer
 from tests.servers import RedisServer
+from tests.service.balanced import nginx_over
 from tests.service.http_load import Exchange, Request, exchange, tally
-from tests.service.test_scale_out import nginx_over
 
 pytestmark = pytest.mark.chaos
 

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from ratekeeper import AsyncEngine
 from ratekeeper.config import open_config_store
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.http import create_app
+from ratekeeper.service.runtime.app import create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
 
@@ -40,7 +40,7 @@ def service_app(
     )
     if dashboard:
         from ratekeeper.service.dashboard import Dashboard, Recorder
-        from ratekeeper.service.metrics import Metrics
+        from ratekeeper.service.observe.metrics import Metrics
 
         metrics = Metrics()
         metrics.track(engine)

@@ -31,7 +31,7 @@ from ratekeeper import Engine, Limit, Limiter, open_store
 from ratekeeper.config import open_config_store
 from ratekeeper.core.overrides import Override
 from ratekeeper.core.store_keys import descriptor_key
-from ratekeeper.service.nginx import call_of
+from ratekeeper.service.http.nginx import call_of
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.web import RateLimit, keys
 from ratekeeper.web.wsgi import RateLimitMiddleware
@@ -39,7 +39,7 @@ from tests.gateways import NGINX_CONF, Response, http_request, nginx_config, ren
 from tests.service.combinations import Case
 from tests.service.combined_traffic import ADDRESS, DAY, DOMAIN, USER, VIP, Request
 from tests.service.served import Served
-from tests.service.test_metrics_workers import decisions_by_worker
+from tests.service.workers import decisions_by_worker
 
 TOKEN = "combinations-admin-token-0123456789"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}

@@ -30,13 +30,13 @@ from ratekeeper.service.admission import (
     check_limit,
 )
 from ratekeeper.service.grpc import serve_grpc
-from ratekeeper.service.http import create_app
-from ratekeeper.service.metrics import Metrics
+from ratekeeper.service.observe.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
+from ratekeeper.service.runtime.app import create_app
 from ratekeeper.stores import Health, Hit
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
-from tests.service.test_settings import read
+from tests.service.runtime.command_line import read
 
 RULES = """
 domain: edge

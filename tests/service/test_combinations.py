@@ -53,7 +53,7 @@ from tests.service.combined_traffic import (
     traffic,
 )
 from tests.service.served import Served
-from tests.service.test_metrics_workers import (
+from tests.service.workers import (
     decisions_by_worker,
     metrics_directory,
     parse,

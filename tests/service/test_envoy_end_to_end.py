@@ -23,7 +23,7 @@ import pytest
 from ratekeeper import AsyncEngine
 from ratekeeper.rules import parse_rules
 from ratekeeper.service.grpc import serve_grpc
-from ratekeeper.service.settings import ENVOY_HEADER_NAMES
+from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES
 from tests.gateways import EnvoyServer, Response, UpstreamServer, envoy_config, http_request
 from tests.service.served import Served
 

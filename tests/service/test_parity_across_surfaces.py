@@ -15,10 +15,10 @@ import grpc
 from ratekeeper import AsyncEngine
 from ratekeeper.rules import parse_rules
 from ratekeeper.service.grpc import serve_grpc
-from ratekeeper.service.http import create_app
-from ratekeeper.service.nginx import call_of
+from ratekeeper.service.http.nginx import call_of
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
-from ratekeeper.service.translate import Call
+from ratekeeper.service.runtime.app import create_app
+from ratekeeper.wire.translate import Call
 from tests.service.asgi import AppClient
 
 RULES = """

@@ -19,9 +19,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ratekeeper.service.app import build_app
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
-from ratekeeper.service.settings import Address, Settings
+from ratekeeper.service.runtime.app import build_app
+from ratekeeper.service.runtime.settings import Address, Settings
 from ratekeeper.testing import FakeClock
 from tests.servers import free_port
 from tests.service.asgi import AppClient, service_app

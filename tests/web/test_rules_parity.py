@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from ratekeeper import AsyncEngine, Engine, Override, open_config_store
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.http import create_app
+from ratekeeper.service.runtime.app import create_app
 from ratekeeper.web import keys
 from ratekeeper.web.asgi import RateLimitMiddleware
 from ratekeeper.web.wsgi import RateLimitMiddleware as WSGIMiddleware

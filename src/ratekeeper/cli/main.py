@@ -123,7 +123,7 @@ def _serve(commands: Commands) -> None:
         description="Run the decision service. Every flag can also be given as a RATEKEEPER_* "
         "variable (e.g. RATEKEEPER_ADMIN_TOKEN); a flag wins.",
     )
-    from ratekeeper.service.settings import add_arguments
+    from ratekeeper.service.runtime.settings import add_arguments
 
     add_arguments(serve)
 
@@ -163,8 +163,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return run(args)
     if args.command == "serve":
-        from ratekeeper.service.app import serve
-        from ratekeeper.service.settings import Settings
+        from ratekeeper.service.runtime.serve import serve
+        from ratekeeper.service.runtime.settings import Settings
 
         return serve(Settings.read(args))
     parser.print_help()

@@ -19,11 +19,10 @@ import time
 from collections.abc import Callable
 
 from ratekeeper.core.wording import many
+from ratekeeper.service.surfaces import SERVED
 
 log = logging.getLogger("ratekeeper.service")
 
-#: The surfaces whose decisions are admitted.
-SURFACES = ("http", "nginx", "grpc")
 #: Decisions in flight in one process by default (``--max-in-flight``).
 DEFAULT_MAX_IN_FLIGHT = 1000
 #: The largest bound that can be set.
@@ -69,7 +68,7 @@ class Admission:
         self.limit = check_limit(limit)
         self.clock = clock
         self.in_flight = 0
-        self.shed = dict.fromkeys(SURFACES, 0)
+        self.shed = dict.fromkeys(SERVED, 0)
         self._shedding_since: float | None = None  # when shedding began, while it lasts
         self._last_shed = 0.0
         self._shed_since = 0  # requests shed since shedding began

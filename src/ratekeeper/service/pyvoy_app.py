@@ -1,71 +1,19 @@
-"""The app ``ratekeeper serve --server pyvoy`` runs in Envoy: HTTP and gRPC as one ASGI app.
-
-``grpc_or_http(grpc, http)`` sends each request whose ``content-type`` is gRPC's
-(``application/grpc``, or ``application/grpc+proto`` and the like) to ``grpc``
-(``grpc_asgi.GrpcApp``) and everything else, the lifespan included, to ``http``, the service's
-HTTP app: one engine and one store for the HTTP API, nginx ``auth_request`` and Envoy's gRPC.
-
-``app``, the attribute pyvoy imports (``ratekeeper.service.pyvoy_app:app``), is that app built
-from the ``RATEKEEPER_*`` variables (``ratekeeper.service.pyvoy_server`` sets them) the first
-time it is read, with the log configured as they say.
-"""
-
-from __future__ import annotations
+"""Moved to ``ratekeeper.service.runtime.pyvoy_app``, and ``App`` to ``ratekeeper.service.asgi``;
+this path warns, and is removed in 0.3.0. Its ``app`` is the new module's, built when first
+read."""
 
 from typing import Any
 
-from ratekeeper.service.app import build_parts, envoy_header_names
-from ratekeeper.service.grpc import RateLimitServicer
-from ratekeeper.service.grpc_asgi import GrpcApp, Receive, Scope, Send
-from ratekeeper.service.logs import configure_logging
-from ratekeeper.service.settings import Settings
+from ratekeeper.core.moved import moved
+from ratekeeper.service.asgi import App
+from ratekeeper.service.runtime import pyvoy_app as _home
+from ratekeeper.service.runtime.pyvoy_app import build, grpc_or_http, is_grpc
 
-App = Any  # an ASGI app: (scope, receive, send) -> None
+__all__ = ["App", "build", "grpc_or_http", "is_grpc"]
 
-
-def is_grpc(content_type: bytes) -> bool:
-    """Whether ``content_type`` is gRPC's: ``application/grpc``, then nothing, ``+`` or ``;``."""
-    return content_type.startswith(b"application/grpc") and content_type[16:17] in (
-        b"",
-        b"+",
-        b";",
-    )
+moved(__name__, "ratekeeper.service.runtime.pyvoy_app and ratekeeper.service.asgi")
 
 
-def grpc_or_http(grpc: App, http: App) -> App:
-    """One ASGI app: gRPC requests to ``grpc``, the rest (and the lifespan) to ``http``."""
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for name, value in scope["headers"]:
-                if name == b"content-type":
-                    if is_grpc(value):
-                        await grpc(scope, receive, send)
-                        return
-                    break
-        await http(scope, receive, send)
-
-    return app
-
-
-def build(settings: Settings) -> App:
-    """The service of ``settings`` as one app (see the module)."""
-    parts = build_parts(settings, grpc_aio=False)
-    servicer = RateLimitServicer(
-        parts.engine, parts.metrics, parts.admission, envoy_header_names(settings)
-    )
-    return grpc_or_http(GrpcApp(servicer, parts.access_log), parts.http)
-
-
-_built: list[App] = []
-
-
-def __getattr__(name: str) -> App:
-    """``app``: built from the environment the first time it is read."""
-    if name != "app":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if not _built:
-        settings = Settings.read(None)
-        configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
-        _built.append(build(settings))
-    return _built[0]
+def __getattr__(name: str) -> Any:
+    """``app``, as pyvoy imports it: the new module's."""
+    return getattr(_home, name)

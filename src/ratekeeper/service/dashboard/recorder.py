@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.frequent import Summary
 from ratekeeper.rules.model import UNITS
-from ratekeeper.service.labels import rule_label
+from ratekeeper.service.observe.labels import rule_label
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine, Engine, Status
-    from ratekeeper.service.metrics import Metrics
+    from ratekeeper.service.observe.metrics import Metrics
 
 #: Seconds of one slot of the keys' summaries: a window is a whole number of them.
 SLOT = 10

@@ -30,21 +30,22 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from ratekeeper.core.version import VERSION
-from ratekeeper.service.admin import listing
 from ratekeeper.service.dashboard import stats
 from ratekeeper.service.dashboard.recorder import Recorder, Shot
 from ratekeeper.service.dashboard.shared import SharedShots
-from ratekeeper.service.health import READY_TIMEOUT, config_error, past_failure, stamp
-from ratekeeper.service.reading import read_body
-from ratekeeper.service.responses import json_response
+from ratekeeper.service.http.admin import listing
+from ratekeeper.service.http.health import READY_TIMEOUT, config_error, stamp
+from ratekeeper.service.http.reading import read_body
+from ratekeeper.service.http.responses import answering, json_response
 from ratekeeper.wire.problems import Problem
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.rules import RuleSet
-    from ratekeeper.service.metrics import Metrics
+    from ratekeeper.service.observe.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -99,6 +100,21 @@ class Dashboard:
         self._session = hmac.new(self._token, b"ratekeeper dashboard", hashlib.sha256).hexdigest()
         self._clock = clock
         self._drawn: tuple[RuleSet, list[dict[str, Any]]] | None = None  # the rules, drawn
+
+    def routes(self) -> list[BaseRoute]:
+        """The dashboard's routes, for the service's HTTP app to serve beside its own: each
+        handler's errors answered as problems, as the app answers its own routes'."""
+        return [
+            Route(path, answering(handler), methods=[method])
+            for path, handler, method in (
+                ("/dashboard", self.page, "GET"),
+                ("/dashboard/login", self.login, "POST"),
+                ("/dashboard/logout", self.logout, "POST"),
+                ("/dashboard/assets/{name}", self.asset, "GET"),
+                ("/v1/stats", self.stats, "GET"),
+                ("/v1/top", self.top, "GET"),
+            )
+        ]
 
     # Who may look.
 
@@ -185,7 +201,7 @@ class Dashboard:
             "series": series,
             "rules": rules,
             "latency": stats.latency(shots, now),
-            "store": _store(shots, sum(series["degraded"][-61:-1])),
+            "store": stats.store(shots, sum(series["degraded"][-61:-1])),
             "config": None,
             "reload": self._reload(),
             "tree": self._tree(),
@@ -300,39 +316,6 @@ def _health(metrics: Metrics) -> dict[str, Any] | None:
         "open_shards": list(health.open_shards),
         "last_error": health.last_error,
         "last_error_at": health.last_error_at,
-    }
-
-
-#: Breaker states, the better first: the service's is its worst worker's.
-_BREAKERS = ("closed", "half-open", "open")
-
-
-def _store(shots: list[Shot], degraded: int) -> dict[str, Any]:
-    """The request store's health over the live workers: ok if it is in every one, the worst
-    breaker, every open shard, the latest failure; with the degraded decisions of the last
-    minute."""
-    found = [shot.health for shot in shots if shot.live and shot.health is not None]
-    if not found:
-        return {
-            "ok": None,
-            "breaker": None,
-            "error": None,
-            "open_shards": [],
-            "last_error": None,
-            "degraded": degraded,
-        }
-    breaker = max(
-        (one["breaker"] for one in found),
-        key=lambda state: _BREAKERS.index(state) if state in _BREAKERS else 0,
-    )
-    latest = max(found, key=lambda one: one["last_error_at"] or 0.0)
-    return {
-        "ok": all(one["ok"] for one in found),
-        "breaker": breaker,
-        "error": next((one["error"] for one in found if one["error"]), None),
-        "open_shards": sorted({shard for one in found for shard in one["open_shards"]}),
-        "last_error": past_failure(latest["last_error"], latest["last_error_at"]),
-        "degraded": degraded,
     }
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ratekeeper.core.frequent import Summary
 from ratekeeper.service.dashboard.recorder import HISTORY, SHOWN, SLOT, Latest, Shot, Slot
-from ratekeeper.service.multiprocess import alive
+from ratekeeper.service.observe.multiprocess import alive
 
 _CURRENT = re.compile(r"dashboard_(\d+)\.json")
 _DONE = re.compile(r"dashboard_(\d+)_(\d+)\.json")

@@ -10,6 +10,7 @@ bodies of ``GET /v1/stats`` and ``GET /v1/top``. No I/O here.
 - ``latency``: each surface's median and 99th percentile over the last minute, estimated
   from the metrics' histogram buckets as Prometheus's ``histogram_quantile`` does.
 - ``tree``: the rules of each domain as a tree, from their paths.
+- ``store``: the request store's health over the live processes, as the worst of them sees it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from ratekeeper.core.frequent import Summary
 from ratekeeper.rules import RuleSet
 from ratekeeper.rules.model import Rule
 from ratekeeper.service.dashboard.recorder import HISTORY, SLOT, Latest, Shot, rate_text
-from ratekeeper.service.metrics import LATENCY_BUCKETS, SURFACES
+from ratekeeper.service.http.health import past_failure
+from ratekeeper.service.observe.metrics import LATENCY_BUCKETS
+from ratekeeper.service.surfaces import SURFACES
 
 #: The results of a decision, as the metrics count them.
 RESULTS = ("allowed", "limited", "shadowed", "degraded")
@@ -243,4 +246,37 @@ def _rule(rule: Rule) -> dict[str, Any]:
         "always_over": rule.always_over,
         "shadow_mode": rule.shadow_mode,
         "quota_mode": rule.quota_mode,
+    }
+
+
+#: Breaker states, the better first: the service's is its worst worker's.
+_BREAKERS = ("closed", "half-open", "open")
+
+
+def store(shots: Sequence[Shot], degraded: int) -> dict[str, Any]:
+    """The request store's health over the live workers: ok if it is in every one, the worst
+    breaker, every open shard, the latest failure; with the degraded decisions of the last
+    minute."""
+    found = [shot.health for shot in shots if shot.live and shot.health is not None]
+    if not found:
+        return {
+            "ok": None,
+            "breaker": None,
+            "error": None,
+            "open_shards": [],
+            "last_error": None,
+            "degraded": degraded,
+        }
+    breaker = max(
+        (one["breaker"] for one in found),
+        key=lambda state: _BREAKERS.index(state) if state in _BREAKERS else 0,
+    )
+    latest = max(found, key=lambda one: one["last_error_at"] or 0.0)
+    return {
+        "ok": all(one["ok"] for one in found),
+        "breaker": breaker,
+        "error": next((one["error"] for one in found if one["error"]), None),
+        "open_shards": sorted({shard for one in found for shard in one["open_shards"]}),
+        "last_error": past_failure(latest["last_error"], latest["last_error_at"]),
+        "degraded": degraded,
     }

@@ -1,0 +1,77 @@
+"""Envoy's rate-limit service and the standard health service on grpc.aio.
+
+``serve_grpc`` starts a grpc.aio server with the ``RateLimitServicer`` (``servicer``), each
+request parsed so that bytes that are no ``RateLimitRequest`` are answered
+``INVALID_ARGUMENT``, and the health service reporting SERVING for the overall server
+(``""``), the rate-limit service by its full name, and ``ratelimit``, the name Envoy's own
+rate-limit service registers. The asyncio server lets concurrent requests share the request
+store's batching.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from ratekeeper.service.grpc.servicer import HEALTH_NAMES, SERVICE, RateLimitServicer, _parse
+from ratekeeper.service.proto import rls_pb2
+
+if TYPE_CHECKING:
+    from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.admission import Admission
+    from ratekeeper.service.observe.access import AccessLog
+    from ratekeeper.service.observe.metrics import Metrics
+
+log = logging.getLogger("ratekeeper.service")
+
+
+def _add_servicer(
+    servicer: RateLimitServicer, server: grpc.aio.Server, access_log: AccessLog | None = None
+) -> None:
+    """``rls_pb2_grpc.add_RateLimitServiceServicer_to_server``, but the requests parsed by
+    ``_parse`` (and each call logged by ``access_log``, if given)."""
+    method = servicer.ShouldRateLimit
+    methods = {
+        "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
+            method if access_log is None else access_log.grpc(method),
+            request_deserializer=_parse,
+            response_serializer=rls_pb2.RateLimitResponse.SerializeToString,
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
+    server.add_registered_method_handlers(SERVICE, methods)
+
+
+async def serve_grpc(
+    engine: AsyncEngine,
+    address: str,
+    metrics: Metrics | None = None,
+    admission: Admission | None = None,
+    *,
+    header_names: tuple[str, str, str] | None = None,
+    access_log: AccessLog | None = None,
+) -> tuple[grpc.aio.Server, int]:
+    """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
+    free one); return the started server and the port it listens on. ``metrics`` records each
+    call's time as the ``grpc`` surface's; ``admission`` bounds the calls in flight;
+    ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
+    ``access_log`` logs each call."""
+    server = grpc.aio.server()
+    servicer = RateLimitServicer(engine, metrics, admission, header_names)
+    _add_servicer(servicer, server, access_log)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # grpcio's "Failed to bind"; older ones return 0
+        port = 0
+    if port == 0:
+        raise OSError(f"gRPC cannot listen on {address}: in use, or not this host's address")
+    await server.start()
+    for name in HEALTH_NAMES:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("gRPC (Envoy's rate-limit protocol, health) listening on %s", address)
+    return server, port

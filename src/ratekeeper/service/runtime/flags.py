@@ -1,0 +1,155 @@
+"""The flags of ``ratekeeper serve``, as a table: each setting's flag, what it takes and its
+help, in the order ``--help`` lists them. ``add_arguments`` adds them to a parser; each
+defaults to None (not given), so that ``Settings.read`` can tell a flag given from a
+variable or a default.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One flag: its ``name`` (``--store``), the ``metavar`` of its value (None for a switch,
+    which is True when given), its ``help``, and whether it may be ``repeated`` (each value
+    added to a list)."""
+
+    name: str
+    metavar: str | None
+    help: str
+    repeated: bool = False
+
+
+FLAGS = (
+    Flag("--store", "URL", "request store (default memory://)"),
+    Flag("--config", "URL", "configuration store (default sqlite:///ratekeeper.db)"),
+    Flag(
+        "--rules",
+        "PATH",
+        "rule file or directory, repeatable (default: the example rules)",
+        repeated=True,
+    ),
+    Flag("--http", "HOST:PORT", "HTTP address (default 127.0.0.1:8080)"),
+    Flag("--grpc", "HOST:PORT", "gRPC address (default 127.0.0.1:8081)"),
+    Flag(
+        "--admin-token", "TOKEN", "bearer token of the override endpoints (default: they are off)"
+    ),
+    Flag("--on-store-error", "POLICY", "local (default), allow or deny"),
+    Flag("--instances", "N", "instances sharing the request store (default 1)"),
+    Flag("--log-format", "FORMAT", "text (default) or json"),
+    Flag("--workers", "N", "worker processes (default 1)"),
+    Flag(
+        "--server",
+        "NAME",
+        (
+            "uvicorn (default): HTTP on uvicorn, gRPC on grpc.aio at --grpc. pyvoy: both on "
+            "--http, in Envoy (pyvoy); for gRPC-heavy traffic: less than half the CPU a gRPC call "
+            "(an HTTP check a quarter more); it loses --workers (one process, one event loop), "
+            "compressed gRPC messages and grpc.aio's keepalive policy; needs ratekeeper[pyvoy] "
+            "(docs/service.md)"
+        ),
+    ),
+    Flag(
+        "--max-in-flight",
+        "N",
+        (
+            f"decisions under way at once in each process; past it, requests are answered "
+            f"503 overloaded (gRPC UNAVAILABLE) at once (default {DEFAULT_MAX_IN_FLIGHT})"
+        ),
+    ),
+    Flag("--ietf-headers", None, "add the IETF RateLimit and RateLimit-Policy fields to answers"),
+    Flag(
+        "--plan-cache-size",
+        "N",
+        (
+            "limits (plans) each worker caches, about 0.5 KB each, stale ones included "
+            "(default 100000)"
+        ),
+    ),
+    Flag(
+        "--log-level",
+        "LEVEL",
+        (
+            "debug, info (default), warning or error, for ratekeeper's and uvicorn's loggers; "
+            "debug logs every decision"
+        ),
+    ),
+    Flag(
+        "--log-keys",
+        None,
+        (
+            "at --log-level debug, each decision's line carries its key (the descriptor's "
+            "values: the clients' own data); off by default"
+        ),
+    ),
+    Flag(
+        "--log-libraries",
+        "NAMES",
+        (
+            "other libraries' loggers that follow --log-level (grpc,redis,...; all: every "
+            "one); by default they log from warning"
+        ),
+    ),
+    Flag(
+        "--access-log",
+        None,
+        "log one line per request: surface, status, time, and the decision's domain and rule",
+    ),
+    Flag(
+        "--shadow-mode",
+        None,
+        "let every request through: refusals are only logged and counted as shadowed",
+    ),
+    Flag(
+        "--debt",
+        None,
+        (
+            "every hit counts, refused or not, as envoyproxy/ratelimit counts: a count past "
+            "its limit is a debt that refuses later hits until time pays it back"
+        ),
+    ),
+    Flag(
+        "--envoy-headers",
+        None,
+        "the gRPC answer carries the rate-limit headers and Retry-After for Envoy to add",
+    ),
+    Flag(
+        "--envoy-header-names",
+        "LIMIT,REMAINING,RESET",
+        "the names of --envoy-headers (default " + ",".join(ENVOY_HEADER_NAMES) + ")",
+    ),
+    Flag(
+        "--compat",
+        "MODE",
+        (
+            "envoy-ratelimit: also read envoyproxy/ratelimit's variables (REDIS_URL, "
+            "RUNTIME_ROOT, ...) under these flags; none: do not (default: envoy-ratelimit when "
+            "RUNTIME_ROOT is set and no rules are given)"
+        ),
+    ),
+    Flag("--merge-domains", None, "let rule files share a domain: their descriptors join one tree"),
+    Flag(
+        "--dashboard",
+        None,
+        (
+            "serve a live dashboard at /dashboard, and its figures at /v1/stats and /v1/top, "
+            "to the holder of --admin-token"
+        ),
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the service's flags (``FLAGS``) to ``parser``; each defaults to None (not given)."""
+    for flag in FLAGS:
+        if flag.metavar is None:
+            parser.add_argument(flag.name, action="store_const", const=True, help=flag.help)
+        elif flag.repeated:
+            parser.add_argument(flag.name, metavar=flag.metavar, action="append", help=flag.help)
+        else:
+            parser.add_argument(flag.name, metavar=flag.metavar, help=flag.help)

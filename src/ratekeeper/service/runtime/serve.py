@@ -1,0 +1,220 @@
+"""``ratekeeper serve``: the decision service built from its settings (``app``), and run.
+
+``serve(settings)`` logs where it listens, which stores it opened (passwords masked) and how
+many rules it loaded from which files, then serves HTTP with uvicorn until SIGTERM or SIGINT:
+it stops accepting, finishes the requests in flight, closes the engine, and returns 0 (SIGINT
+ends as an interrupt). With ``workers`` above 1, each worker process builds its own engine from
+the same settings (``app.from_environment``), and their gRPC servers share the port. An
+address something else listens on, or no address of this machine, is refused before anything
+listens (exit 3, one line naming the address and the flag or variable it came from), HTTP's
+and gRPC's alike. With ``--server pyvoy`` the service runs in Envoy (``pyvoy_server``).
+
+The workers write their metrics into a directory made for the run (``PROMETHEUS_MULTIPROC_DIR``,
+removed at exit), so that every scrape of ``/metrics`` reports the totals of them all (see
+``ratekeeper.service.observe.multiprocess``).
+
+Starlette and uvicorn are the ``server`` extra, imported here only when serving: without them,
+``MissingExtraError`` names the extra to install.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+from typing import Any
+
+from ratekeeper.core.errors import ConfigStoreError
+from ratekeeper.core.wording import many
+from ratekeeper.service.observe.logs import configure_logging
+from ratekeeper.service.runtime.app import build_app, require_server_extra, run_config
+from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, Address, Settings
+
+log = logging.getLogger("ratekeeper.service")
+
+#: Seconds the service waits for requests in flight once told to stop.
+GRACE = 30
+
+
+def _environment(settings: Settings) -> dict[str, str]:
+    values = {
+        "STORE": settings.store,
+        "CONFIG": settings.config,
+        "RULES": os.pathsep.join(settings.rules),
+        "HTTP": str(settings.http),
+        "GRPC": str(settings.grpc),
+        "ADMIN_TOKEN": settings.admin_token or "",
+        "ON_STORE_ERROR": settings.on_store_error,
+        "INSTANCES": str(settings.instances),
+        "LOG_FORMAT": settings.log_format,
+        "WORKERS": str(settings.workers),
+        "IETF_HEADERS": _flag(settings.ietf_headers),
+        "PLAN_CACHE_SIZE": str(settings.plan_cache_size),
+        "MAX_IN_FLIGHT": str(settings.max_in_flight),
+        "LOG_LEVEL": settings.log_level,
+        "LOG_KEYS": _flag(settings.log_keys),
+        "LOG_LIBRARIES": ",".join(settings.log_libraries),
+        "ACCESS_LOG": _flag(settings.access_log),
+        "SHADOW_MODE": _flag(settings.shadow_mode),
+        "DEBT": _flag(settings.debt),
+        "ENVOY_HEADERS": _flag(settings.envoy_headers),
+        "ENVOY_HEADER_NAMES": ",".join(settings.envoy_header_names),
+        # what --compat read is in the variables above: the workers do not read it again
+        "COMPAT": "none",
+        "MERGE_DOMAINS": _flag(settings.merge_domains),
+        "DASHBOARD": _flag(settings.dashboard),
+        "SERVER": settings.server,
+    }
+    return {f"RATEKEEPER_{name}": value for name, value in values.items()}
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _say_dashboard(settings: Settings) -> None:
+    if settings.dashboard:
+        log.info("dashboard: http://%s/dashboard (sign in with the admin token)", settings.http)
+
+
+def _stop(server: Any) -> None:
+    """Have the uvicorn ``server`` stop: at once if it runs, else right after it starts."""
+    server.should_exit = True
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The options ``serve`` runs uvicorn with (``python -m benchmarks --service`` runs its
+    baseline with the same): the event loop and HTTP parser are uvicorn's ``auto``, uvloop
+    and httptools when installed (the ``server`` extra installs them)."""
+    return {
+        "host": settings.http.host,
+        "port": settings.http.port,
+        "log_config": None,
+        "access_log": False,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": GRACE,
+        "server_header": False,
+    }
+
+
+def _unlistenable(address: Address, reuse: bool = False) -> str | None:
+    """Why nothing can listen on ``address`` now (another process does, or the host is no
+    address of this machine, say); None if it can. ``reuse`` binds as uvicorn does
+    (SO_REUSEADDR: a port whose last connections are closing is free).
+
+    gRPC's own servers share a port (SO_REUSEPORT, as the workers of one service do), so a
+    second service would quietly take half of the first one's calls: it is refused here.
+    """
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    try:
+        with socket.socket(family) as probe:
+            if reuse:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((address.host, address.port))
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def _unopenable(config: str) -> str | None:
+    """Why the SQLite configuration store ``config`` names cannot be opened (a directory that
+    does not exist, a file that cannot be written); None if it can, or if it is not SQLite.
+
+    A local file that cannot be opened is no outage to wait out: a service started with it
+    would ignore every override for ever. A PostgreSQL store is not checked: the service may
+    start while it is down, deciding by the rules, and follows it once it is back.
+    """
+    if not config.lower().startswith("sqlite:"):
+        return None
+    from ratekeeper.config import open_config_store
+
+    store = open_config_store(config)
+    try:
+        store.get("ratekeeper:startup")  # opens the file, creating it and its table if need be
+    except ConfigStoreError as error:
+        return str(error)
+    finally:
+        store.close()
+    return None
+
+
+def serve(settings: Settings) -> int:
+    """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
+    require_server_extra()
+    pyvoy = settings.server == "pyvoy"
+    if pyvoy:
+        from ratekeeper.service.runtime import pyvoy_server
+
+        pyvoy_server.require_pyvoy()
+    configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
+    for level, message in settings.notes:  # what reading the settings had to say
+        log.log(level, message)
+    if settings.shadow_mode:
+        log.warning("shadow mode: every refusal is let through, counted as shadowed")
+    refused = _unlistenable(settings.http, reuse=True)
+    if refused is not None:
+        where = settings.sources.get("http", "--http, by default")
+        log.error("could not listen on HTTP %s (%s): %s", settings.http, where, refused)
+        return 3
+    if pyvoy and "grpc" in settings.sources:
+        log.warning(
+            "%s is not used with --server pyvoy: gRPC is served on the HTTP address %s",
+            settings.sources["grpc"],
+            settings.http,
+        )
+    refused = None if pyvoy else _unlistenable(settings.grpc)
+    if refused is not None:  # else gRPC's SO_REUSEPORT would share it with its holder
+        where = settings.sources.get("grpc", "--grpc, by default")
+        log.error("could not listen on gRPC %s (%s): %s", settings.grpc, where, refused)
+        return 3
+    unopenable = _unopenable(settings.config)
+    if unopenable is not None:
+        log.error(
+            "could not open the configuration store: %s (--config sqlite://:memory: keeps "
+            "the overrides in this process only)",
+            unopenable,
+        )
+        return 3
+    if pyvoy:
+        from ratekeeper.rules import load_rules
+
+        load_rules(list(settings.rules), merge_domains=settings.merge_domains)  # errors: here
+        return pyvoy_server.run(settings, _environment(settings), GRACE)
+    import uvicorn
+
+    common = uvicorn_options(settings)
+    if settings.workers > 1:
+        from ratekeeper.service.observe.multiprocess import shared_directory
+
+        os.environ.update(_environment(settings))
+        log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
+        _say_dashboard(settings)
+        with shared_directory() as run:  # the workers' metrics files, for this run only
+            if settings.config == IN_MEMORY_CONFIG:
+                os.environ["RATEKEEPER_CONFIG"] = run_config(run)
+            uvicorn.run(
+                "ratekeeper.service.runtime.app:from_environment",
+                factory=True,
+                workers=settings.workers,
+                **common,
+            )
+        log.info("stopped")
+        return 0
+    app = build_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, **common))
+    # Until uvicorn takes the signals, a SIGTERM asks the server to stop as soon as it has
+    # started; once it has shut down, uvicorn raises the signal that stopped it again, which is
+    # then answered here, so that a graceful stop exits 0.
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: _stop(server))
+    try:
+        log.info("listening on http://%s", settings.http)
+        _say_dashboard(settings)
+        server.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if not server.started:
+        log.error("could not listen on http://%s", settings.http)
+        return 3
+    log.info("stopped")
+    return 0

@@ -1,0 +1,249 @@
+"""The decision service's settings: from command-line flags and ``RATEKEEPER_*`` variables.
+
+Each setting has a flag and an environment variable; a flag given wins over the variable, and
+the variable over the default:
+
+========================  ============================  =====================================
+flag                      variable                      default
+========================  ============================  =====================================
+``--store URL``           ``RATEKEEPER_STORE``          ``memory://``
+``--config URL``          ``RATEKEEPER_CONFIG``         ``sqlite:///ratekeeper.db``
+``--rules PATH`` (many)   ``RATEKEEPER_RULES``          the example rules shipped with
+                          (paths joined by ``:``)       ratekeeper (``example_rules.yaml``)
+``--http HOST:PORT``      ``RATEKEEPER_HTTP``           ``127.0.0.1:8080``
+``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``
+``--admin-token TOKEN``   ``RATEKEEPER_ADMIN_TOKEN``    none: the admin endpoints are off
+``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``local`` (or ``allow``, ``deny``)
+``--instances N``         ``RATEKEEPER_INSTANCES``      ``1``; the ``serve`` instances sharing
+                                                        the store: under ``local`` each worker
+                                                        enforces 1/(N x workers) of every
+                                                        limit while the store fails
+``--log-format F``        ``RATEKEEPER_LOG_FORMAT``     ``text`` (or ``json``)
+``--workers N``           ``RATEKEEPER_WORKERS``        ``1``
+``--max-in-flight N``     ``RATEKEEPER_MAX_IN_FLIGHT``  ``1000`` decisions under way at once in
+                                                        each process; past it, 503 / UNAVAILABLE
+``--ietf-headers``        ``RATEKEEPER_IETF_HEADERS``   off; adds the IETF ``RateLimit`` and
+                          (``true``/``false``, ...)     ``RateLimit-Policy`` fields
+========================  ============================  =====================================
+
+========================  ============================  =====================================
+``--log-level LEVEL``     ``RATEKEEPER_LOG_LEVEL``      ``info`` (or ``debug``, ``warning``,
+                                                        ``error``) for ratekeeper's loggers and
+                                                        uvicorn's; ``debug`` logs every decision
+``--log-keys``            ``RATEKEEPER_LOG_KEYS``       off; the debug lines of the decisions
+                                                        carry the keys (the clients' data)
+``--log-libraries``       ``RATEKEEPER_LOG_``           none: other libraries' loggers log from
+``NAMES``                 ``LIBRARIES``                 warning; the loggers named (``grpc``,
+                                                        ``redis``, ...; ``all``: every one)
+                                                        follow ``--log-level``
+``--access-log``          ``RATEKEEPER_ACCESS_LOG``     off; one line per request
+``--shadow-mode``         ``RATEKEEPER_SHADOW_MODE``    off; every refusal is logged and
+                                                        counted, and let through
+``--debt``                ``RATEKEEPER_DEBT``           off; every hit counts, refused or not
+``--envoy-headers``       ``RATEKEEPER_ENVOY_HEADERS``  off; the gRPC answer carries the
+                                                        rate-limit headers for Envoy to add
+``--envoy-header-names``  ``RATEKEEPER_ENVOY_HEADER_``  ``X-RateLimit-Limit,X-RateLimit-``
+``LIMIT,REMAINING,RESET`` ``NAMES``                     ``Remaining,X-RateLimit-Reset``
+``--dashboard``           ``RATEKEEPER_DASHBOARD``      off; ``/dashboard``, ``/v1/stats`` and
+                                                        ``/v1/top``, behind the admin token
+                                                        (which it needs)
+``--server NAME``         ``RATEKEEPER_SERVER``         ``uvicorn`` (HTTP) and grpc.aio (gRPC);
+                                                        or ``pyvoy``: both on one address, in
+                                                        Envoy (``service.runtime.pyvoy_app``)
+========================  ============================  =====================================
+
+``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
+service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: ``envoy-ratelimit``
+reads its environment variables (``REDIS_URL``, ``RUNTIME_ROOT``, ``HOST``, ...) and its runtime
+directory, and stops the start on a variable ratekeeper cannot honour (``service.compat``);
+``none`` does not; ``envoy-ratelimit`` keeps the overrides in memory (``sqlite://:memory:``)
+unless ``--config`` says otherwise, as the reference has no overrides store. Not given, it is
+``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no ``--rules`` nor ``RATEKEEPER_RULES``
+is, else ``none``. ``--merge-domains`` (``RATEKEEPER_MERGE_DOMAINS``, the reference's
+``MERGE_DOMAIN_CONFIG``) lets rule files share a domain.
+
+``--plan-cache-size N`` (``RATEKEEPER_PLAN_CACHE_SIZE``, default ``100000``) bounds the limits
+each worker process caches (its plans, about 0.5 KB each, the stale ones kept for a configuration
+store outage included), and so its memory.
+
+``Settings.read(args, environ)`` checks every value and raises ``ConfigError`` listing each bad
+one, named by its flag (and its variable when it came from there); ``Settings.sources`` keeps
+those names. HTTP and gRPC listening on the same port of one address is an error too.
+
+The flags, with their help, are the table ``flags.FLAGS`` (``add_arguments`` adds them to a
+parser); what each value may be, its parser, is in ``values``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ratekeeper.core.errors import ConfigError
+from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.service.runtime.flags import add_arguments
+from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, Address
+
+__all__ = ["EXAMPLE_RULES", "IN_MEMORY_CONFIG", "Address", "Settings", "add_arguments"]
+
+EXAMPLE_RULES = str(Path(__file__).parents[1] / "example_rules.yaml")
+#: Where HTTP and gRPC listen unless told.
+DEFAULT_HTTP, DEFAULT_GRPC = Address("127.0.0.1", 8080), Address("127.0.0.1", 8081)
+#: The configuration store of ``--compat envoy-ratelimit`` when none is given.
+IN_MEMORY_CONFIG = "sqlite://:memory:"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``ratekeeper serve`` is told; see the module's table."""
+
+    store: str = "memory://"
+    config: str = "sqlite:///ratekeeper.db"
+    rules: tuple[str, ...] = (EXAMPLE_RULES,)
+    http: Address = DEFAULT_HTTP
+    grpc: Address = DEFAULT_GRPC
+    admin_token: str | None = field(default=None, repr=False)
+    on_store_error: str = "local"
+    instances: int = 1
+    log_format: str = "text"
+    workers: int = 1
+    ietf_headers: bool = False
+    plan_cache_size: int = 100_000
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    log_level: str = "info"
+    log_keys: bool = False
+    log_libraries: tuple[str, ...] = ()
+    access_log: bool = False
+    shadow_mode: bool = False
+    debt: bool = False
+    envoy_headers: bool = False
+    envoy_header_names: tuple[str, str, str] = ENVOY_HEADER_NAMES
+    # -- compatibility with envoyproxy/ratelimit's settings (service.compat) --
+    compat: str = "none"
+    merge_domains: bool = False
+    dashboard: bool = False
+    server: str = "uvicorn"
+    #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
+    notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
+    #: Where each setting read came from, as its errors name it (``--http (from $HOST,
+    #: $PORT)``); a setting not in it has its default.
+    sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def read(
+        cls, args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """The settings from ``args`` (parsed by a parser given ``add_arguments``; flags not
+        given are None) over ``environ`` (default ``os.environ``) over the defaults."""
+        given = vars(args) if args is not None else {}
+        env = os.environ if environ is None else environ
+        errors: list[str] = []
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        translated = _compat(given, env, values, errors)
+        for name, parse in PARSERS.items():
+            flag = "--" + name.replace("_", "-")
+            variable = "RATEKEEPER_" + name.upper()
+            raw: Any = given.get(name)
+            where = flag
+            if raw is None and variable in env:
+                raw = env[variable]
+                if name == "rules":
+                    raw = [path for path in raw.split(os.pathsep) if path]
+                where = f"{flag} (from ${variable})"
+            if raw is None and name in translated:
+                raw, source = translated[name]
+                where = f"{flag} (from {source})"
+            if raw is None:
+                continue
+            try:
+                values[name] = parse(raw)
+            except ValueError as error:
+                errors.append(f"{where}: {error}")
+            sources[name] = where
+        settings = cls(**values, sources=sources)
+        if _overlap(settings.http, settings.grpc):
+            errors.append(
+                f"{settings.sources.get('http', '--http')} and "
+                f"{settings.sources.get('grpc', '--grpc')}: HTTP ({settings.http}) and gRPC "
+                f"({settings.grpc}) need ports of their own"
+            )
+        if settings.workers > 1 and settings.store.startswith("memory:"):
+            errors.append(
+                "--workers: more than one worker needs a shared store such as redis://; "
+                "with memory:// each worker would count alone"
+            )
+        if settings.server == "pyvoy" and settings.workers > 1:
+            errors.append(
+                f"{settings.sources.get('workers', '--workers')}: --server pyvoy runs one "
+                "process with one event loop; more workers need --server uvicorn"
+            )
+        if settings.dashboard and "admin_token" not in sources:
+            errors.append(
+                f"{settings.sources.get('dashboard', '--dashboard')}: the dashboard needs "
+                "--admin-token (or RATEKEEPER_ADMIN_TOKEN): it shows the clients' keys, "
+                "often personal data, and only to whoever holds the token"
+            )
+        if errors:
+            raise ConfigError(errors)
+        return settings
+
+
+_WILDCARDS = ("0.0.0.0", "::")
+
+
+def _overlap(one: Address, other: Address) -> bool:
+    """Whether two listeners would need the same port of the same address."""
+    return one.port == other.port and (
+        one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS
+    )
+
+
+def _compat(
+    given: Mapping[str, Any], env: Mapping[str, str], values: dict[str, Any], errors: list[str]
+) -> dict[str, tuple[Any, str]]:
+    """The raw values envoyproxy/ratelimit's settings give, with their sources, when
+    ``--compat`` reads them (``service.compat``); their errors are added to ``errors``, and
+    the mode and the lines to log to ``values``."""
+    from ratekeeper.service import compat
+
+    rules_given = given.get("rules") is not None or "RATEKEEPER_RULES" in env
+    try:
+        mode, why = compat.mode(given.get("compat"), env, rules_given)
+    except ValueError as error:
+        where = (
+            "--compat" if given.get("compat") is not None else "--compat (from $RATEKEEPER_COMPAT)"
+        )
+        errors.append(f"{where}: {error}")
+        return {}
+    values["compat"] = mode
+    if mode == compat.NONE:
+        unread = None if why or "RUNTIME_ROOT" in env else compat.unread(env)
+        if unread is not None:
+            values["notes"] = ((logging.WARNING, unread),)
+        return {}
+    named = {
+        name
+        for name in PARSERS
+        if given.get(name) is not None or "RATEKEEPER_" + name.upper() in env
+    }
+    translation = compat.translate(env, named)
+    errors.extend(translation.errors)
+    if "config" not in named:  # the reference keeps no overrides: write no file unasked
+        # said by the service's own "configuration store:" line, once
+        translation.values["config"] = (IN_MEMORY_CONFIG, f"--compat {mode}")
+    level = logging.INFO if why.startswith(("--", "$")) else logging.WARNING
+    values["notes"] = (
+        (
+            level,
+            f"reading envoyproxy/ratelimit's variables and runtime directory ({why}); "
+            "the flags and RATEKEEPER_* variables win over them",
+        ),
+        *translation.notes,
+    )
+    return translation.values

@@ -1,0 +1,195 @@
+"""What each setting of ``ratekeeper serve`` may be: its parser, by the setting's name
+(``PARSERS``), and the choices and bounds the parsers hold values to. A parser takes the text
+of a flag or a variable (or a value already typed) and returns the setting's value, or raises
+``ValueError`` saying what it expected, for ``Settings.read`` to name the flag it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ratekeeper.core.inputs import decimal
+from ratekeeper.service.admission import check_limit
+
+POLICIES = ("allow", "deny", "local")
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+#: The servers ``serve`` runs the service on: uvicorn and grpc.aio, or pyvoy.
+SERVERS = ("uvicorn", "pyvoy")
+#: The names of the limit, remaining and reset headers of the gRPC answer, by default.
+ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
+CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
+MAX_WORKERS = 512
+#: The most plans a worker may cache: about 0.5 KB each, so some 50 GB.
+MAX_PLAN_CACHE_SIZE = 100_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A host and a TCP port to listen on."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def url(schemes: tuple[str, ...]) -> Any:
+    def parse(value: str) -> str:
+        scheme, separator, _ = value.partition("://")
+        if not separator or scheme.lower() not in schemes:
+            from ratekeeper.core.redaction import redacted
+
+            known = ", ".join(f"{name}://" for name in schemes)
+            raise ValueError(
+                f"expected a URL starting with one of {known}, not {redacted(value)!r}"
+            )
+        return value
+
+    return parse
+
+
+def rules(value: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    if not value:
+        raise ValueError("expected at least one rule file or directory")
+    for path in value:
+        if not Path(path).exists():
+            raise ValueError(f"no such file or directory: {path!r}")
+    return tuple(value)
+
+
+def address(value: str) -> Address:
+    host, separator, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not separator or not host or not decimal(port) or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, not {value!r}")
+    return Address(host, int(port))
+
+
+def token(value: str) -> str | None:
+    if value == "":
+        return None
+    if len(value) < 16 or any(
+        not character.isprintable() or character.isspace() for character in value
+    ):
+        raise ValueError("a token is at least 16 printable characters without spaces")
+    return value
+
+
+def one_of(choices: tuple[str, ...]) -> Any:
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    return parse
+
+
+def workers(value: str | int) -> int:
+    text = str(value).strip()
+    if not decimal(text) or not 1 <= int(text) <= MAX_WORKERS:
+        raise ValueError(f"expected a whole number from 1 to {MAX_WORKERS}, not {value!r}")
+    return int(text)
+
+
+def instances(value: str | int) -> int:
+    text = str(value).strip()
+    if not decimal(text) or int(text) < 1:
+        raise ValueError(f"expected a whole number of at least 1, not {value!r}")
+    return int(text)
+
+
+def plan_cache_size(value: str | int) -> int:
+    text = str(value).strip()
+    if not decimal(text) or not 1 <= int(text) <= MAX_PLAN_CACHE_SIZE:
+        raise ValueError(
+            f"expected a whole number of plans from 1 to {MAX_PLAN_CACHE_SIZE}, not {value!r}"
+        )
+    return int(text)
+
+
+def log_level(value: str) -> str:
+    text = value.strip().lower()
+    text = {"warn": "warning", "fatal": "error", "panic": "error", "trace": "debug"}.get(text, text)
+    if text not in LOG_LEVELS:
+        raise ValueError(f"expected one of debug, info, warn (or warning), error, not {value!r}")
+    return text
+
+
+#: What a logger's name may hold.
+_LOGGER_NAME = frozenset("._-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def log_libraries(value: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    names = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    names = [name for name in names if name]
+    for name in names:
+        if not set(name) <= _LOGGER_NAME or name.startswith(".") or name.endswith("."):
+            raise ValueError(
+                f"expected logger names separated by commas (grpc,redis), or all, not {value!r}"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+#: What a header name may hold: an HTTP token (RFC 9110, 5.6.2).
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def header_names(value: str | tuple[str, ...] | list[str]) -> tuple[str, str, str]:
+    names = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    if len(names) != 3 or not all(
+        isinstance(name, str) and name and set(name) <= _TOKEN for name in names
+    ):
+        raise ValueError(
+            f"expected three header names LIMIT,REMAINING,RESET, such as "
+            f"{','.join(ENVOY_HEADER_NAMES)}, not {value!r}"
+        )
+    if len({name.lower() for name in names}) != 3:
+        raise ValueError(f"expected three different header names, not {value!r}")
+    if any(name.lower() == "retry-after" for name in names):  # sent beside them on a refusal
+        raise ValueError(f"Retry-After is sent on its own; name three others, not {value!r}")
+    return names[0], names[1], names[2]
+
+
+def switch(value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, not {value!r}")
+
+
+#: The parser of each setting, by its name: a ``ValueError`` says what it expected.
+PARSERS: dict[str, Any] = {
+    "store": url(STORE_SCHEMES),
+    "config": url(CONFIG_SCHEMES),
+    "rules": rules,
+    "http": address,
+    "grpc": address,
+    "admin_token": token,
+    "on_store_error": one_of(POLICIES),
+    "instances": instances,
+    "log_format": one_of(LOG_FORMATS),
+    "workers": workers,
+    "ietf_headers": switch,
+    "plan_cache_size": plan_cache_size,
+    "max_in_flight": check_limit,
+    "log_level": log_level,
+    "log_keys": switch,
+    "log_libraries": log_libraries,
+    "access_log": switch,
+    "shadow_mode": switch,
+    "debt": switch,
+    "envoy_headers": switch,
+    "envoy_header_names": header_names,
+    "merge_domains": switch,
+    "dashboard": switch,
+    "server": one_of(SERVERS),
+}

@@ -1,0 +1,16 @@
+"""The rules the gRPC tests decide by, in the test process and in the app pyvoy runs for them
+(``pyvoy_grpc_app``)."""
+
+RULES = """
+domain: test
+descriptors:
+  - key: generic_key
+    value: default
+    rate_limit: {unit: minute, requests_per_unit: 3, name: everyone}
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true}
+"""

@@ -1,0 +1,78 @@
+"""The worker processes of a real ``ratekeeper serve --workers N``, as the tests see them from
+outside: their pids, the metrics directory in their environment, each one's own decisions in
+its file, when each last published its dashboard record; a client that any worker may answer,
+and a scrape's samples parsed as Prometheus parses them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
+
+from ratekeeper.service.observe.multiprocess import VARIABLE
+from tests.service.served import Served
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def parse(text: str) -> tuple[Samples, dict[str, tuple[str, str]]]:
+    """Every sample by name and sorted labels, and every family's type and help by name."""
+    found: Samples = {}
+    families = {}
+    for family in text_string_to_metric_families(text):
+        families[family.name] = (family.type, family.documentation)
+        for sample in family.samples:
+            found[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return found, families
+
+
+def worker_pids(served: Served) -> list[int]:
+    """The pids of the serving process's uvicorn workers, from ``/proc``."""
+    pids = []
+    for task in Path(f"/proc/{served.process.pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except (FileNotFoundError, ProcessLookupError):  # ended meanwhile
+                continue
+            if b"spawn_main" in command:  # a zombie's is empty
+                pids.append(int(child))
+    return sorted(pids)
+
+
+def metrics_directory(pid: int) -> Path:
+    """The multiprocess directory in worker ``pid``'s environment."""
+    for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        name, _, value = entry.decode().partition("=")
+        if name == VARIABLE:
+            return Path(value)
+    raise AssertionError(f"worker {pid} has no {VARIABLE}")
+
+
+def decisions_by_worker(directory: Path, pids: list[int]) -> dict[int, float]:
+    """Each worker's own decisions, read from its file alone."""
+    counted = {}
+    for pid in pids:
+        merged = MultiProcessCollector.merge([str(directory / f"counter_{pid}.db")])
+        counted[pid] = sum(
+            sample.value
+            for family in merged
+            if family.name == "ratekeeper_decisions"
+            for sample in family.samples
+        )
+    return counted
+
+
+def fresh(url: str) -> httpx.Client:
+    """A client opening a connection of its own for each request: any worker may answer."""
+    limits = httpx.Limits(max_keepalive_connections=0)
+    return httpx.Client(base_url=url, timeout=30, limits=limits)
+
+
+def published_at(directory: Path, pid: int) -> float:
+    """When worker ``pid`` last wrote its record (0 if it has not yet)."""
+    path = directory / f"dashboard_{pid}.json"
+    return float(json.loads(path.read_text())["at"]) if path.exists() else 0.0
