@@ -22,7 +22,8 @@ from ratekeeper.cli import main
 from ratekeeper.config import open_config_store
 from ratekeeper.engine import Engine
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.settings import Settings, add_arguments
+from ratekeeper.service.runtime.flags import add_arguments
+from ratekeeper.service.runtime.settings import Settings
 from ratekeeper.testing import FakeClock
 
 #: A boundary of the clock's minute windows (a multiple of 60 s since the epoch).
