@@ -7,16 +7,14 @@ through one registry, ``open_store``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
-from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import StoreConfigError
-from ratekeeper.core.limits import Limit
 from ratekeeper.core.redaction import redacted
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, AsyncMemoryStore, Hit, MemoryStore
+from ratekeeper.stores.contract import Admitted, AsyncStore, Health, Hit, Store
+from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 
 __all__ = [
     "Admitted",
@@ -27,87 +25,6 @@ __all__ = [
     "open_async_store",
     "open_store",
 ]
-
-
-class Store(Protocol):
-    """The request-store contract.
-
-    ``apply(key, limit, cost=1, now=None)`` atomically runs ``limit``'s algorithm on ``key``'s
-    state and returns the ``Decision``; ``now`` (seconds since the epoch) defaults to the store's
-    clock. ``apply_many(hits, all_or_nothing=False, now=None)`` applies ``(key, limit, cost)``
-    triples atomically as one batch; with ``all_or_nothing`` nothing is consumed unless every
-    hit is allowed, but for the hits under a limit with debt, which count whatever the others
-    do. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots`` leases of a
-    concurrency limit, the earliest-expiring first (its decision's ``granted`` is the number
-    released). ``admit(hits, all_or_nothing=False)`` is ``apply_many`` on the store's own
-    clock (the server's, for Redis) that also says when: each decision as an ``Admitted``,
-    with ``at``, the time the store took it. ``refund(key, limit, cost, at)`` gives back
-    ``cost`` units a hit was granted at ``at`` (an ``Admitted``'s), by the algorithm's pure
-    ``refund``: never more than the hit took, never a count below nothing nor a bucket above
-    its capacity, and nothing once the window that counted them has turned; give it only a
-    granted hit's ``granted`` (a refused hit took nothing). ``reset(key, limit)`` forgets the
-    key's state. ``ping()`` says whether the store answers now, as a ``Health``. ``close()``
-    releases connections.
-
-    A store that several processes share also has ``lease(key, limit, want, *, holder, ttl,
-    returned=0, taken_at=None, need=1, now=None)``, the exchange of a slice of a leased
-    limit's budget (``MemoryStore.lease``, ``ratekeeper.algorithms.leases``), which the
-    wrapper answering leased limits from slices calls (``ratekeeper.stores.leasing``).
-
-    Keys and costs are checked before anything is counted (``ratekeeper.core.inputs``): a bad one
-    raises ``InvalidInputError``. A store that fails raises ``StoreError``; one that is
-    misconfigured raises ``StoreConfigError``, also when opened through a failure policy.
-    """
-
-    def apply(
-        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    def apply_many(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
-    ) -> list[Decision]: ...
-
-    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]: ...
-
-    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None: ...
-
-    def release(
-        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    def reset(self, key: str, limit: Limit) -> None: ...
-
-    def ping(self) -> Health: ...
-
-    def close(self) -> None: ...
-
-
-class AsyncStore(Protocol):
-    """The asyncio twin of ``Store``: the same methods, awaitable."""
-
-    async def apply(
-        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    async def apply_many(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
-    ) -> list[Decision]: ...
-
-    async def admit(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False
-    ) -> list[Admitted]: ...
-
-    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None: ...
-
-    async def release(
-        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    async def reset(self, key: str, limit: Limit) -> None: ...
-
-    async def ping(self) -> Health: ...
-
-    async def close(self) -> None: ...
 
 
 def _memory(url: str, options: dict[str, Any]) -> MemoryStore:

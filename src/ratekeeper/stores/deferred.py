@@ -15,8 +15,7 @@ from typing import Any
 
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Health, Hit
 
 
 class Deferred:

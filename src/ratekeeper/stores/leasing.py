@@ -56,7 +56,7 @@ from ratekeeper.core.inputs import check_hit, check_hits, check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.ticker import Ticker
 from ratekeeper.core.wording import many
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Hit
 from ratekeeper.stores.slices import (
     HORIZON,
     SHARE,

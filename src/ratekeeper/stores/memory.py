@@ -25,32 +25,35 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Unpack
 
-from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.leases import Records, Taken, exchange
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import InvalidInputError, InvalidLimitError, StoreConfigError
+from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key, check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
-from ratekeeper.stores.health import Health
+from ratekeeper.stores.contract import (
+    Admitted,
+    Health,
+    Hit,
+    LeaseTerms,
+    check_lease,
+    check_release,
+)
+
+__all__ = [
+    "EXPIRE_PER_INSERT",
+    "LINGER",
+    "Admitted",
+    "AsyncMemoryStore",
+    "Clock",
+    "Hit",
+    "MemoryStore",
+]
 
 Clock = Callable[[], float]
-
-#: One hit in a batch: ``(key, limit, cost)``.
-Hit = tuple[str, Limit, int]
-
-
-class Admitted(NamedTuple):
-    """A hit's decision, and ``at``, the time the store took it at (seconds on the store's
-    clock: the server's for Redis, the slice's clock for a leased limit), which a ``refund``
-    of what it granted is given."""
-
-    decision: Decision
-    at: float
-
 
 #: The keys of one limit: key -> state, least recently used first.
 Table = OrderedDict[str, Any]
@@ -241,33 +244,12 @@ class MemoryStore:
                 table[key] = state
         return decision._replace(granted=-decision.granted)
 
-    def lease(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int = 0,
-        taken_at: float | None = None,
-        need: int = 1,
-        now: float | None = None,
-    ) -> Taken:
-        """Give back ``returned`` units of the slice ``holder`` took of ``key``'s budget under
-        the leased ``limit`` at ``taken_at`` (the ``now`` its ``Taken`` reported), and take a
-        new slice of up to ``want`` units that ``holder`` may grant from for ``ttl`` seconds,
-        in one atomic step (``ratekeeper.algorithms.leases.exchange``): never less than
-        ``need`` (the asking hit's cost; none when fewer are left). ``want`` 0 only gives
-        back. ``InvalidLimitError`` for a limit that cannot lease, ``InvalidInputError`` for a
-        bad key, count, holder or lifetime.
-        """
-        key, want, returned = check_lease(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned, need=need
-        )
-        if taken_at is not None:
-            taken_at = check_now(taken_at)
-        now = self.clock() if now is None else check_now(now)
+    def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        """Exchange a slice of a leased limit's budget in one atomic step; see
+        ``ratekeeper.stores.contract.LeasingStore``."""
+        ask = check_lease(key, limit, want, terms)
+        key, want = ask.key, ask.want
+        now = self.clock() if ask.now is None else check_now(ask.now)
         slot = (limit.id, key)
         with self._lock:
             table = self._table(limit.id)
@@ -278,12 +260,12 @@ class MemoryStore:
                 held,
                 now,
                 limit,
-                holder=holder,
+                holder=ask.holder,
                 want=want,
-                ttl=ttl,
-                returned=returned,
-                taken_at=taken_at,
-                need=need,
+                ttl=ask.ttl,
+                returned=ask.returned,
+                taken_at=ask.taken_at,
+                need=ask.need,
             )
             if held:
                 self._slices[slot] = held
@@ -437,57 +419,6 @@ def _size(item: tuple[str, Table]) -> int:
     return len(item[1])
 
 
-def check_release(limit: Limit, slots: Any) -> int:
-    """``slots`` if it can be released from ``limit``: ``InvalidLimitError`` unless ``limit`` is a
-    concurrency limit, ``InvalidInputError`` unless ``slots`` is an integer from 1 to
-    ``MAX_COST``."""
-    if limit.algorithm is not Algorithm.CONCURRENCY:
-        raise InvalidLimitError(f"release needs a concurrency limit, not {limit.algorithm.value}")
-    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_COST:
-        raise InvalidInputError(f"slots must be a positive integer, not {slots!r}")
-    return int(slots)
-
-
-#: The longest lifetime of a slice, in seconds: a day.
-MAX_LEASE_TTL = 86_400.0
-#: The longest name of a slice's holder.
-MAX_HOLDER = 200
-
-
-def check_lease(
-    key: Any, limit: Limit, want: Any, *, holder: Any, ttl: Any, returned: Any, need: Any = 1
-) -> tuple[str, int, int]:
-    """``key``, ``want`` and ``returned`` if a slice of them can be exchanged under ``limit``:
-    ``InvalidLimitError`` unless ``limit`` can lease, ``InvalidInputError`` unless the key is
-    valid, ``want`` and ``returned`` integers from 0 to ``MAX_COST``, ``need`` from 1 to
-    ``want``, ``holder`` a non-empty
-    string of at most ``MAX_HOLDER`` characters and ``ttl`` finite seconds above 0 and at most
-    ``MAX_LEASE_TTL``."""
-    why = spec(limit.algorithm).no_lease
-    if why:
-        raise InvalidLimitError(f"{limit.algorithm.value} does not lease: {why}")
-    if limit.partial or limit.debt:
-        raise InvalidLimitError("a partial limit or one with debt does not lease")
-    key, want = check_hit(key, want)
-    returned = check_hit(key, returned)[1]
-    need = check_hit(key, need)[1]
-    if not 1 <= need <= max(want, 1):
-        raise InvalidInputError(f"need must be from 1 to the units wanted ({want}), not {need!r}")
-    if not isinstance(holder, str) or not 0 < len(holder) <= MAX_HOLDER:
-        raise InvalidInputError(
-            f"a lease holder is a string of 1 to {MAX_HOLDER} characters, not {holder!r}"
-        )
-    if (
-        isinstance(ttl, bool)
-        or not isinstance(ttl, int | float)
-        or not 0 < ttl <= MAX_LEASE_TTL  # NaN fails too
-    ):
-        raise InvalidInputError(
-            f"a lease lifetime is seconds above 0 and at most {MAX_LEASE_TTL:g}, not {ttl!r}"
-        )
-    return key, want, returned
-
-
 class AsyncMemoryStore:
     """The asyncio face of a ``MemoryStore``: same state, awaitable methods.
 
@@ -519,30 +450,8 @@ class AsyncMemoryStore:
     ) -> Decision:
         return self.sync.release(key, limit, slots, now)
 
-    async def lease(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int = 0,
-        taken_at: float | None = None,
-        need: int = 1,
-        now: float | None = None,
-    ) -> Taken:
-        return self.sync.lease(
-            key,
-            limit,
-            want,
-            holder=holder,
-            ttl=ttl,
-            returned=returned,
-            taken_at=taken_at,
-            need=need,
-            now=now,
-        )
+    async def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        return self.sync.lease(key, limit, want, **terms)
 
     async def reset(self, key: str, limit: Limit) -> None:
         self.sync.reset(key, limit)

@@ -23,7 +23,7 @@ from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import check_hit
 from ratekeeper.core.limits import Limit
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Hit
 
 
 class _Denials:

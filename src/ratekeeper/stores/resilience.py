@@ -64,8 +64,8 @@ from ratekeeper.core.limits import Limit, share_of
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.wording import many
 from ratekeeper.stores.breakers import Breakers, CircuitBreaker
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, Hit, MemoryStore, check_release
+from ratekeeper.stores.contract import Admitted, Health, Hit, check_release
+from ratekeeper.stores.memory import MemoryStore
 
 #: Refunds the store could not take: logged, throttled, never raised.
 _unrefunded = LogThrottle(logging.getLogger("ratekeeper.store"))

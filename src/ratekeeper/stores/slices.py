@@ -15,7 +15,7 @@ from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.contract import Hit
 
 #: Seconds a process may grant from a slice (the store's record of it lasts as long).
 TTL = 1.0

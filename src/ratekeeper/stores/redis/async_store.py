@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable, Sequence
 from functools import partial
 from math import inf
-from typing import Any
+from typing import Any, Unpack
 
 from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
@@ -19,8 +19,7 @@ from ratekeeper.core.errors import (
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Health, Hit, LeaseTerms
 from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
@@ -241,30 +240,8 @@ class AsyncRedisStore(Base):
             raise failure(error) from error
         return released(reply)
 
-    async def lease(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int = 0,
-        taken_at: float | None = None,
-        need: int = 1,
-        now: float | None = None,
-    ) -> Taken:
-        script, keys, argv = self._lease_args(
-            key,
-            limit,
-            want,
-            holder=holder,
-            ttl=ttl,
-            returned=returned,
-            taken_at=taken_at,
-            need=need,
-            now=now,
-        )
+    async def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        script, keys, argv = self._lease_args(key, limit, want, terms)
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         try:
