@@ -20,7 +20,7 @@ from ratekeeper.service.http import create_app
 from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.stores.memory import AsyncMemoryStore
-from ratekeeper.stores.resilience import AsyncResilient
+from ratekeeper.stores.wrappers.resilience import AsyncResilient
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient
 

@@ -21,7 +21,7 @@ from ratekeeper.service.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.settings import Settings
 from ratekeeper.stores.memory import AsyncMemoryStore
-from ratekeeper.stores.resilience import AsyncResilient
+from ratekeeper.stores.wrappers.resilience import AsyncResilient
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient
 from tests.service.test_access_log import RULES, SECRET, check, engine_of

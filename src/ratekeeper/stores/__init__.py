@@ -47,9 +47,7 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
     """The opener of one Redis twin: the store, its over-limit cache and its failure policy."""
 
     def open_redis(url: str, options: dict[str, Any]) -> Any:
-        from ratekeeper.stores import leasing, overlimit, resilience
         from ratekeeper.stores import redis as stores
-        from ratekeeper.stores.deferred import Deferred
         from ratekeeper.stores.redis.clients import (
             check_url,
             open_client,
@@ -57,6 +55,8 @@ def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
             split_prefix,
             timeout_of,
         )
+        from ratekeeper.stores.wrappers import leasing, overlimit, resilience
+        from ratekeeper.stores.wrappers.deferred import Deferred
 
         url, prefix = split_prefix(url)
         if prefix is not None:
@@ -141,13 +141,13 @@ def open_store(url: str = "memory://", **options: Any) -> Store:
     ``tag`` (see ``ratekeeper.core.store_keys``), ``timeout`` per call in seconds (default: the
     URL's ``?timeout=``, else 0.25), ``on_store_error`` (``"local"``, the default: limits kept in
     process while the store fails; ``"allow"``, ``"deny"``, or ``None`` to raise
-    ``StoreError``; see ``ratekeeper.stores.resilience``), ``instances`` (the number of processes
-    sharing the store, default 1: under ``"local"`` each enforces 1/``instances`` of every
-    limit), ``over_limit_cache`` (answer known denials locally), for asyncio ``batch`` (send
-    the calls of one event-loop tick together; default on), and for leased limits
+    ``StoreError``; see ``ratekeeper.stores.wrappers.resilience``), ``instances`` (the number
+    of processes sharing the store, default 1: under ``"local"`` each enforces 1/``instances``
+    of every limit), ``over_limit_cache`` (answer known denials locally), for asyncio ``batch``
+    (send the calls of one event-loop tick together; default on), and for leased limits
     (``Limit(sync="leased")``) ``lease_ttl``, ``lease_horizon`` and ``lease_share`` (see
-    ``ratekeeper.stores.leasing``). On ``memory://`` a leased limit is exact: one process
-    holds the whole budget already.
+    ``ratekeeper.stores.wrappers.leasing``). On ``memory://`` a leased limit is exact: one
+    process holds the whole budget already.
 
     Opening never touches the network, for every kind of URL: a store that cannot be reached
     fails on first use, where ``on_store_error`` answers. A malformed URL or an unknown option

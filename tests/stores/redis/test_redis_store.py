@@ -26,10 +26,10 @@ from ratekeeper import (
     open_async_store,
     open_store,
 )
-from ratekeeper.stores.leasing import Leasing
-from ratekeeper.stores.overlimit import OverLimitCache
 from ratekeeper.stores.redis import MAX_BATCH, AsyncRedisStore, RedisStore
-from ratekeeper.stores.resilience import AsyncResilient, Resilient
+from ratekeeper.stores.wrappers.leasing import Leasing
+from ratekeeper.stores.wrappers.overlimit import OverLimitCache
+from ratekeeper.stores.wrappers.resilience import AsyncResilient, Resilient
 from tests.servers import RedisServer, free_port
 
 _prefixes = itertools.count()

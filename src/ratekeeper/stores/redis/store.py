@@ -49,7 +49,7 @@ class RedisStore(Base):
 
     ``prefix`` starts every key; ``tag`` is ``"limit"`` (a slot per limit and identity) or
     ``"identity"`` (a slot per identity). Errors from Redis are raised as ``StoreError``; wrap
-    the store in ``ratekeeper.stores.resilience.Resilient`` for a failure policy.
+    the store in ``ratekeeper.stores.wrappers.resilience.Resilient`` for a failure policy.
     """
 
     _cluster = redis.cluster.RedisCluster

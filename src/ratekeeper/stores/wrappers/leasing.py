@@ -37,7 +37,7 @@ slice's age (other processes may have taken since, and hold slices of their own)
 
 When the store fails, an exchange raises ``StoreError`` (what it gave back is lost: never an
 over-admission), for the failure policy around this wrapper to answer
-(``ratekeeper.stores.resilience``). Attributes it does not have are the wrapped store's.
+(``resilience``). Attributes it does not have are the wrapped store's.
 
 ``Leasing`` (threads) and ``AsyncLeasing`` (asyncio) are twins.
 """
@@ -57,7 +57,7 @@ from ratekeeper.core.limits import Limit
 from ratekeeper.core.ticker import Ticker
 from ratekeeper.core.wording import many
 from ratekeeper.stores.contract import Admitted, Hit
-from ratekeeper.stores.slices import (
+from ratekeeper.stores.wrappers.slices import (
     HORIZON,
     SHARE,
     TTL,

@@ -1,5 +1,5 @@
 """The slices of leased limits a process holds, their sizing and bookkeeping (no I/O): what
-``ratekeeper.stores.leasing``'s twins share."""
+``leasing``'s twins share."""
 
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from ratekeeper import AsyncLimiter, Limit, Limiter, open_async_store, open_store
-from ratekeeper.stores import leasing, resilience
-from ratekeeper.stores.overlimit import AsyncOverLimitCache, OverLimitCache
+from ratekeeper.stores.wrappers import leasing, resilience
+from ratekeeper.stores.wrappers.overlimit import AsyncOverLimitCache, OverLimitCache
 from tests.servers import RedisCluster, RedisServer
 
 DAY = 86_400

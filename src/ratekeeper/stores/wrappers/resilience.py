@@ -63,9 +63,9 @@ from ratekeeper.core.inputs import check_hits, check_key
 from ratekeeper.core.limits import Limit, share_of
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.wording import many
-from ratekeeper.stores.breakers import Breakers, CircuitBreaker
 from ratekeeper.stores.contract import Admitted, Health, Hit, check_release
 from ratekeeper.stores.memory import MemoryStore
+from ratekeeper.stores.wrappers.breakers import Breakers, CircuitBreaker
 
 #: Refunds the store could not take: logged, throttled, never raised.
 _unrefunded = LogThrottle(logging.getLogger("ratekeeper.store"))

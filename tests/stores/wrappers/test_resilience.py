@@ -17,7 +17,7 @@ from ratekeeper import (
     StoreError,
 )
 from ratekeeper.stores.memory import Hit
-from ratekeeper.stores.resilience import CircuitBreaker, Resilient
+from ratekeeper.stores.wrappers.resilience import CircuitBreaker, Resilient
 from ratekeeper.testing import FakeClock
 
 LIMIT = Limit(2, 60, "gcra")
