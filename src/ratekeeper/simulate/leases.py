@@ -222,7 +222,7 @@ class LeaseRun:
         self.shared = _Counted(MemoryStore(clock=clock))
         self.instances = [
             Leasing(
-                self.shared,
+                self.shared,  # type: ignore[arg-type]  # a partial store: what a replay asks
                 ttl=options.ttl,
                 horizon=options.horizon,
                 share=options.share,

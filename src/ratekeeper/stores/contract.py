@@ -10,7 +10,7 @@ never each other.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol, Required, TypedDict, Unpack
+from typing import Any, NamedTuple, Protocol, Required, TypedDict, TypeGuard, Unpack
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.leases import Taken
@@ -37,6 +37,7 @@ __all__ = [
     "Taken",
     "check_lease",
     "check_release",
+    "is_sharded",
 ]
 
 #: One hit in a batch: ``(key, limit, cost)``.
@@ -195,6 +196,12 @@ class Sharded(Protocol):
     sharded: bool
 
     def shard_of(self, key: str, limit: Limit) -> str: ...
+
+
+def is_sharded(store: object) -> TypeGuard[Sharded]:
+    """Whether ``store`` is made of shards: its ``sharded`` is True (a wrapper says what the
+    store it wraps says)."""
+    return getattr(store, "sharded", False) is True
 
 
 def check_release(limit: Limit, slots: Any) -> int:

@@ -46,167 +46,44 @@ breakers; one the store cannot take is logged (``ratekeeper.store``, throttled) 
 never raised: its units stay counted until their window or bucket frees them. A decision the
 policy made (``degraded``) is not for refunding: the policy kept its own count, if any.
 
-``Resilient`` and ``AsyncResilient`` are twins: only I/O differs.
+``Resilient`` and ``AsyncResilient`` (``async_resilience.py``) are twins: only I/O differs.
+What they share, the policy's own decisions and the breakers by shard, is ``policy.py``; the
+breakers themselves are ``breakers.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import StoreConfigError, StoreError
-from ratekeeper.core.inputs import check_hits, check_key
-from ratekeeper.core.limits import Limit, share_of
-from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.errors import StoreError
+from ratekeeper.core.inputs import check_hits
+from ratekeeper.core.limits import Limit
 from ratekeeper.core.wording import many
-from ratekeeper.stores.contract import Admitted, Health, Hit, check_release
+from ratekeeper.stores.contract import Admitted, Health, Hit, Store
 from ratekeeper.stores.memory import MemoryStore
+from ratekeeper.stores.wrappers.async_resilience import AsyncResilient
 from ratekeeper.stores.wrappers.breakers import Breakers, CircuitBreaker
+from ratekeeper.stores.wrappers.policy import (
+    POLICIES,
+    UNREFUNDED,
+    Policy,
+    admit_all,
+    by_shard,
+    check_instances,
+    count_failure,
+    place,
+    sharding,
+    timed,
+    unrefunded,
+)
 
-#: Refunds the store could not take: logged, throttled, never raised.
-_unrefunded = LogThrottle(logging.getLogger("ratekeeper.store"))
-UNREFUNDED = "could not refund %s of %r (they stay counted): %s"
+__all__ = ["POLICIES", "AsyncResilient", "Resilient", "check_instances"]
 
 T = TypeVar("T")
-
-POLICIES = ("allow", "deny", "local")
-
-#: The local policy's scaled limits kept at most (they are few: one per limit in use).
-MAX_SHARES = 10_000
-
-
-def check_instances(instances: Any) -> int:
-    """``instances``: an ``int`` (not ``bool``) of at least 1, else ``StoreConfigError``."""
-    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
-        raise StoreConfigError(f"instances must be an integer of at least 1, not {instances!r}")
-    return int(instances)
-
-
-class _Policy:
-    """The fallback decisions, shared by the twins."""
-
-    def __init__(self, on_store_error: str, local: MemoryStore | None, instances: int) -> None:
-        if on_store_error not in POLICIES:
-            raise StoreConfigError(
-                f"on_store_error must be one of {', '.join(POLICIES)}, not {on_store_error!r}"
-            )
-        self.on_store_error = on_store_error
-        self.instances = check_instances(instances)
-        self.local = local if local is not None else MemoryStore()
-        self.errors = 0  # decisions made by the policy since start
-        self._shares: dict[Limit, Limit] = {}
-
-    def share(self, limit: Limit) -> Limit:
-        """``limit`` as this instance enforces it alone (``share_of``), cached."""
-        if self.instances == 1:
-            return limit
-        shared = self._shares.get(limit)
-        if shared is None:
-            if len(self._shares) >= MAX_SHARES:
-                self._shares.clear()
-            shared = self._shares[limit] = share_of(limit, self.instances)
-        return shared
-
-    def decide(
-        self, hits: Sequence[Hit], all_or_nothing: bool, breaker: CircuitBreaker
-    ) -> list[Decision]:
-        """The policy's decisions for ``hits`` (checked here: the store never saw them)."""
-        hits = check_hits(hits)
-        self.errors += len(hits)
-        if self.on_store_error == "local":
-            if self.instances > 1:
-                hits = [(key, self.share(limit), cost) for key, limit, cost in hits]
-            decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
-            return [decision._replace(degraded=True) for decision in decided]
-        if self.on_store_error == "allow":
-            return [
-                Decision(
-                    True, limit.capacity, max(limit.capacity - cost, 0), 0.0, 0.0, 0.0, cost, True
-                )
-                for _, limit, cost in hits
-            ]
-        wait = breaker.retry_after()
-        return [
-            Decision(False, limit.capacity, 0, wait, wait, 0.0, 0, True) for _, limit, _ in hits
-        ]
-
-    def release(self, key: str, limit: Limit, slots: int) -> Decision:
-        """A release the store could not take: the policy's local store takes it, if any;
-        else the leases expire by themselves."""
-        key, slots = check_key(key), check_release(limit, slots)
-        if self.on_store_error == "local":
-            return self.local.release(key, self.share(limit), slots)._replace(degraded=True)
-        return Decision(True, limit.capacity, 0, 0.0, 0.0, 0.0, 0, True)
-
-    def reset(self, key: str, limit: Limit) -> None:
-        self.local.reset(key, self.share(limit))
-
-
-def _shards(shard_of: Callable[[str, Limit], str], hits: Sequence[Hit]) -> dict[str, list[int]]:
-    """The indexes of ``hits`` by shard, in order."""
-    groups: dict[str, list[int]] = {}
-    for index, (key, limit, _) in enumerate(hits):
-        groups.setdefault(shard_of(key, limit), []).append(index)
-    return groups
-
-
-def _place(size: int, parts: list[tuple[list[int], list[Decision]]]) -> list[Decision]:
-    results: list[Any] = [None] * size
-    for indexes, decided in parts:
-        for index, decision in zip(indexes, decided, strict=True):
-            results[index] = decision
-    return results
-
-
-def _timed(decisions: list[Decision], local: MemoryStore) -> list[Admitted]:
-    """The policy's ``decisions`` as ``Admitted``, at the policy's clock (never refunded)."""
-    now = local.clock()
-    return [Admitted(decision, now) for decision in decisions]
-
-
-def _admit_all(breakers: list[CircuitBreaker]) -> bool:
-    """Whether every one of ``breakers`` lets a call through (probes taken are given back
-    when one does not)."""
-    taken: list[CircuitBreaker] = []
-    for breaker in breakers:
-        if not breaker.allows_call():
-            for probe in taken:
-                probe.abandon()
-            return False
-        taken.append(breaker)
-    return True
-
-
-def _blamed(error: StoreError, shards: dict[str, CircuitBreaker]) -> list[CircuitBreaker]:
-    """The breakers a failure of a call over ``shards`` counts against: the shard the store
-    names (``error.shard``), else every one."""
-    named = getattr(error, "shard", None)
-    if named in shards:
-        return [shards[named]]
-    return list(shards.values())
-
-
-def _count_failure(error: StoreError, shards: dict[str, CircuitBreaker]) -> None:
-    """A failed call over ``shards``: it counts against the breakers it blames (``_blamed``);
-    the others give back the probe they may hold."""
-    blamed = _blamed(error, shards)
-    for breaker in shards.values():
-        if breaker in blamed:
-            breaker.failed(error)
-        else:
-            breaker.abandon()
-
-
-def _sharding(store: Any) -> Callable[[str, Limit], str] | None:
-    """``store.shard_of`` when the store is made of shards, else None (one breaker)."""
-    if getattr(store, "sharded", False) is True:
-        shard_of: Callable[[str, Limit], str] = store.shard_of
-        return shard_of
-    return None
 
 
 class Resilient:
@@ -217,7 +94,7 @@ class Resilient:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         *,
         on_store_error: str = "local",
         local: MemoryStore | None = None,
@@ -225,10 +102,10 @@ class Resilient:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
-        self.policy = _Policy(on_store_error, local, instances)
+        self.policy = Policy(on_store_error, local, instances)
         self.breakers = Breakers(clock)
         self.breaker = self.breakers.get("")
-        self._shard_of = _sharding(store)
+        self._shard_of = sharding(store)
 
     def _through(self, breaker: CircuitBreaker, call: Callable[[], T]) -> T | None:
         """``call()`` on the store, unless ``breaker`` is open; None when it was not called
@@ -263,7 +140,7 @@ class Resilient:
         if shard_of is None:
             return self._many(self.breaker, hits, all_or_nothing, now)
         hits = check_hits(hits)
-        groups = _shards(shard_of, hits)
+        groups = by_shard(shard_of, hits)
         if len(groups) == 1:
             return self._many(self.breakers.get(next(iter(groups))), hits, all_or_nothing, now)
         if all_or_nothing:
@@ -272,7 +149,7 @@ class Resilient:
         for shard, indexes in groups.items():
             part = [hits[index] for index in indexes]
             parts.append((indexes, self._many(self.breakers.get(shard), part, False, now)))
-        return _place(len(hits), parts)
+        return place(len(hits), parts)
 
     def _many(
         self,
@@ -293,13 +170,13 @@ class Resilient:
     ) -> list[Decision]:
         """An all_or_nothing batch over several shards: one store call, or the policy's."""
         breakers = list(shards.values())
-        if _admit_all(breakers):
+        if admit_all(breakers):
             try:
                 decisions: list[Decision] = self.store.apply_many(
                     hits, all_or_nothing=True, now=now
                 )
             except StoreError as error:
-                _count_failure(error, shards)
+                count_failure(error, shards)
             except BaseException:
                 for breaker in breakers:
                     breaker.abandon()
@@ -316,11 +193,11 @@ class Resilient:
         hits = check_hits(hits)
         shards = self._shards_of(hits)
         breakers = list(shards.values())
-        if _admit_all(breakers):
+        if admit_all(breakers):
             try:
                 admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
             except StoreError as error:
-                _count_failure(error, shards)
+                count_failure(error, shards)
             except BaseException:
                 for breaker in breakers:
                     breaker.abandon()
@@ -330,22 +207,25 @@ class Resilient:
                     breaker.succeeded()
                 return admitted
         worst = max(breakers, key=CircuitBreaker.retry_after)
-        return _timed(self.policy.decide(hits, all_or_nothing, worst), self.policy.local)
+        return timed(self.policy.decide(hits, all_or_nothing, worst), self.policy.local)
 
     def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
         """The store's ``refund`` through the key's breaker; one that fails is logged."""
         shard_of = self._shard_of
         breaker = self.breaker if shard_of is None else self.breakers.get(shard_of(key, limit))
-        if self._through(breaker, lambda: self.store.refund(key, limit, cost, at) or True) is None:
-            _unrefunded.log(
-                logging.WARNING, UNREFUNDED, many(cost, "unit"), key, "the store failed"
-            )
+
+        def call() -> bool:
+            self.store.refund(key, limit, cost, at)
+            return True
+
+        if self._through(breaker, call) is None:
+            unrefunded.log(logging.WARNING, UNREFUNDED, many(cost, "unit"), key, "the store failed")
 
     def _shards_of(self, hits: Sequence[Hit]) -> dict[str, CircuitBreaker]:
         shard_of = self._shard_of
         if shard_of is None:
             return {"": self.breaker}
-        return {shard: self.breakers.get(shard) for shard in _shards(shard_of, hits)}
+        return {shard: self.breakers.get(shard) for shard in by_shard(shard_of, hits)}
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
         shard_of = self._shard_of
@@ -369,169 +249,3 @@ class Resilient:
 
     def close(self) -> None:
         self.store.close()
-
-
-class AsyncResilient:
-    """The asyncio twin of ``Resilient``."""
-
-    def __init__(
-        self,
-        store: Any,
-        *,
-        on_store_error: str = "local",
-        local: MemoryStore | None = None,
-        instances: int = 1,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.store = store
-        self.policy = _Policy(on_store_error, local, instances)
-        self.breakers = Breakers(clock)
-        self.breaker = self.breakers.get("")
-        self._shard_of = _sharding(store)
-
-    async def _through(self, breaker: CircuitBreaker, call: Callable[[], Awaitable[T]]) -> T | None:
-        if not breaker.allows_call():
-            return None
-        try:
-            result = await call()
-        except StoreError as error:
-            breaker.failed(error)
-            return None
-        except BaseException:
-            breaker.abandon()
-            raise
-        breaker.succeeded()
-        return result
-
-    async def apply(
-        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
-    ) -> Decision:
-        shard_of = self._shard_of
-        breaker = self.breaker if shard_of is None else self.breakers.get(shard_of(key, limit))
-        decision: Decision | None = await self._through(
-            breaker, lambda: self.store.apply(key, limit, cost, now)
-        )
-        if decision is None:
-            return self.policy.decide([(key, limit, cost)], False, breaker)[0]
-        return decision
-
-    async def apply_many(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
-    ) -> list[Decision]:
-        shard_of = self._shard_of
-        if shard_of is None:
-            return await self._many(self.breaker, hits, all_or_nothing, now)
-        hits = check_hits(hits)
-        groups = _shards(shard_of, hits)
-        if len(groups) == 1:
-            breaker = self.breakers.get(next(iter(groups)))
-            return await self._many(breaker, hits, all_or_nothing, now)
-        if all_or_nothing:
-            shards = {shard: self.breakers.get(shard) for shard in groups}
-            return await self._across(hits, shards, now)
-        decided = await asyncio.gather(
-            *(
-                self._many(self.breakers.get(shard), [hits[i] for i in indexes], False, now)
-                for shard, indexes in groups.items()
-            )
-        )
-        return _place(len(hits), list(zip(groups.values(), decided, strict=True)))
-
-    async def _many(
-        self,
-        breaker: CircuitBreaker,
-        hits: Sequence[Hit],
-        all_or_nothing: bool,
-        now: float | None,
-    ) -> list[Decision]:
-        decisions: list[Decision] | None = await self._through(
-            breaker, lambda: self.store.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
-        )
-        if decisions is None:
-            return self.policy.decide(hits, all_or_nothing, breaker)
-        return decisions
-
-    async def _across(
-        self, hits: Sequence[Hit], shards: dict[str, CircuitBreaker], now: float | None
-    ) -> list[Decision]:
-        breakers = list(shards.values())
-        if _admit_all(breakers):
-            try:
-                decisions: list[Decision] = await self.store.apply_many(
-                    hits, all_or_nothing=True, now=now
-                )
-            except StoreError as error:
-                _count_failure(error, shards)
-            except BaseException:
-                for breaker in breakers:
-                    breaker.abandon()
-                raise
-            else:
-                for breaker in breakers:
-                    breaker.succeeded()
-                return decisions
-        return self.policy.decide(hits, True, max(breakers, key=CircuitBreaker.retry_after))
-
-    async def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
-        hits = check_hits(hits)
-        shards = self._shards_of(hits)
-        breakers = list(shards.values())
-        if _admit_all(breakers):
-            try:
-                admitted: list[Admitted] = await self.store.admit(
-                    hits, all_or_nothing=all_or_nothing
-                )
-            except StoreError as error:
-                _count_failure(error, shards)
-            except BaseException:
-                for breaker in breakers:
-                    breaker.abandon()
-                raise
-            else:
-                for breaker in breakers:
-                    breaker.succeeded()
-                return admitted
-        worst = max(breakers, key=CircuitBreaker.retry_after)
-        return _timed(self.policy.decide(hits, all_or_nothing, worst), self.policy.local)
-
-    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
-        shard_of = self._shard_of
-        breaker = self.breaker if shard_of is None else self.breakers.get(shard_of(key, limit))
-
-        async def call() -> bool:
-            await self.store.refund(key, limit, cost, at)
-            return True
-
-        if await self._through(breaker, call) is None:
-            _unrefunded.log(
-                logging.WARNING, UNREFUNDED, many(cost, "unit"), key, "the store failed"
-            )
-
-    def _shards_of(self, hits: Sequence[Hit]) -> dict[str, CircuitBreaker]:
-        shard_of = self._shard_of
-        if shard_of is None:
-            return {"": self.breaker}
-        return {shard: self.breakers.get(shard) for shard in _shards(shard_of, hits)}
-
-    async def release(
-        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
-    ) -> Decision:
-        shard_of = self._shard_of
-        breaker = self.breaker if shard_of is None else self.breakers.get(shard_of(key, limit))
-        decision: Decision | None = await self._through(
-            breaker, lambda: self.store.release(key, limit, slots, now)
-        )
-        if decision is None:
-            return self.policy.release(key, limit, slots)
-        return decision
-
-    async def reset(self, key: str, limit: Limit) -> None:
-        self.policy.reset(key, limit)
-        await self.store.reset(key, limit)
-
-    async def ping(self) -> Health:
-        answered: Health = await self.store.ping()
-        return self.breakers.health(answered, self.policy.errors)
-
-    async def close(self) -> None:
-        await self.store.close()
