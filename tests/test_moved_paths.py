@@ -201,6 +201,16 @@ MOVED: dict[str, dict[str, list[str]]] = {
             "zipf",
         ]
     },
+    "ratekeeper.stores.leasing": {
+        "ratekeeper.stores.wrappers.leasing": [
+            "HORIZON",
+            "SHARE",
+            "TTL",
+            "AsyncLeasing",
+            "Leasing",
+            "check_options",
+        ]
+    },
     "ratekeeper.stores.lua": {
         "ratekeeper.stores.redis.scripts": [
             "BATCH_HEADER",
@@ -218,6 +228,14 @@ MOVED: dict[str, dict[str, list[str]]] = {
             "limit_args",
             "now_arg",
             "released",
+        ]
+    },
+    "ratekeeper.stores.resilience": {
+        "ratekeeper.stores.wrappers.resilience": [
+            "POLICIES",
+            "AsyncResilient",
+            "Resilient",
+            "check_instances",
         ]
     },
     "ratekeeper.stores.urls": {

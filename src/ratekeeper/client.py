@@ -302,7 +302,7 @@ class RemoteLimiter(Limiter):
         on_store_error: str | None = "allow",
         admin_token: str | None = None,
     ) -> None:
-        from ratekeeper.stores.resilience import Resilient
+        from ratekeeper.stores.wrappers.resilience import Resilient
 
         store: Any = ServiceStore(url, timeout=timeout, admin_token=admin_token)
         if on_store_error is not None:
@@ -324,7 +324,7 @@ class AsyncRemoteLimiter(AsyncLimiter):
         on_store_error: str | None = "allow",
         admin_token: str | None = None,
     ) -> None:
-        from ratekeeper.stores.resilience import AsyncResilient
+        from ratekeeper.stores.wrappers.resilience import AsyncResilient
 
         store: Any = AsyncServiceStore(url, timeout=timeout, admin_token=admin_token)
         if on_store_error is not None:

@@ -25,8 +25,8 @@ from ratekeeper import (
     Store,
 )
 from ratekeeper.core.store_keys import state_key
-from ratekeeper.stores.overlimit import OverLimitCache
 from ratekeeper.stores.redis import AsyncRedisStore, RedisStore
+from ratekeeper.stores.wrappers.overlimit import OverLimitCache
 from ratekeeper.testing import FakeClock
 from tests.servers import RedisCluster, RedisServer
 

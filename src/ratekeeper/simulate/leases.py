@@ -30,8 +30,8 @@ from ratekeeper.core.errors import InvalidLimitError, StoreConfigError, TraceErr
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
 from ratekeeper.simulate.trace import Trace
-from ratekeeper.stores.leasing import HORIZON, SHARE, TTL, Leasing, check_options
 from ratekeeper.stores.memory import MemoryStore
+from ratekeeper.stores.wrappers.leasing import HORIZON, SHARE, TTL, Leasing, check_options
 
 #: The most simulated instances.
 MAX_INSTANCES = 1_000
@@ -222,7 +222,7 @@ class LeaseRun:
         self.shared = _Counted(MemoryStore(clock=clock))
         self.instances = [
             Leasing(
-                self.shared,
+                self.shared,  # type: ignore[arg-type]  # a partial store: what a replay asks
                 ttl=options.ttl,
                 horizon=options.horizon,
                 share=options.share,

@@ -1,247 +1,29 @@
 """Request stores: where the live state of every limit is kept.
 
 A store exposes one atomic read-modify-write primitive, ``apply``, plus ``apply_many``,
-``admit`` and ``refund``, ``release``, ``reset`` and ``ping``. Stores are chosen by URL
-through one registry, ``open_store``.
+``admit`` and ``refund``, ``release``, ``reset`` and ``ping`` (the contract:
+``ratekeeper.stores.contract``). Stores are chosen by URL through one registry, ``open_store``
+(``ratekeeper.stores.opening``).
+
+The rooms, each importing only those below it: ``opening``; ``wrappers`` (the failure policy,
+leased limits, the over-limit cache); the backends ``memory`` and ``redis``, which never import
+each other; ``contract`` and ``health``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
-from urllib.parse import urlsplit
-
-from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import StoreConfigError
-from ratekeeper.core.limits import Limit
-from ratekeeper.core.redaction import redacted
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, AsyncMemoryStore, Hit, MemoryStore
+from ratekeeper.stores.contract import Admitted, AsyncStore, Health, Hit, Store
+from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
+from ratekeeper.stores.opening import open_async_store, open_store
 
 __all__ = [
     "Admitted",
+    "AsyncMemoryStore",
     "AsyncStore",
     "Health",
     "Hit",
+    "MemoryStore",
     "Store",
     "open_async_store",
     "open_store",
 ]
-
-
-class Store(Protocol):
-    """The request-store contract.
-
-    ``apply(key, limit, cost=1, now=None)`` atomically runs ``limit``'s algorithm on ``key``'s
-    state and returns the ``Decision``; ``now`` (seconds since the epoch) defaults to the store's
-    clock. ``apply_many(hits, all_or_nothing=False, now=None)`` applies ``(key, limit, cost)``
-    triples atomically as one batch; with ``all_or_nothing`` nothing is consumed unless every
-    hit is allowed, but for the hits under a limit with debt, which count whatever the others
-    do. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots`` leases of a
-    concurrency limit, the earliest-expiring first (its decision's ``granted`` is the number
-    released). ``admit(hits, all_or_nothing=False)`` is ``apply_many`` on the store's own
-    clock (the server's, for Redis) that also says when: each decision as an ``Admitted``,
-    with ``at``, the time the store took it. ``refund(key, limit, cost, at)`` gives back
-    ``cost`` units a hit was granted at ``at`` (an ``Admitted``'s), by the algorithm's pure
-    ``refund``: never more than the hit took, never a count below nothing nor a bucket above
-    its capacity, and nothing once the window that counted them has turned; give it only a
-    granted hit's ``granted`` (a refused hit took nothing). ``reset(key, limit)`` forgets the
-    key's state. ``ping()`` says whether the store answers now, as a ``Health``. ``close()``
-    releases connections.
-
-    A store that several processes share also has ``lease(key, limit, want, *, holder, ttl,
-    returned=0, taken_at=None, need=1, now=None)``, the exchange of a slice of a leased
-    limit's budget (``MemoryStore.lease``, ``ratekeeper.algorithms.leases``), which the
-    wrapper answering leased limits from slices calls (``ratekeeper.stores.leasing``).
-
-    Keys and costs are checked before anything is counted (``ratekeeper.core.inputs``): a bad one
-    raises ``InvalidInputError``. A store that fails raises ``StoreError``; one that is
-    misconfigured raises ``StoreConfigError``, also when opened through a failure policy.
-    """
-
-    def apply(
-        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    def apply_many(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
-    ) -> list[Decision]: ...
-
-    def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]: ...
-
-    def refund(self, key: str, limit: Limit, cost: int, at: float) -> None: ...
-
-    def release(
-        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    def reset(self, key: str, limit: Limit) -> None: ...
-
-    def ping(self) -> Health: ...
-
-    def close(self) -> None: ...
-
-
-class AsyncStore(Protocol):
-    """The asyncio twin of ``Store``: the same methods, awaitable."""
-
-    async def apply(
-        self, key: str, limit: Limit, cost: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    async def apply_many(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
-    ) -> list[Decision]: ...
-
-    async def admit(
-        self, hits: Sequence[Hit], *, all_or_nothing: bool = False
-    ) -> list[Admitted]: ...
-
-    async def refund(self, key: str, limit: Limit, cost: int, at: float) -> None: ...
-
-    async def release(
-        self, key: str, limit: Limit, slots: int = 1, now: float | None = None
-    ) -> Decision: ...
-
-    async def reset(self, key: str, limit: Limit) -> None: ...
-
-    async def ping(self) -> Health: ...
-
-    async def close(self) -> None: ...
-
-
-def _memory(url: str, options: dict[str, Any]) -> MemoryStore:
-    if url.partition("://")[2]:  # e.g. memory://?max_keys=10, which would be ignored
-        raise StoreConfigError(
-            f"{redacted(url)!r}: memory:// takes no host, path or query; give its options "
-            "(max_keys, clock) as options"
-        )
-    try:
-        return MemoryStore(**options)
-    except TypeError as error:  # an option it does not take
-        raise StoreConfigError(f"bad option for {url}: {error}") from None
-
-
-def _async_memory(url: str, options: dict[str, Any]) -> AsyncMemoryStore:
-    return AsyncMemoryStore(_memory(url, options))
-
-
-def _redis_opener(asyncio: bool) -> Callable[[str, dict[str, Any]], Any]:
-    """The opener of one Redis twin: the store, its over-limit cache and its failure policy."""
-
-    def open_redis(url: str, options: dict[str, Any]) -> Any:
-        from ratekeeper.stores import leasing, overlimit, resilience
-        from ratekeeper.stores import redis as stores
-        from ratekeeper.stores.deferred import Deferred
-        from ratekeeper.stores.redis.clients import (
-            check_url,
-            open_client,
-            split_leases,
-            split_prefix,
-            timeout_of,
-        )
-
-        url, prefix = split_prefix(url)
-        if prefix is not None:
-            options.setdefault("prefix", prefix)  # one given in code wins over the URL's
-        url, lease_options = split_leases(url)
-        for name, value in lease_options.items():
-            options.setdefault(name, value)
-        policy = options.pop("on_store_error", "local")
-        instances = options.pop("instances", 1)
-        resilience.check_instances(instances)
-        cache = options.pop("over_limit_cache", False)
-        leases = leasing.check_options(
-            options.pop("lease_ttl", leasing.TTL),
-            options.pop("lease_horizon", leasing.HORIZON),
-            options.pop("lease_share", leasing.SHARE),
-        )
-        names = ("prefix", "tag", "batch") if asyncio else ("prefix", "tag")
-        store_options = {name: options.pop(name) for name in names if name in options}
-        check_url(url)
-        kind = stores.AsyncRedisStore if asyncio else stores.RedisStore
-        if asyncio:  # a new client for each event loop the store serves
-            store_options["connect"] = lambda: open_client(url, asyncio, **options)
-            # The store times its round trips, so that the event loop's lag is not the store's;
-            # the client's socket timeout becomes the hard cap (redis.deadlines).
-            store_options["timeout"] = timeout_of(url, options.get("timeout"))
-            options["capped"] = True
-
-        def connect() -> Any:
-            try:
-                return kind(open_client(url, asyncio, **options), **store_options)
-            except TypeError as error:  # an option the client does not take
-                raise StoreConfigError(f"bad store option for {redacted(url)}: {error}") from None
-            except stores.ERRORS as error:
-                raise stores.failure(error) from error
-
-        # A cluster client connects in its constructor: open it on first use instead.
-        clustered = url.startswith("redis+cluster:") and not asyncio
-        store: Any = Deferred(connect, sharded=True) if clustered else connect()
-        if cache:
-            store = (overlimit.AsyncOverLimitCache if asyncio else overlimit.OverLimitCache)(store)
-        ttl, horizon, share = leases
-        lease = leasing.AsyncLeasing if asyncio else leasing.Leasing
-        store = lease(store, ttl=ttl, horizon=horizon, share=share)
-        if not policy:
-            return store
-        wrap = resilience.AsyncResilient if asyncio else resilience.Resilient
-        return wrap(store, on_store_error=policy, instances=instances)
-
-    return open_redis
-
-
-_REDIS = ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
-_SYNC: dict[str, Callable[[str, dict[str, Any]], Store]] = {
-    "memory": _memory,
-    **dict.fromkeys(_REDIS, _redis_opener(asyncio=False)),
-}
-_ASYNC: dict[str, Callable[[str, dict[str, Any]], AsyncStore]] = {
-    "memory": _async_memory,
-    **dict.fromkeys(_REDIS, _redis_opener(asyncio=True)),
-}
-
-
-def _open(
-    registry: dict[str, Callable[[str, dict[str, Any]], Any]], url: str, options: dict[str, Any]
-) -> Any:
-    if not isinstance(url, str):
-        raise StoreConfigError(f"a store URL must be a string, not {url!r}")
-    scheme = urlsplit(url).scheme
-    if scheme not in registry:
-        known = ", ".join(f"{name}://" for name in sorted(registry))
-        raise StoreConfigError(f"unknown store URL {redacted(url)!r}; expected one of: {known}")
-    return registry[scheme](url, options)
-
-
-def open_store(url: str = "memory://", **options: Any) -> Store:
-    """Open the request store named by ``url``.
-
-    ``memory://``; ``redis://host:port/db`` and ``rediss://``; ``unix:///path/redis.sock?db=0``;
-    ``redis+sentinel://host:port,host:port/service``; ``redis+cluster://host:port,host:port``
-    (``ratekeeper.stores.redis.clients``). ``options`` go to the store (``clock``, ``max_keys``
-    for memory). For Redis: ``prefix`` (default: the URL's ``?prefix=``, else ``rk``) and
-    ``tag`` (see ``ratekeeper.core.store_keys``), ``timeout`` per call in seconds (default: the
-    URL's ``?timeout=``, else 0.25), ``on_store_error`` (``"local"``, the default: limits kept in
-    process while the store fails; ``"allow"``, ``"deny"``, or ``None`` to raise
-    ``StoreError``; see ``ratekeeper.stores.resilience``), ``instances`` (the number of processes
-    sharing the store, default 1: under ``"local"`` each enforces 1/``instances`` of every
-    limit), ``over_limit_cache`` (answer known denials locally), for asyncio ``batch`` (send
-    the calls of one event-loop tick together; default on), and for leased limits
-    (``Limit(sync="leased")``) ``lease_ttl``, ``lease_horizon`` and ``lease_share`` (see
-    ``ratekeeper.stores.leasing``). On ``memory://`` a leased limit is exact: one process
-    holds the whole budget already.
-
-    Opening never touches the network, for every kind of URL: a store that cannot be reached
-    fails on first use, where ``on_store_error`` answers. A malformed URL or an unknown option
-    raises ``StoreConfigError`` here; bad credentials or an unknown database raise it on first
-    use (never answered by the policy).
-    """
-    store: Store = _open(_SYNC, url, options)
-    return store
-
-
-def open_async_store(url: str = "memory://", **options: Any) -> AsyncStore:
-    """Open the asyncio request store named by ``url``; see ``open_store``."""
-    store: AsyncStore = _open(_ASYNC, url, options)
-    return store

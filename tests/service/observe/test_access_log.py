@@ -18,7 +18,7 @@ from ratekeeper.service.observe.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.runtime.app import create_app
 from ratekeeper.stores.memory import AsyncMemoryStore
-from ratekeeper.stores.resilience import AsyncResilient
+from ratekeeper.stores.wrappers.resilience import AsyncResilient
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient
 from tests.service.observe.logged import SECRET, check, engine_of

@@ -23,9 +23,9 @@ from ratekeeper.rules import load_rules, parse_rules
 from ratekeeper.service.admission import Admission
 from ratekeeper.service.observe.metrics import CONTENT_TYPE, Metrics
 from ratekeeper.stores.memory import AsyncMemoryStore
-from ratekeeper.stores.resilience import Resilient
+from ratekeeper.stores.wrappers.resilience import Resilient
 from ratekeeper.testing import FakeClock
-from tests.stores.test_resilience import Flaky
+from tests.stores.wrappers.test_resilience import Flaky
 
 RULES = """
 domain: api

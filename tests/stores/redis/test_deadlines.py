@@ -129,13 +129,13 @@ async def decide_while(server: RedisServer, sleep: float, block: float, piped: b
         await store.apply("warm", LIMIT)  # connected, the library loaded
         redis_store = store.store  # under the leasing wrapper
         if piped:
-            await redis_store._opening
+            await redis_store._batcher.opening
         else:
-            redis_store._pipeable = False
-            if redis_store._opening is not None:
-                await redis_store._opening
-            redis_store._close_pipe()
-        assert (redis_store._pipe is not None) is piped
+            redis_store._batcher.pipeable = False
+            if redis_store._batcher.opening is not None:
+                await redis_store._batcher.opening
+            redis_store._batcher.close_pipe()
+        assert (redis_store._batcher.pipe is not None) is piped
         sleeper = sleep_redis(server, sleep)
         loop = asyncio.get_running_loop()
         if block:

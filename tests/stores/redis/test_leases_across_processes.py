@@ -25,7 +25,7 @@ import redis
 
 from ratekeeper import Algorithm, Limit, Limiter, open_store
 from ratekeeper.core.store_keys import state_key
-from ratekeeper.stores.leasing import Leasing
+from ratekeeper.stores.wrappers.leasing import Leasing
 from tests.servers import RedisCluster, RedisServer, wait_until
 
 PROCESSES = 8

@@ -16,7 +16,7 @@ import redis
 
 from ratekeeper import Algorithm, AsyncLimiter, Limit, Limiter, open_async_store, open_store
 from ratekeeper.core.store_keys import state_key
-from ratekeeper.stores.leasing import AsyncLeasing
+from ratekeeper.stores.wrappers.leasing import AsyncLeasing
 from tests.servers import RedisServer
 
 TASKS = 50

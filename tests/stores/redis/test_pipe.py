@@ -213,9 +213,9 @@ def on_uvloop(main: Coroutine[Any, Any, Any]) -> Any:
 
 async def open_pipe_of(store: AsyncRedisStore) -> Pipe:
     """The store's pipe, once the one it is opening is open."""
-    if store._opening is not None:
-        await store._opening
-    pipe = store._pipe
+    if store._batcher.opening is not None:
+        await store._batcher.opening
+    pipe = store._batcher.pipe
     assert pipe is not None and not pipe.closed
     return pipe
 
@@ -244,7 +244,7 @@ def test_batches_go_on_the_pipe_once_one_went_through_redis_py(
     async def main() -> tuple[list[int], int, int]:
         url = server.url if socket == "tcp" else server.unix_url
         store = AsyncRedisStore(redis.asyncio.Redis.from_url(url), prefix="p")
-        assert store._pipe is None
+        assert store._batcher.pipe is None
         await store.apply("warm", LIMIT)  # through redis-py, which loads the library
         pipe = await open_pipe_of(store)
         before, sent = runs_of(sync), pipe.sent
@@ -397,7 +397,7 @@ def test_a_flushed_library_is_loaded_again_and_the_pipe_stays(server: RedisServe
         sync.script_flush()
         remaining.append((await store.apply("k", LIMIT)).remaining)  # redis-py loads it again
         remaining.append((await store.apply("k", LIMIT)).remaining)  # the pipe again
-        assert store._pipe is pipe and not pipe.closed and pipe.sent == 3
+        assert store._batcher.pipe is pipe and not pipe.closed and pipe.sent == 3
         await store.close()
         return remaining
 
@@ -441,9 +441,9 @@ def test_a_store_closed_while_its_pipe_opens_leaves_nothing_open(server: RedisSe
     async def main() -> None:
         store = AsyncRedisStore(redis.asyncio.Redis.from_url(server.url), prefix="c")
         await store.apply("warm", LIMIT)
-        assert store._opening is not None
+        assert store._batcher.opening is not None
         await store.close()  # stops the opening: its connection closed
-        assert store._opening is None and store._pipe is None
+        assert store._batcher.opening is None and store._batcher.pipe is None
         assert (await store.apply("k", LIMIT)).remaining == 99  # used again: it reconnects
         pipe = await open_pipe_of(store)  # and opens a pipe again
         assert (await store.apply("k", LIMIT)).remaining == 98 and pipe.sent == 1
@@ -483,7 +483,7 @@ def test_an_error_reply_closes_the_pipe_and_a_new_one_opens_once_redis_answers(
             refused = await asyncio.gather(
                 *(store.apply("k", LIMIT) for _ in range(2)), return_exceptions=True
             )
-            assert first.closed and store._pipe is None
+            assert first.closed and store._batcher.pipe is None
         finally:
             admin.replicaof("NO", "ONE")
         remaining = [(await store.apply("k", LIMIT)).remaining]  # through redis-py

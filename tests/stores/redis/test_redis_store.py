@@ -26,10 +26,10 @@ from ratekeeper import (
     open_async_store,
     open_store,
 )
-from ratekeeper.stores.leasing import Leasing
-from ratekeeper.stores.overlimit import OverLimitCache
 from ratekeeper.stores.redis import MAX_BATCH, AsyncRedisStore, RedisStore
-from ratekeeper.stores.resilience import AsyncResilient, Resilient
+from ratekeeper.stores.wrappers.leasing import Leasing
+from ratekeeper.stores.wrappers.overlimit import OverLimitCache
+from ratekeeper.stores.wrappers.resilience import AsyncResilient, Resilient
 from tests.servers import RedisServer, free_port
 
 _prefixes = itertools.count()
@@ -132,9 +132,9 @@ def test_calls_made_while_batches_are_in_flight_go_together(tmp_path: Path) -> N
         client = redis.asyncio.Redis.from_url(server.url)
         store = AsyncRedisStore(client, prefix=prefix())
         await store.apply("warm", limit)  # loads the script
-        if piped and store._opening is not None:
-            await store._opening  # the batches go on the store's pipe
-        assert (store._pipe is not None) is piped
+        if piped and store._batcher.opening is not None:
+            await store._batcher.opening  # the batches go on the store's pipe
+        assert (store._batcher.pipe is not None) is piped
         before = script_runs(sync)
         os.kill(server.pid, signal.SIGSTOP)
         try:

@@ -19,8 +19,8 @@ import pytest
 
 from ratekeeper import Decision, Limit, StoreError
 from ratekeeper.stores import open_async_store
-from ratekeeper.stores.breakers import STALE_COOLDOWNS
 from ratekeeper.stores.redis import AsyncRedisStore
+from ratekeeper.stores.wrappers.breakers import STALE_COOLDOWNS
 from tests.servers import RedisCluster, command
 
 HOT = Limit(300, 3600, "gcra")  # the hot key: far more hits than this

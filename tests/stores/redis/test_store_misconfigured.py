@@ -26,8 +26,8 @@ from ratekeeper import (
     open_async_store,
     open_store,
 )
-from ratekeeper.stores.deferred import Deferred
-from ratekeeper.stores.resilience import Resilient
+from ratekeeper.stores.wrappers.deferred import Deferred
+from ratekeeper.stores.wrappers.resilience import Resilient
 from ratekeeper.testing import FakeClock
 from tests.servers import RedisCluster, RedisServer, command, free_ports
 

@@ -55,10 +55,10 @@ def piped_decisions(url: str, key: str) -> list[bool]:
         try:
             redis_store = store.store  # under the leasing wrapper
             allowed = [(await store.apply(key, LIMIT)).allowed]  # through redis-py
-            await redis_store._opening
-            pipe = redis_store._pipe
+            await redis_store._batcher.opening
+            pipe = redis_store._batcher.pipe
             allowed += [(await store.apply(key, LIMIT)).allowed for _ in range(3)]
-            assert pipe.sent == 3 and store.store._pipe is pipe
+            assert pipe.sent == 3 and store.store._batcher.pipe is pipe
             return allowed
         finally:
             await store.close()

@@ -46,7 +46,8 @@ error) raises ``StoreError``, the only one a failure policy answers.
 ``RedisStore`` and ``AsyncRedisStore`` are twins: only I/O differs.
 """
 
-from ratekeeper.stores.redis.async_store import MAX_BATCH, AsyncRedisStore
+from ratekeeper.stores.redis.async_store import AsyncRedisStore
+from ratekeeper.stores.redis.batching import MAX_BATCH
 from ratekeeper.stores.redis.errors import ERRORS, failure
 from ratekeeper.stores.redis.store import RedisStore
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Sequence
 from functools import partial
-from math import inf
-from typing import Any
+from typing import Any, Unpack
 
 from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
@@ -19,8 +18,7 @@ from ratekeeper.core.errors import (
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Health, Hit, LeaseTerms
 from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
@@ -32,20 +30,16 @@ from ratekeeper.stores.redis.batches import (
     settle,
     unrefunded,
 )
+from ratekeeper.stores.redis.batching import Batcher
 from ratekeeper.stores.redis.deadlines import Deadline
 from ratekeeper.stores.redis.errors import (
     ERRORS,
-    TIMEOUTS,
-    ShardError,
-    client_fault,
     failure,
     missing_from,
 )
-from ratekeeper.stores.redis.pipe import Pipe, open_pipe, pack, pipeable, socket_deadline
 from ratekeeper.stores.redis.scripts import (
     LIBRARY,
     decision,
-    decisions,
     decisions_at,
     released,
     taken,
@@ -53,21 +47,9 @@ from ratekeeper.stores.redis.scripts import (
 
 try:
     import redis.asyncio
-    from redis.crc import key_slot
     from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("redis", "redis") from error
-
-
-#: The most hits one automatic batch sends. A script run holds the server for all of its hits
-#: (a few microseconds each), so a burst goes as several runs, one after another, and no run
-#: keeps the server's other clients waiting for long.
-MAX_BATCH = 1000
-#: Seconds between two attempts to open a pipe (``pipe.Pipe``) that failed to open.
-PIPE_RETRY = 1.0
-
-#: The batch on its way on the pipe: its hits, their callers' futures, and its keys.
-Flight = tuple[list[Hit], list["asyncio.Future[Decision]"], list[str]]
 
 
 class AsyncRedisStore(Base):
@@ -86,16 +68,8 @@ class AsyncRedisStore(Base):
     other shards go with the next batch.
 
     On one server (not a cluster), once a batch went through redis-py the store opens a
-    connection of its own, a ``pipe.Pipe``, and sends the batches on it: one write of a
-    command hiredis packed, the reply parsed in the protocol's callback, which settles the
-    callers' futures at once, timed by one ``loop.call_at`` (``deadlines.Watch``), with no
-    task, stream or asyncio timeout a batch. It is what a batch of one hit costs when calls
-    arrive one per loop turn. The guarantees are the same either way: a batch the server
-    cannot run for a script or library it lost (NOSCRIPT) goes again through redis-py, which
-    loads it; a pipe whose connection is lost, whose batch timed out or that got another
-    error reply is closed, its batch failing as redis-py's would, and the batches go through
-    redis-py until one gets through and a new pipe opens. The pipe is one connection more
-    than the client's pool holds.
+    connection of its own and sends the batches on it, with the same guarantees
+    (``batching.Batcher``, ``pipe.Pipe``).
 
     A client's connections belong to the event loop that opened them, so the store serves one
     loop at a time, and closes the client's connections when that loop shuts down (as
@@ -126,17 +100,11 @@ class AsyncRedisStore(Base):
         self.batch = batch
         self._connect = connect
         self._deadline = None if timeout is None else Deadline(timeout)
-        self._pipe: Pipe | None = None  # the connection batches go on, once open (pipe.py)
-        self._opening: asyncio.Future[None] | None = None  # a pipe on its way to open
-        self._failed_at = -inf  # when a pipe last failed to open (the loop's time)
+        self._batcher = Batcher(self)  # the calls of one tick, and the pipe they go on
         self._timed()
         self._served: asyncio.AbstractEventLoop | None = None  # the loop the client belongs to
         self._loop: asyncio.AbstractEventLoop | None = None  # the same, until close()
         self._guard: AsyncGenerator[None, None] | None = None  # closes the client with it
-        self._hits: list[Hit] = []  # the hits of this tick, and their callers' futures
-        self._futures: list[asyncio.Future[Decision]] = []
-        self._sending: set[asyncio.Future[None]] = set()  # the batch on its way, if any
-        self._flight: Flight | None = None  # or the batch on its way on the pipe
 
     async def apply(
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
@@ -149,12 +117,7 @@ class AsyncRedisStore(Base):
             loop = asyncio.get_running_loop()
             if loop is not self._loop:
                 await self._serve(loop)
-            future: asyncio.Future[Decision] = loop.create_future()
-            if not self._hits:
-                loop.call_soon(self._flush)
-            self._hits.append((key, limit, cost))
-            self._futures.append(future)
-            return await future
+            return await self._batcher.add(loop, (key, limit, cost))
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         name, args = self._single(key, limit, cost, now)
@@ -241,30 +204,8 @@ class AsyncRedisStore(Base):
             raise failure(error) from error
         return released(reply)
 
-    async def lease(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int = 0,
-        taken_at: float | None = None,
-        need: int = 1,
-        now: float | None = None,
-    ) -> Taken:
-        script, keys, argv = self._lease_args(
-            key,
-            limit,
-            want,
-            holder=holder,
-            ttl=ttl,
-            returned=returned,
-            taken_at=taken_at,
-            need=need,
-            now=now,
-        )
+    async def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        script, keys, argv = self._lease_args(key, limit, want, terms)
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
         try:
@@ -344,8 +285,8 @@ class AsyncRedisStore(Base):
                 raise outcome
 
     async def close(self) -> None:
-        await self._stop_opening()
-        self._close_pipe()
+        await self._batcher.stop_opening()
+        self._batcher.close_pipe()
         guard, self._guard, self._loop = self._guard, None, None
         if guard is None:
             await self.client.aclose()
@@ -406,8 +347,7 @@ class AsyncRedisStore(Base):
                 )
             Base.__init__(self, self._connect(), prefix=self.prefix, tag=self.tag)
             self._timed()
-            self._hits, self._futures, self._sending = [], [], set()
-            self._pipe = self._opening = self._flight = None  # the closed loop's
+            self._batcher.renew()  # the closed loop's
         self._served = self._loop = loop
         self._guard = self._closing(self.client)
         await self._guard.asend(None)
@@ -418,8 +358,7 @@ class AsyncRedisStore(Base):
         client's socket timeout."""
         if self._deadline is not None:
             self._execute = partial(self._deadline.run, self.client.execute_command)
-        self._pipeable = self.batch and not self.clustered and pipeable(self.client)
-        self._pipe_deadline = self._deadline or socket_deadline(self.client)
+        self._batcher.timed(self.batch, self._deadline)
 
     async def _closing(self, client: Any) -> AsyncGenerator[None, None]:
         """Wait, suspended, for the loop to shut down, then close ``client`` and the pipe on it.
@@ -430,192 +369,6 @@ class AsyncRedisStore(Base):
         try:
             yield
         finally:
-            await self._stop_opening()
-            self._close_pipe()
+            await self._batcher.stop_opening()
+            self._batcher.close_pipe()
             await client.aclose()
-
-    def _flush(self) -> None:
-        """Send the waiting hits as one batch of at most ``MAX_BATCH``, unless a batch is on
-        its way: then they go when it returns (``_sent``, ``_piped``), as do the hits past
-        ``MAX_BATCH``. The batch goes on the pipe when one is open, else through redis-py."""
-        if not self._hits or self._sending or self._flight is not None:
-            return
-        hits, futures = self._hits, self._futures
-        if len(hits) > MAX_BATCH:
-            self._hits, self._futures = hits[MAX_BATCH:], futures[MAX_BATCH:]
-            hits, futures = hits[:MAX_BATCH], futures[:MAX_BATCH]
-        else:
-            self._hits, self._futures = [], []
-        pipe = self._pipe
-        if pipe is None:
-            self._go(hits, futures)
-        elif pipe.closed:
-            self._pipe = None
-            self._go(hits, futures)
-        else:
-            self._pipe_send(pipe, hits, futures)
-
-    def _go(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
-        """Send a batch through redis-py, in a task (``_send``)."""
-        task = asyncio.ensure_future(self._send(hits, futures))
-        self._sending.add(task)
-        task.add_done_callback(self._sent)
-
-    def _pipe_send(
-        self, pipe: Pipe, hits: list[Hit], futures: list[asyncio.Future[Decision]]
-    ) -> None:
-        """Send a batch on the pipe: ``_piped`` settles it."""
-        try:
-            _, keys, argv = self._batches(hits, None, False)[0]
-            command = pack((self._call, self._batch, len(keys), *keys, *argv))
-        except BaseException as error:  # every waiter must hear of it
-            _fail(futures, error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        self._flight = (hits, futures, keys)
-        pipe.send(command, self._piped)
-
-    def _piped(self, reply: Any, error: BaseException | None) -> None:
-        """The pipe's batch is back: settle its callers' futures, as ``_part`` does, and
-        send the hits that waited. A batch the server could not run for a script or library
-        it is missing (NOSCRIPT: restarted, flushed) goes again through redis-py, which loads
-        it; a timeout fails the calls waiting as well (``_time_out_waiting``); any other
-        failure closes the pipe, and the batches go through redis-py until one gets through."""
-        flight, self._flight = self._flight, None
-        if flight is None:  # pragma: no cover - the pipe calls back once per batch
-            return
-        hits, futures, keys = flight
-        if error is None:
-            try:
-                for future, one in zip(futures, decisions(reply), strict=True):
-                    if not future.done():
-                        future.set_result(one)
-            except Exception as bad:  # not a reply of the batch script: every waiter hears
-                _fail(futures, bad)
-        elif isinstance(error, ResponseError) and missing_from(error) is not None:
-            self._go(hits, futures)  # nothing ran
-            return
-        else:
-            mapped = self._failure_of(keys, error)
-            _fail(futures, mapped)
-            if isinstance(error, TIMEOUTS) and isinstance(mapped, StoreError):
-                self._time_out_waiting(keys[0], mapped, error)
-            # Any other error reply (a replica's READONLY after a Sentinel failover, LOADING)
-            # closes the pipe too: the next one opens as redis-py connects, to the master.
-            self._close_pipe()
-        if self._hits:
-            self._flush()
-
-    def _open_pipe_soon(self) -> None:
-        """Open a pipe in the background, unless one is open or opening, or the last attempt
-        failed less than ``PIPE_RETRY`` seconds ago."""
-        if ((pipe := self._pipe) is not None and not pipe.closed) or self._opening is not None:
-            return
-        if asyncio.get_running_loop().time() < self._failed_at + PIPE_RETRY:
-            return
-        self._opening = asyncio.ensure_future(self._open_pipe(self.client))
-
-    async def _open_pipe(self, client: Any) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            pipe = await open_pipe(client, self._pipe_deadline)
-        except (*ERRORS, AttributeError, RuntimeError, TypeError):
-            # Batches still go through redis-py, which says what is wrong if it is lasting.
-            self._failed_at = loop.time()
-            return
-        finally:
-            self._opening = None
-        if pipe is None:  # a connection no pipe can take over: batches go through redis-py
-            self._pipeable = False
-        elif client is not self.client or self._loop is not loop:  # closed meanwhile
-            pipe.close()
-        else:
-            self._pipe = pipe
-
-    async def _stop_opening(self) -> None:
-        """Stop opening a pipe, if one is opening on the running loop: its connection closed."""
-        opening = self._opening
-        if opening is not None and opening.get_loop() is asyncio.get_running_loop():
-            opening.cancel()
-            await asyncio.wait([opening])  # not raising: this call may be cancelled itself
-            if self._opening is opening:  # cancelled before it began, it cleared nothing
-                self._opening = None
-
-    def _close_pipe(self) -> None:
-        """Close the pipe, if one is open on the running loop."""
-        pipe = self._pipe
-        if pipe is not None and pipe.loop is asyncio.get_running_loop():
-            self._pipe = None
-            pipe.close()
-
-    def _sent(self, task: asyncio.Future[None]) -> None:
-        self._sending.discard(task)
-        if self._hits and not task.get_loop().is_closed():
-            self._flush()
-
-    async def _send(self, hits: list[Hit], futures: list[asyncio.Future[Decision]]) -> None:
-        """Send one batch: a script run per slot, concurrently. Each run settles the futures of
-        its own hits as soon as it returns, and one that fails fails only those (``_part``)."""
-        try:
-            batches = self._batches(hits, None, False)
-            if len(batches) == 1:
-                await self._part(batches[0], futures)
-            else:
-                await asyncio.gather(*(self._part(batch, futures) for batch in batches))
-        except BaseException as error:  # every waiter must hear of it
-            _fail(futures, error)
-            if not isinstance(error, Exception):
-                raise
-
-    async def _part(self, batch: Batch, futures: list[asyncio.Future[Decision]]) -> None:
-        """One slot's run of a batch, which settles the futures of its hits."""
-        indexes, keys, argv = batch
-        try:
-            reply = await self._run(keys, argv)
-        except (*ERRORS, AttributeError, RuntimeError) as error:
-            mapped = (
-                self._failure_of(keys, error) if isinstance(error, ERRORS) else client_fault(error)
-            )
-            if mapped is None:  # not redis-py losing a connection: a bug, raised
-                raise
-            for index in indexes:
-                if not futures[index].done():
-                    futures[index].set_exception(mapped)
-            if isinstance(mapped, StoreError) and isinstance(error, TIMEOUTS):
-                self._time_out_waiting(keys[0], mapped, error)
-            return
-        for index, one in zip(indexes, decisions(reply), strict=True):
-            if not futures[index].done():
-                futures[index].set_result(one)
-        if self._pipeable:
-            self._open_pipe_soon()
-
-    def _time_out_waiting(self, key: str, error: StoreError, cause: BaseException) -> None:
-        """A server that hangs: the calls waiting to go to the same shard as ``key`` (every
-        waiting call, on one server) fail with the run that timed out, so that no call waits
-        longer than one timeout; the others stay queued."""
-        shard = self._owner(key_slot(key.encode())) if self.clustered else ""
-        hits, futures = self._hits, self._futures
-        kept: list[Hit] = []
-        kept_futures: list[asyncio.Future[Decision]] = []
-        for hit, future in zip(hits, futures, strict=True):
-            if shard and self.shard_of(hit[0], hit[1]) != shard:
-                kept.append(hit)
-                kept_futures.append(future)
-            elif not future.done():
-                failed = (
-                    ShardError(str(error), error.shard)
-                    if isinstance(error, ShardError)
-                    else StoreError(str(error))
-                )
-                failed.__cause__ = cause
-                future.set_exception(failed)
-        self._hits, self._futures = kept, kept_futures
-
-
-def _fail(futures: list[asyncio.Future[Decision]], error: BaseException) -> None:
-    """Fail every future of ``futures`` not yet settled with ``error``."""
-    for future in futures:
-        if not future.done():
-            future.set_exception(error)

@@ -9,10 +9,8 @@ from ratekeeper.core.errors import MissingExtraError, StoreError
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_key, check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import check_prefix, check_tag, state_key
-from ratekeeper.stores.memory import Hit, check_lease, check_release
-from ratekeeper.stores.redis.batches import (
-    Batch,
-)
+from ratekeeper.stores.contract import Hit, LeaseTerms, check_lease, check_release
+from ratekeeper.stores.redis.batches import Batch
 from ratekeeper.stores.redis.errors import ShardError, failure
 from ratekeeper.stores.redis.scripts import (
     FUNCTIONS,
@@ -188,34 +186,10 @@ class Base:
         )
 
     def _lease_args(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int,
-        taken_at: float | None,
-        need: int,
-        now: float | None,
+        self, key: str, limit: Limit, want: int, terms: LeaseTerms
     ) -> tuple[Any, list[str], list[str]]:
         """The lease script of ``limit``, its keys (the state's and its slices') and its ARGV,
-        checked as ``MemoryStore.lease`` checks them."""
-        key, want, returned = check_lease(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned, need=need
-        )
-        if taken_at is not None:
-            taken_at = check_now(taken_at)
-        state = state_key(limit, key, self.prefix, self.tag)
-        args = lease_args(
-            limit,
-            now,
-            want=want,
-            holder=holder,
-            ttl=ttl,
-            returned=returned,
-            taken_at=taken_at,
-            need=need,
-        )
-        return self._lease_scripts[limit.algorithm], [state, state + SLICES], args
+        checked as ``MemoryStore.lease`` checks them (``check_lease``)."""
+        ask = check_lease(key, limit, want, terms)
+        state = state_key(limit, ask.key, self.prefix, self.tag)
+        return self._lease_scripts[limit.algorithm], [state, state + SLICES], lease_args(ask)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratekeeper.core.decisions import Decision
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Hit
 from ratekeeper.stores.redis.scripts import arguments, decisions
 
 log = logging.getLogger("ratekeeper.store")

@@ -100,7 +100,7 @@ def split_prefix(url: str) -> tuple[str, str | None]:
     return url, prefix
 
 
-#: The lease options a store URL's query may give (``ratekeeper.stores.leasing``).
+#: The lease options a store URL's query may give (``ratekeeper.stores.wrappers.leasing``).
 LEASE_OPTIONS = ("lease_ttl", "lease_horizon", "lease_share")
 
 

@@ -38,6 +38,7 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
+from ratekeeper.stores.contract import Lease
 
 #: NEEDS from the algorithms of ARGV's limit blocks (10 fields each), in the batch layout.
 _NEEDS_FROM_ARGV = (
@@ -251,27 +252,17 @@ def decisions_at(reply: bytes) -> tuple[list[Decision], float]:
     return decisions(reply[:end]), _NOW.unpack_from(reply, end)[0]
 
 
-def lease_args(
-    limit: Limit,
-    now: float | None,
-    *,
-    want: int,
-    holder: str,
-    ttl: float,
-    returned: int,
-    taken_at: float | None,
-    need: int,
-) -> list[str]:
-    """The lease script's ARGV (layout in ``leases.lua``)."""
+def lease_args(ask: Lease) -> list[str]:
+    """The lease script's ARGV for a checked exchange (layout in ``leases.lua``)."""
     return [
-        now_arg(now),
-        str(want),
-        holder,
-        repr(float(ttl)),
-        str(returned),
-        "" if taken_at is None else repr(float(taken_at)),
-        str(need),
-        *limit_args(limit),
+        now_arg(ask.now),
+        str(ask.want),
+        ask.holder,
+        repr(float(ask.ttl)),
+        str(ask.returned),
+        "" if ask.taken_at is None else repr(float(ask.taken_at)),
+        str(ask.need),
+        *limit_args(ask.limit),
     ]
 
 

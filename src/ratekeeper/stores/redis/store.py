@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
@@ -16,8 +16,7 @@ from ratekeeper.core.errors import (
 from ratekeeper.core.inputs import check_hits, check_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Health, Hit, LeaseTerms
 from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
@@ -50,7 +49,7 @@ class RedisStore(Base):
 
     ``prefix`` starts every key; ``tag`` is ``"limit"`` (a slot per limit and identity) or
     ``"identity"`` (a slot per identity). Errors from Redis are raised as ``StoreError``; wrap
-    the store in ``ratekeeper.stores.resilience.Resilient`` for a failure policy.
+    the store in ``ratekeeper.stores.wrappers.resilience.Resilient`` for a failure policy.
     """
 
     _cluster = redis.cluster.RedisCluster
@@ -134,32 +133,10 @@ class RedisStore(Base):
             raise failure(error) from error
         return released(reply)
 
-    def lease(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int = 0,
-        taken_at: float | None = None,
-        need: int = 1,
-        now: float | None = None,
-    ) -> Taken:
+    def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
         """Exchange a slice of a leased limit's budget in one script run; see
-        ``MemoryStore.lease``. ``StoreError`` when Redis fails."""
-        script, keys, argv = self._lease_args(
-            key,
-            limit,
-            want,
-            holder=holder,
-            ttl=ttl,
-            returned=returned,
-            taken_at=taken_at,
-            need=need,
-            now=now,
-        )
+        ``ratekeeper.stores.contract.LeasingStore``. ``StoreError`` when Redis fails."""
+        script, keys, argv = self._lease_args(key, limit, want, terms)
         try:
             try:
                 reply = self._execute("EVALSHA", script.sha, 2, *keys, *argv, **self._raw)

@@ -12,8 +12,8 @@ import pytest
 from ratekeeper import Limit, Limiter
 from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.stores import open_store
-from ratekeeper.stores.leasing import AsyncLeasing, Leasing
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
+from ratekeeper.stores.wrappers.leasing import AsyncLeasing, Leasing
 from ratekeeper.testing import FakeClock
 
 HOT = Limit(1000, 10, sync="leased")  # a fixed window: 100/s

@@ -11,26 +11,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack, cast
 
+from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.limits import Limit
-from ratekeeper.stores.health import Health
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import Admitted, Health, Hit, LeaseTerms, LeasingStore, Sharded
 
 
 class Deferred:
     """A store that ``opener()`` makes on first use; ``opener`` raises ratekeeper's errors.
     ``sharded`` says whether the store it makes is made of shards (see ``shard_of``)."""
 
-    def __init__(self, opener: Callable[[], Any], *, sharded: bool = False) -> None:
+    def __init__(self, opener: Callable[[], LeasingStore], *, sharded: bool = False) -> None:
         self._opener = opener
         self.sharded = sharded
-        self._store: Any = None
+        self._store: LeasingStore | None = None
         self._lock = threading.Lock()
 
     @property
-    def store(self) -> Any:
+    def store(self) -> LeasingStore:
         """The store, opened now if it was not yet."""
         store = self._store
         if store is None:
@@ -41,20 +41,15 @@ class Deferred:
         return store
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
-        decision: Decision = self.store.apply(key, limit, cost, now)
-        return decision
+        return self.store.apply(key, limit, cost, now)
 
     def apply_many(
         self, hits: Sequence[Hit], *, all_or_nothing: bool = False, now: float | None = None
     ) -> list[Decision]:
-        decisions: list[Decision] = self.store.apply_many(
-            hits, all_or_nothing=all_or_nothing, now=now
-        )
-        return decisions
+        return self.store.apply_many(hits, all_or_nothing=all_or_nothing, now=now)
 
     def admit(self, hits: Sequence[Hit], *, all_or_nothing: bool = False) -> list[Admitted]:
-        admitted: list[Admitted] = self.store.admit(hits, all_or_nothing=all_or_nothing)
-        return admitted
+        return self.store.admit(hits, all_or_nothing=all_or_nothing)
 
     def refund(self, key: str, limit: Limit, cost: int, at: float) -> None:
         self.store.refund(key, limit, cost, at)
@@ -65,12 +60,13 @@ class Deferred:
         store = self._store
         if store is None or not self.sharded:
             return ""
-        shard: str = store.shard_of(key, limit)
-        return shard
+        return cast(Sharded, store).shard_of(key, limit)
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
-        decision: Decision = self.store.release(key, limit, slots, now)
-        return decision
+        return self.store.release(key, limit, slots, now)
+
+    def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        return self.store.lease(key, limit, want, **terms)
 
     def reset(self, key: str, limit: Limit) -> None:
         self.store.reset(key, limit)

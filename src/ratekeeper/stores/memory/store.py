@@ -1,70 +1,36 @@
-"""The in-memory request store: the embedded default.
-
-Consistency: exact. Every ``apply`` runs the algorithm's ``step`` under one lock, so decisions
-on a key are serialised across threads, and an asyncio task can never be interrupted inside one
-(the store never awaits). The state lives in this process only: several processes need a shared
-store such as Redis. A forked child starts with a copy of the state and a fresh lock (a lock
-held by another thread at the fork would otherwise stay held in the child for ever).
-
-The keys of each limit sit in a table of their own, least recently used first, each holding its
-state and nothing else. Memory is bounded two ways. A key whose limit is fully available again
-holds nothing worth keeping, so it is dropped once looks at it (steps of cost 0) say it has been
-for ``LINGER`` seconds; and at most ``max_keys`` keys are kept, the least recently used of a
-limit evicted first. Expired keys are dropped a few at a time, from the front of their table,
-by the calls that add a key (the only calls that grow the store), so no call ever scans the
-store: each new key looks at up to ``EXPIRE_PER_INSERT`` keys at the front of its own table,
-and as many at the front of one other table, in turn. The front of a table is its least
-recently used key: one still in use stops the look, and its table is not looked at again before
-that key could go. So a key is dropped ``LINGER`` seconds after it is free, or up to one
-``reset_after`` of the key ahead of it later; a hit on a key already kept does no expiry work.
-"""
+"""``MemoryStore`` and its asyncio face ``AsyncMemoryStore``: every decision runs under one
+lock (the consistency the package states); the tables of the keys kept, and their upkeep, are
+``tables.Tables``, which the store is made on."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Unpack
 
-from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.leases import Records, Taken, exchange
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import InvalidInputError, InvalidLimitError, StoreConfigError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key, check_now
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
-from ratekeeper.stores.health import Health
+from ratekeeper.stores.contract import (
+    Admitted,
+    Health,
+    Hit,
+    LeaseTerms,
+    check_lease,
+    check_release,
+)
+from ratekeeper.stores.memory.tables import Tables
+
+__all__ = ["AsyncMemoryStore", "Clock", "MemoryStore"]
 
 Clock = Callable[[], float]
 
-#: One hit in a batch: ``(key, limit, cost)``.
-Hit = tuple[str, Limit, int]
 
-
-class Admitted(NamedTuple):
-    """A hit's decision, and ``at``, the time the store took it at (seconds on the store's
-    clock: the server's for Redis, the slice's clock for a leased limit), which a ``refund``
-    of what it granted is given."""
-
-    decision: Decision
-    at: float
-
-
-#: The keys of one limit: key -> state, least recently used first.
-Table = OrderedDict[str, Any]
-
-#: How many keys each new key may drop from the front of a table: more than one, so that
-#: expiry outpaces the inserts.
-EXPIRE_PER_INSERT = 8
-
-#: Seconds a key is kept at least after it is free: a busy key of a fast limit (free again
-#: microseconds after each hit) is updated in place rather than dropped and made anew.
-LINGER = 2.0
-
-
-class MemoryStore:
+class MemoryStore(Tables):
     """Request store in this process's memory.
 
     ``clock`` returns seconds since the epoch (default ``time.time``; tests pass a
@@ -72,18 +38,8 @@ class MemoryStore:
     """
 
     def __init__(self, *, clock: Clock = time.time, max_keys: int = 1_000_000) -> None:
-        if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
-            raise StoreConfigError(f"max_keys must be an integer of at least 1, not {max_keys!r}")
+        super().__init__(max_keys)
         self.clock = clock
-        self.max_keys = max_keys
-        self._tables: dict[str, Table] = {}  # limit id -> its keys
-        self._table = self._tables.get
-        self._due: dict[str, float] = {}  # limit id -> when its front key may be free
-        # (the limit its keys are looked at with, their table), each table looked at in turn;
-        # a dropped table's turn is dropped when it comes
-        self._turns: deque[tuple[Limit, Table]] = deque()
-        self._largest = ""  # the limit id that held the most keys when last looked for
-        self._count = 0
         self._slices: dict[tuple[str, str], Records] = {}  # (limit id, key) -> slices held
         self._lock = threading.Lock()
         renew_after_fork(self)
@@ -241,33 +197,12 @@ class MemoryStore:
                 table[key] = state
         return decision._replace(granted=-decision.granted)
 
-    def lease(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int = 0,
-        taken_at: float | None = None,
-        need: int = 1,
-        now: float | None = None,
-    ) -> Taken:
-        """Give back ``returned`` units of the slice ``holder`` took of ``key``'s budget under
-        the leased ``limit`` at ``taken_at`` (the ``now`` its ``Taken`` reported), and take a
-        new slice of up to ``want`` units that ``holder`` may grant from for ``ttl`` seconds,
-        in one atomic step (``ratekeeper.algorithms.leases.exchange``): never less than
-        ``need`` (the asking hit's cost; none when fewer are left). ``want`` 0 only gives
-        back. ``InvalidLimitError`` for a limit that cannot lease, ``InvalidInputError`` for a
-        bad key, count, holder or lifetime.
-        """
-        key, want, returned = check_lease(
-            key, limit, want, holder=holder, ttl=ttl, returned=returned, need=need
-        )
-        if taken_at is not None:
-            taken_at = check_now(taken_at)
-        now = self.clock() if now is None else check_now(now)
+    def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        """Exchange a slice of a leased limit's budget in one atomic step; see
+        ``ratekeeper.stores.contract.LeasingStore``."""
+        ask = check_lease(key, limit, want, terms)
+        key, want = ask.key, ask.want
+        now = self.clock() if ask.now is None else check_now(ask.now)
         slot = (limit.id, key)
         with self._lock:
             table = self._table(limit.id)
@@ -278,12 +213,12 @@ class MemoryStore:
                 held,
                 now,
                 limit,
-                holder=holder,
+                holder=ask.holder,
                 want=want,
-                ttl=ttl,
-                returned=returned,
-                taken_at=taken_at,
-                need=need,
+                ttl=ask.ttl,
+                returned=ask.returned,
+                taken_at=ask.taken_at,
+                need=ask.need,
             )
             if held:
                 self._slices[slot] = held
@@ -353,139 +288,8 @@ class MemoryStore:
             self._count -= dropped
             return dropped
 
-    def __len__(self) -> int:
-        return self._count
-
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
-
-    def _insert(self, limit: Limit, table: Table | None, key: str, state: Any, now: float) -> None:
-        limit_id = limit.id
-        if table is None:
-            table = self._tables[limit_id] = OrderedDict()
-            self._due[limit_id] = now
-            self._turns.append((limit, table))
-        table[key] = state
-        self._count += 1
-        # Only a new key grows the store, so only a new key drops expired ones and makes room.
-        self._expire(limit, table, now)
-        self._expire_other(limit_id, now)
-        if self._count > self.max_keys:
-            self._evict(limit_id)
-
-    def _expire(self, limit: Limit, table: Table, now: float) -> None:
-        """Drop up to ``EXPIRE_PER_INSERT`` keys from the front of ``limit``'s table that have
-        been free for ``LINGER`` seconds, unless its front key was seen and will not be free
-        so soon."""
-        due, limit_id = self._due, limit.id
-        if due[limit_id] > now:
-            return
-        step = limit.step
-        for _ in range(EXPIRE_PER_INSERT):
-            key = next(iter(table))
-            state = table[key]
-            # The linger first: a key hit within it is not free LINGER seconds ago.
-            wait = step(state, now - LINGER, 0, limit)[1][3]  # reset_after, after a look
-            if not wait:
-                wait = step(state, now, 0, limit)[1][3]  # and free now (a window may not be)
-            if wait:
-                due[limit_id] = now + wait
-                return
-            del table[key]
-            self._count -= 1
-            if not table:
-                self._drop_table(limit_id)
-                return
-        due[limit_id] = now
-
-    def _expire_other(self, limit_id: str, now: float) -> None:
-        """Expire keys of the next table in turn other than ``limit_id``'s."""
-        tables, turns = self._tables, self._turns
-        while turns:
-            other, table = turns[0]
-            if tables.get(other.id) is not table:  # dropped since
-                turns.popleft()
-                continue
-            turns.rotate(-1)
-            if other.id != limit_id:
-                self._expire(other, table, now)
-                return
-            if len(turns) == 1:
-                return
-
-    def _evict(self, limit_id: str) -> None:
-        """Evict the least recently used key of the limit ``limit_id``, unless it holds less
-        than its share of the keys: then of the limit that holds the most."""
-        tables = self._tables
-        share = self._count / len(tables)
-        table = tables[limit_id]
-        if len(table) < share or len(table) == 1:
-            largest = tables.get(self._largest)
-            if largest is None or len(largest) < share:
-                self._largest, largest = max(tables.items(), key=_size)
-            limit_id, table = self._largest, largest
-        del table[next(iter(table))]
-        self._count -= 1
-        if not table:
-            self._drop_table(limit_id)
-
-    def _drop_table(self, limit_id: str) -> None:
-        del self._tables[limit_id], self._due[limit_id]
-
-
-def _size(item: tuple[str, Table]) -> int:
-    return len(item[1])
-
-
-def check_release(limit: Limit, slots: Any) -> int:
-    """``slots`` if it can be released from ``limit``: ``InvalidLimitError`` unless ``limit`` is a
-    concurrency limit, ``InvalidInputError`` unless ``slots`` is an integer from 1 to
-    ``MAX_COST``."""
-    if limit.algorithm is not Algorithm.CONCURRENCY:
-        raise InvalidLimitError(f"release needs a concurrency limit, not {limit.algorithm.value}")
-    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_COST:
-        raise InvalidInputError(f"slots must be a positive integer, not {slots!r}")
-    return int(slots)
-
-
-#: The longest lifetime of a slice, in seconds: a day.
-MAX_LEASE_TTL = 86_400.0
-#: The longest name of a slice's holder.
-MAX_HOLDER = 200
-
-
-def check_lease(
-    key: Any, limit: Limit, want: Any, *, holder: Any, ttl: Any, returned: Any, need: Any = 1
-) -> tuple[str, int, int]:
-    """``key``, ``want`` and ``returned`` if a slice of them can be exchanged under ``limit``:
-    ``InvalidLimitError`` unless ``limit`` can lease, ``InvalidInputError`` unless the key is
-    valid, ``want`` and ``returned`` integers from 0 to ``MAX_COST``, ``need`` from 1 to
-    ``want``, ``holder`` a non-empty
-    string of at most ``MAX_HOLDER`` characters and ``ttl`` finite seconds above 0 and at most
-    ``MAX_LEASE_TTL``."""
-    why = spec(limit.algorithm).no_lease
-    if why:
-        raise InvalidLimitError(f"{limit.algorithm.value} does not lease: {why}")
-    if limit.partial or limit.debt:
-        raise InvalidLimitError("a partial limit or one with debt does not lease")
-    key, want = check_hit(key, want)
-    returned = check_hit(key, returned)[1]
-    need = check_hit(key, need)[1]
-    if not 1 <= need <= max(want, 1):
-        raise InvalidInputError(f"need must be from 1 to the units wanted ({want}), not {need!r}")
-    if not isinstance(holder, str) or not 0 < len(holder) <= MAX_HOLDER:
-        raise InvalidInputError(
-            f"a lease holder is a string of 1 to {MAX_HOLDER} characters, not {holder!r}"
-        )
-    if (
-        isinstance(ttl, bool)
-        or not isinstance(ttl, int | float)
-        or not 0 < ttl <= MAX_LEASE_TTL  # NaN fails too
-    ):
-        raise InvalidInputError(
-            f"a lease lifetime is seconds above 0 and at most {MAX_LEASE_TTL:g}, not {ttl!r}"
-        )
-    return key, want, returned
 
 
 class AsyncMemoryStore:
@@ -519,30 +323,8 @@ class AsyncMemoryStore:
     ) -> Decision:
         return self.sync.release(key, limit, slots, now)
 
-    async def lease(
-        self,
-        key: str,
-        limit: Limit,
-        want: int,
-        *,
-        holder: str,
-        ttl: float,
-        returned: int = 0,
-        taken_at: float | None = None,
-        need: int = 1,
-        now: float | None = None,
-    ) -> Taken:
-        return self.sync.lease(
-            key,
-            limit,
-            want,
-            holder=holder,
-            ttl=ttl,
-            returned=returned,
-            taken_at=taken_at,
-            need=need,
-            now=now,
-        )
+    async def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        return self.sync.lease(key, limit, want, **terms)
 
     async def reset(self, key: str, limit: Limit) -> None:
         self.sync.reset(key, limit)

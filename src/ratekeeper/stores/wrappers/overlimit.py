@@ -16,14 +16,23 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Unpack, cast
 
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.inputs import check_hit
 from ratekeeper.core.limits import Limit
-from ratekeeper.stores.memory import Admitted, Hit
+from ratekeeper.stores.contract import (
+    Admitted,
+    AsyncLeasingStore,
+    Health,
+    Hit,
+    LeaseTerms,
+    LeasingStore,
+    Sharded,
+    is_sharded,
+)
 
 
 class _Denials:
@@ -65,11 +74,15 @@ class OverLimitCache:
     """Wrap ``store``; answer known denials locally until their ``retry_after``."""
 
     def __init__(
-        self, store: Any, *, max_keys: int = 100_000, clock: Callable[[], float] = time.monotonic
+        self,
+        store: LeasingStore,
+        *,
+        max_keys: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.denials = _Denials(max_keys, clock)
-        self.sharded: bool = getattr(store, "sharded", False) is True
+        self.sharded: bool = is_sharded(store)
 
     def apply(self, key: str, limit: Limit, cost: int = 1, now: float | None = None) -> Decision:
         key, cost = check_hit(key, cost)
@@ -103,22 +116,20 @@ class OverLimitCache:
         self.denials.entries.pop((limit.id, key), None)
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
-        release: Decision = self.store.release(key, limit, slots, now)
-        return release
+        return self.store.release(key, limit, slots, now)
 
-    def lease(self, key: str, limit: Limit, want: int, **options: Any) -> Taken:
-        taken: Taken = self.store.lease(key, limit, want, **options)
-        return taken
+    def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        return self.store.lease(key, limit, want, **terms)
 
     def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)
         self.store.reset(key, limit)
 
     def shard_of(self, key: str, limit: Limit) -> str:
-        shard: str = self.store.shard_of(key, limit)
-        return shard
+        """The store's ``shard_of``, asked only of a store that is ``sharded``."""
+        return cast(Sharded, self.store).shard_of(key, limit)
 
-    def ping(self) -> Any:
+    def ping(self) -> Health:
         return self.store.ping()
 
     def close(self) -> None:
@@ -129,11 +140,15 @@ class AsyncOverLimitCache:
     """The asyncio twin of ``OverLimitCache``."""
 
     def __init__(
-        self, store: Any, *, max_keys: int = 100_000, clock: Callable[[], float] = time.monotonic
+        self,
+        store: AsyncLeasingStore,
+        *,
+        max_keys: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.denials = _Denials(max_keys, clock)
-        self.sharded: bool = getattr(store, "sharded", False) is True
+        self.sharded: bool = is_sharded(store)
 
     async def apply(
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
@@ -170,22 +185,20 @@ class AsyncOverLimitCache:
     async def release(
         self, key: str, limit: Limit, slots: int = 1, now: float | None = None
     ) -> Decision:
-        release: Decision = await self.store.release(key, limit, slots, now)
-        return release
+        return await self.store.release(key, limit, slots, now)
 
-    async def lease(self, key: str, limit: Limit, want: int, **options: Any) -> Taken:
-        taken: Taken = await self.store.lease(key, limit, want, **options)
-        return taken
+    async def lease(self, key: str, limit: Limit, want: int, **terms: Unpack[LeaseTerms]) -> Taken:
+        return await self.store.lease(key, limit, want, **terms)
 
     async def reset(self, key: str, limit: Limit) -> None:
         self.denials.entries.pop((limit.id, key), None)
         await self.store.reset(key, limit)
 
     def shard_of(self, key: str, limit: Limit) -> str:
-        shard: str = self.store.shard_of(key, limit)
-        return shard
+        """The store's ``shard_of``, asked only of a store that is ``sharded``."""
+        return cast(Sharded, self.store).shard_of(key, limit)
 
-    async def ping(self) -> Any:
+    async def ping(self) -> Health:
         return await self.store.ping()
 
     async def close(self) -> None:

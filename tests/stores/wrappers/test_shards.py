@@ -15,7 +15,7 @@ from ratekeeper import Decision, Health, Limit, MemoryStore, StoreConfigError, S
 from ratekeeper.core.limits import share_of
 from ratekeeper.stores import open_async_store, open_store
 from ratekeeper.stores.memory import Hit
-from ratekeeper.stores.resilience import AsyncResilient, Resilient
+from ratekeeper.stores.wrappers.resilience import AsyncResilient, Resilient
 from ratekeeper.testing import FakeClock
 
 LIMIT = Limit(2, 60, "gcra")

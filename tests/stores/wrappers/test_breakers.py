@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from ratekeeper.core.errors import StoreError
-from ratekeeper.stores.breakers import CircuitBreaker
+from ratekeeper.stores.wrappers.breakers import CircuitBreaker
 from ratekeeper.testing import FakeClock
 
 Lines = Callable[[], list[tuple[str, str]]]

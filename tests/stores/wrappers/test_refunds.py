@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from ratekeeper import AsyncLimiter, Limit, Limiter, open_async_store, open_store
-from ratekeeper.stores import leasing, resilience
-from ratekeeper.stores.overlimit import AsyncOverLimitCache, OverLimitCache
+from ratekeeper.stores.wrappers import leasing, policy, resilience
+from ratekeeper.stores.wrappers.overlimit import AsyncOverLimitCache, OverLimitCache
 from tests.servers import RedisCluster, RedisServer
 
 DAY = 86_400
@@ -140,7 +140,7 @@ def test_a_refund_while_redis_is_down_is_logged_not_raised(
         limiter = Limiter(open_store(server.url, prefix=where, timeout=0.5))
         hits = admitted(limiter, "k", EXACT, 3)
         server.kill()
-        resilience._unrefunded.clear(resilience.UNREFUNDED)
+        policy.unrefunded.clear(policy.UNREFUNDED)
         caplog.set_level(logging.WARNING, logger="ratekeeper.store")
         limiter.refund("k", EXACT, 1, hits[0][1])  # no exception
         assert [r.getMessage() for r in caplog.records] == [
@@ -318,7 +318,7 @@ def test_an_async_refund_while_redis_is_down_is_logged_not_raised(
             await limiter.close()
             return failures
 
-        resilience._unrefunded.clear(resilience.UNREFUNDED)
+        policy.unrefunded.clear(policy.UNREFUNDED)
         caplog.set_level(logging.WARNING, logger="ratekeeper.store")
         assert asyncio.run(run()) == 1
         assert [r.getMessage() for r in caplog.records] == [

@@ -1,21 +1,29 @@
 """The slices of leased limits a process holds, their sizing and bookkeeping (no I/O): what
-``ratekeeper.stores.leasing``'s twins share."""
+``leasing.Leasing`` and its twin ``async_leasing.AsyncLeasing`` share."""
 
 from __future__ import annotations
 
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from math import ceil
-from typing import Any
+from typing import Any, Generic, TypedDict, TypeVar, cast
 
+from ratekeeper.algorithms.leases import Taken
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.core.forks import renew_after_fork
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.registry import spec
-from ratekeeper.stores.memory import Hit
+from ratekeeper.stores.contract import (
+    Admitted,
+    AsyncLeasingStore,
+    Hit,
+    LeasingStore,
+    Sharded,
+    is_sharded,
+)
 
 #: Seconds a process may grant from a slice (the store's record of it lasts as long).
 TTL = 1.0
@@ -29,6 +37,20 @@ MAX_SLICES = 100_000
 USABLE = 0.999
 
 _new = tuple.__new__
+
+
+class Options(TypedDict, total=False):
+    """What a wrapper of slices takes besides its store (``Slices``)."""
+
+    ttl: float
+    horizon: float
+    share: float
+    clock: Callable[[], float]
+    background: bool
+
+
+#: The store under a wrapper of slices: a ``LeasingStore``, or the asyncio twin's.
+S = TypeVar("S", LeasingStore, AsyncLeasingStore)
 
 
 def leased(limit: Limit) -> bool:
@@ -131,12 +153,12 @@ class Slice:
         )
 
 
-class Slices:
+class Slices(Generic[S]):
     """What the twins share: the slices, their sizing and their bookkeeping (no I/O)."""
 
     def __init__(
         self,
-        store: Any,
+        store: S,
         *,
         ttl: float = TTL,
         horizon: float = HORIZON,
@@ -144,13 +166,13 @@ class Slices:
         clock: Callable[[], float] = time.monotonic,
         background: bool = True,
     ) -> None:
-        self.store = store
+        self.store: S = store
         self.ttl, self.horizon, self.share = check_options(ttl, horizon, share)
         self.clock = clock
         if not isinstance(background, bool):
             raise StoreConfigError(f"background is True or False, not {background!r}")
         self.background = background  # sweep every ttl on our own (a thread, or a task)
-        self.sharded: bool = getattr(store, "sharded", False) is True
+        self.sharded: bool = is_sharded(store)
         self.slices: dict[tuple[str, str], Slice] = {}
         self.holder = _holder()
         self.exchanges = 0  # exchanges that took a slice (its hit's, or in vain)
@@ -190,7 +212,7 @@ class Slices:
             want = top
         return want if want > cost else cost
 
-    def _took(self, piece: Slice, taken: Any, sent: float, want: int, cost: int) -> Decision:
+    def _took(self, piece: Slice, taken: Taken, sent: float, want: int, cost: int) -> Decision:
         """Keep what an exchange sent at ``sent`` for ``want`` units took, and decide the hit
         of ``cost``. A slice smaller than asked says the budget runs low: once it is granted,
         the next exchange waits until ``horizon`` after this one, for the budget to refill
@@ -280,16 +302,13 @@ class Slices:
         return self.slices.pop(slot)
 
     def shard_of(self, key: str, limit: Limit) -> str:
-        shard: str = self.store.shard_of(key, limit)
-        return shard
+        """The store's ``shard_of``, asked only of a store that is ``sharded``."""
+        return cast(Sharded, self.store).shard_of(key, limit)
 
     def __getattr__(self, name: str) -> Any:
         if name == "store":  # not set yet: no recursion
             raise AttributeError(name)
         return getattr(self.store, name)
-
-    def ping(self) -> Any:
-        return self.store.ping()
 
 
 def _holder() -> str:
@@ -316,3 +335,16 @@ def fits(look: Decision, cost: int) -> Decision:
     if look.allowed and look.remaining < cost:
         return look._replace(allowed=False)
     return look
+
+
+def stamped(
+    hits: Sequence[Hit], decisions: list[Decision], stamps: list[float], t: float
+) -> list[Admitted]:
+    """``decisions`` with their times: a hit granted from a slice at ``t`` (this wrapper's
+    clock, read once they were granted), any other at the time the store gave it (``stamps``,
+    in order; none when the store only looked)."""
+    times = iter(stamps)
+    return [
+        Admitted(one, t if limit.sync == "leased" and cost else next(times, t))
+        for one, (_, limit, cost) in zip(decisions, hits, strict=True)
+    ]

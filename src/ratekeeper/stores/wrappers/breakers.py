@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.wording import many
-from ratekeeper.stores.health import Health
+from ratekeeper.stores.contract import Health
 
 log = logging.getLogger("ratekeeper.store")
 

@@ -8,8 +8,8 @@ import pytest
 
 from ratekeeper import Limit
 from ratekeeper.core.errors import StoreConfigError
-from ratekeeper.stores.leasing import AsyncLeasing, Leasing
 from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
+from ratekeeper.stores.wrappers.leasing import AsyncLeasing, Leasing
 from ratekeeper.testing import FakeClock
 
 LIMIT = Limit(100, 1.0, "token_bucket", sync="leased")

@@ -17,7 +17,8 @@ from ratekeeper import (
     StoreError,
 )
 from ratekeeper.stores.memory import Hit
-from ratekeeper.stores.resilience import CircuitBreaker, Resilient
+from ratekeeper.stores.wrappers.breakers import CircuitBreaker
+from ratekeeper.stores.wrappers.resilience import Resilient
 from ratekeeper.testing import FakeClock
 
 LIMIT = Limit(2, 60, "gcra")

@@ -1,0 +1,156 @@
+"""What the failure policy of ``resilience``'s twins shares (no I/O): its own decisions, made
+when the store fails (``Policy``), and its circuit breakers by shard: which shard a hit goes to,
+a batch split by shard and put back in order, a call over several shards' breakers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ratekeeper.core.decisions import Decision
+from ratekeeper.core.errors import StoreConfigError, StoreError
+from ratekeeper.core.inputs import check_hits, check_key
+from ratekeeper.core.limits import Limit, share_of
+from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.stores.contract import Admitted, Hit, check_release, is_sharded
+from ratekeeper.stores.memory import MemoryStore
+from ratekeeper.stores.wrappers.breakers import CircuitBreaker
+
+#: Refunds the store could not take: logged, throttled, never raised.
+unrefunded = LogThrottle(logging.getLogger("ratekeeper.store"))
+UNREFUNDED = "could not refund %s of %r (they stay counted): %s"
+
+POLICIES = ("allow", "deny", "local")
+
+#: The local policy's scaled limits kept at most (they are few: one per limit in use).
+MAX_SHARES = 10_000
+
+
+def check_instances(instances: Any) -> int:
+    """``instances``: an ``int`` (not ``bool``) of at least 1, else ``StoreConfigError``."""
+    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
+        raise StoreConfigError(f"instances must be an integer of at least 1, not {instances!r}")
+    return int(instances)
+
+
+class Policy:
+    """The fallback decisions, shared by the twins."""
+
+    def __init__(self, on_store_error: str, local: MemoryStore | None, instances: int) -> None:
+        if on_store_error not in POLICIES:
+            raise StoreConfigError(
+                f"on_store_error must be one of {', '.join(POLICIES)}, not {on_store_error!r}"
+            )
+        self.on_store_error = on_store_error
+        self.instances = check_instances(instances)
+        self.local = local if local is not None else MemoryStore()
+        self.errors = 0  # decisions made by the policy since start
+        self._shares: dict[Limit, Limit] = {}
+
+    def share(self, limit: Limit) -> Limit:
+        """``limit`` as this instance enforces it alone (``share_of``), cached."""
+        if self.instances == 1:
+            return limit
+        shared = self._shares.get(limit)
+        if shared is None:
+            if len(self._shares) >= MAX_SHARES:
+                self._shares.clear()
+            shared = self._shares[limit] = share_of(limit, self.instances)
+        return shared
+
+    def decide(
+        self, hits: Sequence[Hit], all_or_nothing: bool, breaker: CircuitBreaker
+    ) -> list[Decision]:
+        """The policy's decisions for ``hits`` (checked here: the store never saw them)."""
+        hits = check_hits(hits)
+        self.errors += len(hits)
+        if self.on_store_error == "local":
+            if self.instances > 1:
+                hits = [(key, self.share(limit), cost) for key, limit, cost in hits]
+            decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
+            return [decision._replace(degraded=True) for decision in decided]
+        if self.on_store_error == "allow":
+            return [
+                Decision(
+                    True, limit.capacity, max(limit.capacity - cost, 0), 0.0, 0.0, 0.0, cost, True
+                )
+                for _, limit, cost in hits
+            ]
+        wait = breaker.retry_after()
+        return [
+            Decision(False, limit.capacity, 0, wait, wait, 0.0, 0, True) for _, limit, _ in hits
+        ]
+
+    def release(self, key: str, limit: Limit, slots: int) -> Decision:
+        """A release the store could not take: the policy's local store takes it, if any;
+        else the leases expire by themselves."""
+        key, slots = check_key(key), check_release(limit, slots)
+        if self.on_store_error == "local":
+            return self.local.release(key, self.share(limit), slots)._replace(degraded=True)
+        return Decision(True, limit.capacity, 0, 0.0, 0.0, 0.0, 0, True)
+
+    def reset(self, key: str, limit: Limit) -> None:
+        self.local.reset(key, self.share(limit))
+
+
+def by_shard(shard_of: Callable[[str, Limit], str], hits: Sequence[Hit]) -> dict[str, list[int]]:
+    """The indexes of ``hits`` by shard, in order."""
+    groups: dict[str, list[int]] = {}
+    for index, (key, limit, _) in enumerate(hits):
+        groups.setdefault(shard_of(key, limit), []).append(index)
+    return groups
+
+
+def place(size: int, parts: list[tuple[list[int], list[Decision]]]) -> list[Decision]:
+    results: list[Any] = [None] * size
+    for indexes, decided in parts:
+        for index, decision in zip(indexes, decided, strict=True):
+            results[index] = decision
+    return results
+
+
+def timed(decisions: list[Decision], local: MemoryStore) -> list[Admitted]:
+    """The policy's ``decisions`` as ``Admitted``, at the policy's clock (never refunded)."""
+    now = local.clock()
+    return [Admitted(decision, now) for decision in decisions]
+
+
+def admit_all(breakers: list[CircuitBreaker]) -> bool:
+    """Whether every one of ``breakers`` lets a call through (probes taken are given back
+    when one does not)."""
+    taken: list[CircuitBreaker] = []
+    for breaker in breakers:
+        if not breaker.allows_call():
+            for probe in taken:
+                probe.abandon()
+            return False
+        taken.append(breaker)
+    return True
+
+
+def blamed_by(error: StoreError, shards: dict[str, CircuitBreaker]) -> list[CircuitBreaker]:
+    """The breakers a failure of a call over ``shards`` counts against: the shard the store
+    names (``error.shard``), else every one."""
+    named = getattr(error, "shard", None)
+    if named in shards:
+        return [shards[named]]
+    return list(shards.values())
+
+
+def count_failure(error: StoreError, shards: dict[str, CircuitBreaker]) -> None:
+    """A failed call over ``shards``: it counts against the breakers it blames (``blamed_by``);
+    the others give back the probe they may hold."""
+    blamed = blamed_by(error, shards)
+    for breaker in shards.values():
+        if breaker in blamed:
+            breaker.failed(error)
+        else:
+            breaker.abandon()
+
+
+def sharding(store: object) -> Callable[[str, Limit], str] | None:
+    """``store.shard_of`` when the store is made of shards, else None (one breaker)."""
+    if is_sharded(store):
+        return store.shard_of
+    return None
