@@ -4,12 +4,14 @@ A room is a module or subpackage directly inside the package; an arrow joins two
 module of one imports a module of the other (type-only imports too, as ``lint-imports`` counts
 them). The rooms are stacked on floors, each room one floor above the highest room it imports;
 rooms that import each other, directly or around a circle, share a floor, and their arrows are
-the arrows back up. Prints the rooms by floor, then one line: rooms, floors, arrows, arrows back
-up, modules and lines.
+the arrows back up. An old import path kept for a while (a module that calls
+``ratekeeper.core.moved.moved`` as it is imported) is no room: it is named apart. Prints the
+rooms by floor, then one line: rooms, floors, arrows, arrows back up, modules and lines.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -61,9 +63,22 @@ def circles(rooms: set[str], arrows: set[tuple[str, str]]) -> list[set[str]]:
     return groups
 
 
+#: The call an old import path makes as it is imported (``ratekeeper.core.moved``).
+OLD = re.compile(r"^moved\(\s*__name__,", re.MULTILINE)
+
+
+def source_of(module: str) -> Path:
+    """The file of ``module``: its ``.py``, or its package's ``__init__.py``."""
+    root = Path(__import__(module.split(".", maxsplit=1)[0]).__file__ or "").parent.parent
+    path = root / (module.replace(".", "/") + ".py")
+    return path if path.exists() else root / module.replace(".", "/") / "__init__.py"
+
+
 def main(package: str) -> None:
     graph = grimp.build_graph(package.split(".", maxsplit=1)[0], include_external_packages=False)
-    modules = [one for one in graph.modules if one == package or one.startswith(package + ".")]
+    inside = [one for one in graph.modules if one == package or one.startswith(package + ".")]
+    old = {one for one in inside if OLD.search(source_of(one).read_text())}
+    modules = [one for one in inside if one not in old]
     rooms = {room for one in modules if (room := room_of(one, package)) is not None}
     arrows: set[tuple[str, str]] = set()
     for module in modules:
@@ -92,17 +107,13 @@ def main(package: str) -> None:
         by_floor[floor_of(group_of[room])].append(room)
     for level in sorted(by_floor, reverse=True):
         print(f"floor {level}: {', '.join(sorted(by_floor[level]))}")
-    root = Path(__import__(package.split(".", maxsplit=1)[0]).__file__ or "").parent.parent
-    lines = sum(
-        len((root / (one.replace(".", "/") + ".py")).read_text().splitlines())
-        if (root / (one.replace(".", "/") + ".py")).exists()
-        else len((root / one.replace(".", "/") / "__init__.py").read_text().splitlines())
-        for one in modules
-    )
+    lines = sum(len(source_of(one).read_text().splitlines()) for one in modules)
     print(
         f"{package}: {len(rooms)} rooms on {len(by_floor)} floors, {len(arrows)} arrows, "
         f"{len(back_up)} back up; {len(modules)} modules, {lines} lines"
     )
+    if old:
+        print(f"old import paths, no rooms: {', '.join(sorted(old))}")
 
 
 if __name__ == "__main__":
