@@ -25,7 +25,7 @@ from ratekeeper.service.observe.metrics import CONTENT_TYPE, Metrics
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.stores.wrappers.resilience import Resilient
 from ratekeeper.testing import FakeClock
-from tests.stores.wrappers.test_resilience import Flaky
+from tests.stores.flaky import Flaky
 
 RULES = """
 domain: api
