@@ -445,6 +445,9 @@ def test_envoys_json_endpoint(client: AppClient) -> None:
         ],
     }
     assert client.post("/json", json=camel).json()["statuses"][0]["limitRemaining"] == 7
+    zero = {"domain": "test", "descriptors": [{"entries": [{"key": "any"}], "limit": {"unit": 1}}]}
+    refused = client.post("/json", json=zero)  # requestsPerUnit left out, as protobuf's JSON does
+    assert (refused.status_code, refused.json()["overallCode"]) == (429, "OVER_LIMIT")
     for bad in (
         b"{",
         b'{"domain": ""}',

@@ -116,6 +116,9 @@ CASES = [
         },
         False,
     ),
+    # protobuf's JSON leaves a zero out: a limit without requestsPerUnit is 0, always over.
+    ("/json", {"domain": "test", "descriptors": [{**ONE[0], "limit": {"unit": "SECOND"}}]}, True),
+    ("/json", {"domain": "test", "descriptors": [{**ONE[0], "limit": {}}]}, False),
 ]
 
 

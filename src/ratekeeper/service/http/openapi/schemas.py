@@ -277,10 +277,8 @@ def _envoy() -> dict[str, Any]:
                 "limit": {
                     "type": ["object", "null"],
                     "required": ["unit"],
-                    "anyOf": [
-                        {"required": ["requests_per_unit"]},
-                        {"required": ["requestsPerUnit"]},
-                    ],
+                    "description": "requests_per_unit left out is 0 (always over), as protobuf's "
+                    "JSON leaves a zero out",
                     **_once("requests_per_unit"),
                     "additionalProperties": False,
                     "properties": {
