@@ -186,6 +186,14 @@ def test_the_compat_flag_wins_over_its_variable_and_an_empty_variable_is_unset(
     assert read([], {**plain, "RATEKEEPER_COMPAT": ""}).compat == "none"
 
 
+def test_an_empty_url_variable_counts_as_unset() -> None:
+    """``RATEKEEPER_STORE`` and ``RATEKEEPER_CONFIG`` set but empty are no URL: the default
+    holds, as ``ratekeeper limits`` reads ``RATEKEEPER_CONFIG``."""
+    settings = read([], {"RATEKEEPER_STORE": "", "RATEKEEPER_CONFIG": ""})
+    assert (settings.store, settings.config) == (Settings().store, Settings().config)
+    assert "store" not in settings.sources and "config" not in settings.sources
+
+
 def test_a_switch_flag_only_turns_its_setting_on() -> None:
     """A switch's flag takes no value: with its variable true, the flag cannot turn it off."""
     settings = read(["--shadow-mode"], {"RATEKEEPER_SHADOW_MODE": "false"})

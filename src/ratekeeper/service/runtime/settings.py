@@ -151,7 +151,7 @@ class Settings:
             variable = "RATEKEEPER_" + name.upper()
             raw: Any = given.get(name)
             where = flag
-            if raw is None and variable in env:
+            if raw is None and variable in env and (env[variable] or name not in _URLS):
                 raw = env[variable]
                 if name == "rules":
                     raw = [path for path in raw.split(os.pathsep) if path]
@@ -193,6 +193,10 @@ class Settings:
             raise ConfigError(errors)
         return settings
 
+
+#: The settings that take a URL: their variable set but empty counts as unset (no URL is
+#: empty), as ``ratekeeper limits`` reads ``RATEKEEPER_CONFIG``.
+_URLS = frozenset({"store", "config"})
 
 _WILDCARDS = ("0.0.0.0", "::")
 
