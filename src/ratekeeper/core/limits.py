@@ -39,7 +39,7 @@ NO_DEBT = {
 
 #: How a limit's decisions are shared between the processes using one store: ``exact``, each
 #: decision taken in the store; ``leased``, each process granting from a slice of the budget
-#: it took from the store (``ratekeeper.stores.leasing``).
+#: it took from the store (``ratekeeper.stores.wrappers.leasing``).
 SYNCS = ("exact", "leased")
 
 
@@ -87,7 +87,7 @@ class Limit:
         shared store, each process takes a slice of the key's budget from the store in one
         atomic step and grants from it locally, giving back what it did not use; the limit is
         never exceeded, at the price of budget held idle in slices
-        (``ratekeeper.stores.leasing``). For the algorithms whose counting allows it
+        (``ratekeeper.stores.wrappers.leasing``). For the algorithms whose counting allows it
         (``LEASES``); ``sync`` is not part of the counters' identity either.
 
     For ``concurrency``, ``amount`` is the number of slots in flight and ``period`` the lease TTL.

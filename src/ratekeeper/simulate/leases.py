@@ -4,7 +4,7 @@ of one shared store, against the same limit kept exact.
 Each limit is replayed twice, in trace order, on the trace's own time: once exact, every hit
 applied to one ``MemoryStore`` (one store round trip per hit); once leased, the events dealt
 round robin (event ``i`` of the trace to instance ``i mod instances``, whatever its key) to
-``instances`` real ``ratekeeper.stores.leasing.Leasing`` wrappers over one shared
+``instances`` real ``ratekeeper.stores.wrappers.leasing.Leasing`` wrappers over one shared
 ``MemoryStore``. The stores and the wrappers all read the trace's time as their clock (a time
 behind one already seen reads as the latest seen), no thread runs, and every ``ttl`` seconds of
 trace time each instance's ``sweep`` gives back its ended slices. A round trip to the store
@@ -48,7 +48,7 @@ class LeaseOptions:
     """The options of every simulated instance's ``Leasing``: ``ttl`` (seconds a slice may be
     granted from), ``horizon`` (seconds of an instance's demand a slice is sized for) and
     ``share`` (the largest slice, as a share of the limit's capacity); see
-    ``ratekeeper.stores.leasing``. Raises ``TraceError`` for values it would refuse."""
+    ``ratekeeper.stores.wrappers.leasing``. Raises ``TraceError`` for values it would refuse."""
 
     ttl: float = TTL
     horizon: float = HORIZON
