@@ -10,12 +10,22 @@ An old module names its new home and calls ``moved`` after its imports::
 
     moved(__name__, "ratekeeper.core.overrides")
 
-CHANGELOG.md lists every moved path, old and new.
+A name given a new one in its module keeps the old one as an alias: the module's
+``__getattr__`` finds it through ``renamed`` and warns each time it is used::
+
+    RENAMED = {"Outcome": "GateDecision"}
+
+    def __getattr__(name: str) -> Any:
+        return renamed(__name__, name, RENAMED, globals())
+
+CHANGELOG.md lists every moved path and every renamed name, old and new.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+from typing import Any
 
 #: The version whose release drops every old path.
 REMOVED_IN = "0.3.0"
@@ -37,3 +47,30 @@ def moved(old: str, new: str) -> None:
     """
     # 1: this function; 2: the old module's body; 3: whatever imported it.
     warnings.warn(message(old, new), DeprecationWarning, stacklevel=3)
+
+
+def renamed_message(old: str, new: str) -> str:
+    """What using the old name ``old`` warns: ``"ratekeeper.web.Outcome is deprecated and
+    will be removed in 0.3.0: use ratekeeper.web.GateDecision"``."""
+    return f"{old} is deprecated and will be removed in {REMOVED_IN}: use {new}"
+
+
+def deprecated_name(old: str, new: str, stacklevel: int = 2) -> None:
+    """Warn that the name ``old`` (a name, keyword or command) is ``new`` now, from the code
+    that used it: ``stacklevel`` as ``warnings.warn`` counts it, from the caller's frame (2:
+    the caller of the function that calls this one)."""
+    warnings.warn(renamed_message(old, new), DeprecationWarning, stacklevel=stacklevel + 1)
+
+
+def renamed(module: str, name: str, names: Mapping[str, str], found: Mapping[str, Any]) -> Any:
+    """For the ``__getattr__`` of the module named ``module``, whose globals are ``found``:
+    the object of the new name of ``name`` when ``names`` maps it (an old name), with a
+    ``DeprecationWarning`` at the line that used it; else ``AttributeError``."""
+    new = names.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    # 1: this function; 2: the module's __getattr__; 3: the line that used the old name.
+    warnings.warn(
+        renamed_message(f"{module}.{name}", f"{module}.{new}"), DeprecationWarning, stacklevel=3
+    )
+    return found[new]

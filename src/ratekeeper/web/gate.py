@@ -3,9 +3,9 @@
 A gate holds what decides (a ``Decider``: ``Limiter``, ``Engine``, ``RemoteLimiter``, or
 their asyncio twins for ``AsyncGate``) and what to decide: ``RateLimit``s, each counted on
 its key, and Envoy-style ``descriptors`` (``Key``s) that ``Engine.check`` decides for
-``domain`` by the rules (overrides included). ``decide(request)`` returns an ``Outcome``; every
-adapter (ASGI, WSGI, FastAPI, Flask, Django) only translates the request in and the outcome
-out (``ratekeeper.web.replies``).
+``domain`` by the rules (overrides included). ``decide(request)`` returns a ``GateDecision``;
+every adapter (ASGI, WSGI, FastAPI, Flask, Django) only translates the request in and the
+gate's decision out (``ratekeeper.web.replies``).
 
 - A limit without a ``scope`` of its own counts in the gate's ``scope`` (``"app"`` by
   default); with None, each route counts apart (its method and template), as the per-route
@@ -20,20 +20,21 @@ out (``ratekeeper.web.replies``).
 - An admitted hit on a leaky-bucket shaper carries a ``delay``: the gate waits it out (up to
   ``max_delay`` seconds) before the request proceeds; a longer one is refused, its place in
   the queue still taken.
-- When the store fails, the decider's ``on_store_error`` policy answers and the outcome is
-  ``degraded``; a decider without a policy raises ``StoreError``, which becomes an outcome
-  with ``unavailable`` set (answered 503).
+- When the store fails, the decider's ``on_store_error`` policy answers and the gate's
+  decision is ``degraded``; a decider without a policy raises ``StoreError``, which becomes a
+  decision with ``unavailable`` set (answered 503).
 - A limit charged by outcome (``charge_when``, ``charge_statuses``) needs a decider that gives
   back (``RefundDecider``: a ``Limiter``): the request's hits are counted by ``admit``, and
-  an admitted request's ``Outcome`` holds them as ``pending``; the adapter hands the
-  handler's ``Result`` to ``settle``, which gives back (``refund``) the hits whose limit does
-  not charge it, and returns the outcome as it then stands: what the response's headers tell.
+  an admitted request's ``GateDecision`` holds them as ``pending``; the adapter hands the
+  ``HandlerResult`` to ``settle``, which gives back (``refund``) the hits whose limit does not
+  charge it, and returns the gate's decision as it then stands: what the response's headers
+  tell.
   A decision whose units were given back shows the remaining as if they had never been
   counted. A refused request never ran: its limits' units are given back at once. A give-back
   that fails is logged, never raised, and its units are told as counted.
 
 The twins are line-aligned: only I/O differs. What they share free of I/O (the options, the
-plan of a request, the outcome of its decisions) is ``BaseGate``, in ``ratekeeper.web.plans``.
+plan of a request, what its decisions come to) is ``BaseGate``, in ``ratekeeper.web.plans``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from ratekeeper.decider import (
     ManyDecider,
     RefundDecider,
 )
-from ratekeeper.web.outcomes import Outcome, Pending, Result, charged, given_back
+from ratekeeper.web.outcomes import GateDecision, HandlerResult, Pending, charged, given_back
 from ratekeeper.web.plans import NOTHING, BaseGate, held, log, sleeper
 from ratekeeper.web.request import Request
 
@@ -91,7 +92,7 @@ class Gate(BaseGate):
         super().__init__(decider, *args, **options)
         self._sleep = sleeper(sleep)
 
-    def decide(self, request: Request) -> Outcome:
+    def decide(self, request: Request) -> GateDecision:
         """The decision on ``request``; a shaper's delay is waited out before it returns."""
         plan = self._plan(request)
         if not (plan.hits or plan.shadow or plan.descriptors):
@@ -121,7 +122,7 @@ class Gate(BaseGate):
                 )
         except StoreError as error:
             _failures.log(logging.WARNING, UNANSWERED, error)
-            return Outcome(False, unavailable=str(error))
+            return GateDecision(False, unavailable=str(error))
         outcome = self._outcome(request, plan, decisions, shadowed, verdict)
         if admitted:
             pending = held(plan, admitted)
@@ -133,10 +134,11 @@ class Gate(BaseGate):
             self._sleep(outcome.delay)
         return outcome
 
-    def settle(self, outcome: Outcome, result: Result) -> Outcome:
-        """Give back the units ``outcome`` holds (``pending``) whose limit does not charge
-        ``result``, what the admitted request came to; the outcome as it then stands, which
-        the response's headers tell (see the module's doc). Never raises for the store."""
+    def settle(self, outcome: GateDecision, result: HandlerResult) -> GateDecision:
+        """Give back the units ``outcome`` (the ``GateDecision`` that admitted the request)
+        holds (``pending``) whose limit does not charge ``result``, what the request came to;
+        the decision as it then stands, which the response's headers tell (see the module's
+        doc). Never raises for the store."""
         back = [one for one in outcome.pending if not charged(one.judge, result)]
         return given_back(outcome, self._give_back(back), self._algorithm)
 
@@ -171,7 +173,7 @@ class AsyncGate(BaseGate):
         super().__init__(decider, *args, **options)
         self._sleep = sleeper(sleep)
 
-    async def decide(self, request: Request) -> Outcome:
+    async def decide(self, request: Request) -> GateDecision:
         """The decision on ``request``; a shaper's delay is waited out before it returns."""
         plan = self._plan(request)
         if not (plan.hits or plan.shadow or plan.descriptors):
@@ -201,7 +203,7 @@ class AsyncGate(BaseGate):
                 )
         except StoreError as error:
             _failures.log(logging.WARNING, UNANSWERED, error)
-            return Outcome(False, unavailable=str(error))
+            return GateDecision(False, unavailable=str(error))
         outcome = self._outcome(request, plan, decisions, shadowed, verdict)
         if admitted:
             pending = held(plan, admitted)
@@ -213,7 +215,7 @@ class AsyncGate(BaseGate):
             await self._sleep(outcome.delay)
         return outcome
 
-    async def settle(self, outcome: Outcome, result: Result) -> Outcome:
+    async def settle(self, outcome: GateDecision, result: HandlerResult) -> GateDecision:
         """See ``Gate.settle``."""
         back = [one for one in outcome.pending if not charged(one.judge, result)]
         return given_back(outcome, await self._give_back(back), self._algorithm)

@@ -1,6 +1,6 @@
 """What the gate twins (``ratekeeper.web.gate``) share, free of I/O: ``BaseGate``, their
 options checked once, the plan of a request (its hits, shadow hits and descriptors) and the
-``Outcome`` its decisions come to; and what a request decided under limits charged by outcome
+``GateDecision`` its decisions come to; and what a request decided under limits charged by outcome
 holds until its result is known (``held``).
 """
 
@@ -29,7 +29,7 @@ from ratekeeper.rules.model import Entry
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
 from ratekeeper.web.limits import CostLike, RateLimit
-from ratekeeper.web.outcomes import Judge, Outcome, Pending
+from ratekeeper.web.outcomes import GateDecision, Judge, Pending
 from ratekeeper.web.request import Request
 
 log = logging.getLogger("ratekeeper.web")
@@ -41,7 +41,7 @@ RequestHit = tuple[str, Limit | str, int]
 
 
 #: What decides nothing: a request no limit applies to.
-NOTHING = Outcome(True)
+NOTHING = GateDecision(True)
 
 
 class _Plan(NamedTuple):
@@ -191,7 +191,7 @@ class BaseGate:
         decisions: Sequence[Decision],
         shadowed: Sequence[Decision],
         verdict: Verdict | None,
-    ) -> Outcome:
+    ) -> GateDecision:
         if verdict is None and not plan.shadow:
             return self._decided(tuple(decisions))
         statuses: list[Decision | Status] = list(decisions)
@@ -216,13 +216,13 @@ class BaseGate:
                 for s in statuses
                 if not isinstance(s, Decision) and s.decision is None and not s.allowed
             ]
-            return Outcome(False, tuple(statuses), max(waits, default=0.0), 0.0, degraded)
+            return GateDecision(False, tuple(statuses), max(waits, default=0.0), 0.0, degraded)
         delay = max((d.delay for d in decided), default=0.0)
         if delay > self.max_delay:
-            return Outcome(False, tuple(statuses), delay, 0.0, degraded)
-        return Outcome(True, tuple(statuses), 0.0, delay, degraded)
+            return GateDecision(False, tuple(statuses), delay, 0.0, degraded)
+        return GateDecision(True, tuple(statuses), 0.0, delay, degraded)
 
-    def _decided(self, decisions: tuple[Decision, ...]) -> Outcome:
+    def _decided(self, decisions: tuple[Decision, ...]) -> GateDecision:
         """``_outcome`` of decisions alone (no shadow limit, no rule): the common case, in one
         pass."""
         allowed, degraded, wait, delay = True, False, 0.0, 0.0
@@ -236,7 +236,7 @@ class BaseGate:
             elif decision.delay > delay:
                 delay = decision.delay
         if not allowed:
-            return Outcome(False, decisions, wait, 0.0, degraded)
+            return GateDecision(False, decisions, wait, 0.0, degraded)
         if delay > self.max_delay:
-            return Outcome(False, decisions, delay, 0.0, degraded)
-        return Outcome(True, decisions, 0.0, delay, degraded)
+            return GateDecision(False, decisions, delay, 0.0, degraded)
+        return GateDecision(True, decisions, 0.0, delay, degraded)
