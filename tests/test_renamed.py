@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NAMES: dict[str, str] = {
     "ratekeeper.web.Outcome": "ratekeeper.web.GateDecision",
     "ratekeeper.web.Result": "ratekeeper.web.HandlerResult",
+    "ratekeeper.core.store_keys.VERSION": "ratekeeper.core.store_keys.KEY_LAYOUT",
+    "ratekeeper.service.runtime.settings.Address": (
+        "ratekeeper.service.runtime.settings.ListenAddress"
+    ),
 }
 
 

@@ -53,7 +53,7 @@ from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.http.admin import Admin
 from ratekeeper.service.http.checks import Checks
-from ratekeeper.service.http.health import Health
+from ratekeeper.service.http.health import HealthRoutes
 from ratekeeper.service.http.reading import MAX_BODY
 from ratekeeper.service.http.responses import (
     FAILED,
@@ -107,7 +107,7 @@ def http_app(
     ``lifespan`` runs from startup to shutdown."""
     checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
     admin = Admin(engine, admin_token=admin_token)
-    health = Health(engine)
+    health = HealthRoutes(engine)
 
     def route(
         path: str, handler: Handler, methods: list[str], surface: str = "", decides: bool = True
