@@ -100,6 +100,16 @@ MOVED: dict[str, dict[str, list[str]]] = {
         "ratekeeper.core.periods": ["parse_period"],
     },
     "ratekeeper.redaction": {"ratekeeper.core.redaction": ["redacted"]},
+    "ratekeeper.service.admission": {
+        "ratekeeper.service.inflight": [
+            "DEFAULT_MAX_IN_FLIGHT",
+            "MOST_IN_FLIGHT",
+            "QUIET",
+            "RETRY_AFTER",
+            "Admission",
+            "check_limit",
+        ]
+    },
     "ratekeeper.service.app": {
         "ratekeeper.service.runtime.app": [
             "Parts",
@@ -254,6 +264,7 @@ MOVED: dict[str, dict[str, list[str]]] = {
 RENAMED_AT_HOME: dict[tuple[str, str], str] = {
     ("ratekeeper.core.store_keys", "VERSION"): "KEY_LAYOUT",
     ("ratekeeper.service.runtime.settings", "Address"): "ListenAddress",
+    ("ratekeeper.service.inflight", "Admission"): "InFlightBound",
 }
 
 

@@ -13,19 +13,26 @@ An old module names its new home and calls ``moved`` after its imports::
 A name given a new one in its module keeps the old one as an alias: the module's
 ``__getattr__`` finds it through ``renamed`` and warns each time it is used::
 
-    RENAMED = {"Outcome": "GateDecision"}
+    _RENAMED = {"Outcome": "GateDecision"}
 
     def __getattr__(name: str) -> Any:
-        return renamed(__name__, name, RENAMED, globals())
+        return renamed(__name__, name, _RENAMED, globals())
+
+A keyword argument given a new name still takes its old one, with a warning, through
+``keywords_renamed``; an attribute, through a property that calls ``deprecated_name``.
 
 CHANGELOG.md lists every moved path and every renamed name, old and new.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The version whose release drops every old path.
 REMOVED_IN = "0.3.0"
@@ -74,3 +81,37 @@ def renamed(module: str, name: str, names: Mapping[str, str], found: Mapping[str
         renamed_message(f"{module}.{name}", f"{module}.{new}"), DeprecationWarning, stacklevel=3
     )
     return found[new]
+
+
+def keywords_renamed(where: str, names: Mapping[str, str]) -> Callable[[F], F]:
+    """Decorate the function ``where`` names so that it takes each old keyword of ``names``
+    for its new one, with a ``DeprecationWarning`` at the call; both at once is a
+    ``TypeError``. Type checkers see only the new keywords."""
+
+    def renaming(kwargs: dict[str, Any]) -> None:
+        for old, new in names.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{where}() takes {new}= or {old}=, not both")
+                # 1: deprecated_name; 2: this function; 3: the wrapper; 4: its caller.
+                deprecated_name(f"{where}({old}=...)", f"{where}({new}=...)", stacklevel=3)
+                kwargs[new] = kwargs.pop(old)
+
+    def decorate(function: F) -> F:
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                renaming(kwargs)
+                return await function(*args, **kwargs)
+
+            return cast(F, call_async)
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            renaming(kwargs)
+            return function(*args, **kwargs)
+
+        return cast(F, call)
+
+    return decorate

@@ -86,7 +86,7 @@ from typing import Any
 
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.moved import renamed
-from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
 from ratekeeper.service.runtime.flags import add_arguments
 from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, ListenAddress
 

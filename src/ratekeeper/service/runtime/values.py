@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ratekeeper.core.inputs import decimal
-from ratekeeper.service.admission import check_limit
+from ratekeeper.service.inflight import check_limit
 
 POLICIES = ("allow", "deny", "local")
 LOG_FORMATS = ("text", "json")
