@@ -241,7 +241,7 @@ class Limiter(Closing):
         waits as long as it takes) and raises ``RateLimitExceeded`` if none frees up; a waiter
         gets a slot within a few milliseconds of its release, from any process sharing the
         store. The slot is released when the block exits; a holder that dies without releasing
-        loses its slot after the limit's lease TTL.
+        loses its slot once the limit's period has passed (the slot TTL).
         """
         limit = concurrency_limit(limit)
         decision = self.acquire(key, limit, 1, timeout)
