@@ -49,6 +49,9 @@ ATTRIBUTES: dict[str, str] = {
     "ratekeeper.service.observe.metrics.Metrics.admission": (
         "ratekeeper.service.observe.metrics.Metrics.in_flight_bound"
     ),
+    "ratekeeper.service.grpc.RateLimitServicer.admission": (
+        "ratekeeper.service.grpc.RateLimitServicer.in_flight_bound"
+    ),
 }
 
 
@@ -192,6 +195,19 @@ def test_metrics_admission_is_in_flight_bound_with_a_warning() -> None:
     assert metrics.in_flight_bound is bound
     with pytest.warns(DeprecationWarning, match=r"Metrics\.admission"):
         assert metrics.admission is bound
+
+
+def test_the_servicers_admission_is_its_in_flight_bound_with_a_warning() -> None:
+    from ratekeeper.service.grpc import RateLimitServicer
+    from ratekeeper.service.inflight import InFlightBound
+
+    bound = InFlightBound(3)
+    servicer = RateLimitServicer(_engine(), None, bound)
+    old, new = "RateLimitServicer.admission", "RateLimitServicer.in_flight_bound"
+    with pytest.warns(DeprecationWarning) as warned:
+        assert servicer.admission is bound
+    assert [str(warning.message) for warning in warned] == [renamed_message(old, new)]
+    assert warned[0].filename == __file__
 
 
 def renamed_section() -> str:

@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.log_throttle import LogThrottle
-from ratekeeper.core.moved import keywords_renamed
+from ratekeeper.core.moved import deprecated_name, keywords_renamed
 from ratekeeper.core.wording import many
 from ratekeeper.service.inflight import RETRY_AFTER, InFlightBound
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
@@ -119,6 +119,12 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
         self.metrics = metrics
         self.in_flight_bound = in_flight_bound
         self.header_names = header_names
+
+    @property
+    def admission(self) -> InFlightBound | None:
+        """The old name of ``in_flight_bound``; deprecated, removed in 0.3.0."""
+        deprecated_name("RateLimitServicer.admission", "RateLimitServicer.in_flight_bound")
+        return self.in_flight_bound
 
     async def ShouldRateLimit(
         self, request: rls_pb2.RateLimitRequest | DecodeError, context: Any
