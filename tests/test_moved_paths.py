@@ -100,6 +100,16 @@ MOVED: dict[str, dict[str, list[str]]] = {
         "ratekeeper.core.periods": ["parse_period"],
     },
     "ratekeeper.redaction": {"ratekeeper.core.redaction": ["redacted"]},
+    "ratekeeper.service.admission": {
+        "ratekeeper.service.inflight": [
+            "DEFAULT_MAX_IN_FLIGHT",
+            "MOST_IN_FLIGHT",
+            "QUIET",
+            "RETRY_AFTER",
+            "Admission",
+            "check_limit",
+        ]
+    },
     "ratekeeper.service.app": {
         "ratekeeper.service.runtime.app": [
             "Parts",
@@ -249,6 +259,15 @@ MOVED: dict[str, dict[str, list[str]]] = {
 }
 
 
+#: Names an old module still gives under the name they had, renamed in their new home since
+#: (tests/test_renamed.py): the new name.
+RENAMED_AT_HOME: dict[tuple[str, str], str] = {
+    ("ratekeeper.core.store_keys", "VERSION"): "KEY_LAYOUT",
+    ("ratekeeper.service.runtime.settings", "Address"): "ListenAddress",
+    ("ratekeeper.service.inflight", "Admission"): "InFlightBound",
+}
+
+
 #: Each name that moved out of a module that stays: its new home.
 MOVED_NAMES: dict[str, str] = {
     "ratekeeper.service.http.create_app": "ratekeeper.service.runtime.app.create_app",
@@ -274,7 +293,8 @@ def test_an_old_path_warns_and_gives_the_objects_of_the_new_one(
     for new, moved_names in MOVED[old].items():
         home = importlib.import_module(new)
         for name in moved_names:
-            assert getattr(module, name) is getattr(home, name), f"{old}.{name}"
+            now = RENAMED_AT_HOME.get((new, name), name)
+            assert getattr(module, name) is getattr(home, now), f"{old}.{name}"
 
 
 @pytest.mark.parametrize("old", MOVED_NAMES)

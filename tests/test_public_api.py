@@ -60,8 +60,9 @@ PACKAGES = {
     "ratekeeper.web": [
         "AsyncGate",
         "Gate",
+        "GateDecision",
+        "HandlerResult",
         "Key",
-        "Outcome",
         "RateLimit",
         "Replies",
         "Reply",

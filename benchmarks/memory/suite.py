@@ -172,7 +172,7 @@ def alone(out: Output, sizes: Sizes, available: list[str], missing: dict[str, st
         note = row_plan.describe()
         if algorithm == "concurrency":
             note = (
-                f"{row_plan.amount:,} slots, a lease of one hour; {row_plan.calls:,} times a "
+                f"{row_plan.amount:,} slots, a slot TTL of one hour; {row_plan.calls:,} times a "
                 f"slot is taken and given back ({2 * row_plan.calls:,} hits, each a decision) "
                 "per measurement"
             )
@@ -206,7 +206,7 @@ def footprint(out: Output, sizes: Sizes, available: list[str]) -> None:
     out.emit(*report.table(["algorithm", RATEKEEPER, *PEER_LIBRARIES], rows))
     out.emit(
         "",
-        "- concurrency: each key takes a slot and gives it back (an idle key holds no lease).",
+        "- concurrency: each key takes a slot and gives it back (an idle key holds no slot).",
     )
 
 

@@ -104,7 +104,7 @@ def memory(out: Output, server: RedisServer, sizes: RedisSizes, algorithms: list
             if algorithm == "concurrency" and library == RATEKEEPER:
                 notes.append(
                     "- concurrency: each key takes a slot and gives it back; an idle key holds "
-                    f"no lease, and {taken.keys:.2f} Redis keys per key remain"
+                    f"no slot, and {taken.keys:.2f} Redis keys per key remain"
                 )
             elif abs(taken.keys - 1) > 0.01:
                 notes.append(f"- {algorithm} / {library}: {taken.keys:.2f} Redis keys per key")

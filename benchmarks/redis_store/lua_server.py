@@ -4,7 +4,7 @@ Sends hits on one hot key per algorithm through the script and reads ``cmdstat_e
 ``INFO commandstats``: the microseconds Redis spent running the script, without the network or
 the client. The simulated clock advances 1 ms per hit against limits of 500 per second, so
 about half of the hits are allowed once past the first second (the concurrency limiter's
-leases of a second expire as fast as they are taken).
+slots of a second expire as fast as they are taken).
 
     .venv/bin/python -m benchmarks.redis_store.lua_server URL
         [--hits N] [--rounds R] [--variant DIR ...]

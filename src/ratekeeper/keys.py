@@ -2,10 +2,10 @@
 ``ratekeeper.engine``. This path warns, and is removed in 0.3.0."""
 
 from ratekeeper.core.moved import moved
+from ratekeeper.core.store_keys import KEY_LAYOUT as VERSION
 from ratekeeper.core.store_keys import (
     MAX_IDENTITY,
     TAGS,
-    VERSION,
     bounded,
     check_prefix,
     check_tag,

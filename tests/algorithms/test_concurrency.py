@@ -1,4 +1,4 @@
-"""Concurrency limiter: slots, releases, and leases that expire on their own."""
+"""Concurrency limiter: slots taken, released, and expiring on their own."""
 
 from __future__ import annotations
 
@@ -16,22 +16,22 @@ from tests.algorithms.refunds import assert_refund_undoes
 from tests.algorithms.replay import BASES, Row, replay
 from tests.strategies import limits
 
-# 2 slots, leases of 30 s.
+# 2 slots, each expiring 30 s after it is taken.
 SLOTS: list[Row] = [
     (0, 1, True, 1, 30.0, 0.0, 1),
     (1, 1, True, 0, 30.0, 0.0, 1),
-    (2, 1, False, 0, 29.0, 28.0, 0),  # full: the first lease expires at 30
-    (3, -1, True, 1, 28.0, 0.0, -1),  # release drops the earliest-expiring lease
+    (2, 1, False, 0, 29.0, 28.0, 0),  # full: the first slot expires at 30
+    (3, -1, True, 1, 28.0, 0.0, -1),  # release drops the earliest-expiring slot
     (4, 1, True, 0, 30.0, 0.0, 1),
     (5, 0, True, 0, 29.0, 0.0, 0),  # cost 0 looks
-    (31, 0, True, 1, 3.0, 0.0, 0),  # the lease taken at 1 was never released: gone at 31
+    (31, 0, True, 1, 3.0, 0.0, 0),  # the slot taken at 1 was never released: gone at 31
     (31, 1, True, 0, 30.0, 0.0, 1),
     (32, 2, False, 0, 29.0, 29.0, 0),  # both must expire first
     (32, -5, True, 2, 0.0, 0.0, -2),  # releases no more than are held
     (32, -1, True, 2, 0.0, 0.0, 0),
     (33, 3, False, 2, 0.0, math.inf, 0),  # more than the slots: never allowed
     (33, 2, True, 0, 30.0, 0.0, 2),  # cost > 1 takes that many slots
-    (40, 3, False, 0, 23.0, math.inf, 0),  # more than the slots, with leases held
+    (40, 3, False, 0, 23.0, math.inf, 0),  # more than there are slots, some held
 ]
 
 
@@ -48,7 +48,7 @@ def test_peek_on_a_new_key_keeps_no_state() -> None:
     assert decision == (True, 5, 5, 0.0, 0.0, 0.0, 0, False)
 
 
-def test_leases_stay_sorted_when_the_clock_steps_back() -> None:
+def test_slots_stay_sorted_when_the_clock_steps_back() -> None:
     limit = Limit(3, 30, algorithm="concurrency")
     now = 1_700_000_000.0
     state, _ = limit.step(None, now + 10, 1, limit)
@@ -104,7 +104,7 @@ def test_matches_a_model_and_never_exceeds_the_slots(
     limit, ops = scenario
     amount = limit.amount
     state: Any = None
-    model: list[float] = []  # expiry of every lease held, as the model sees it
+    model: list[float] = []  # expiry of every slot held, as the model sees it
     for now, cost in ops:
         before = state
         state, decision = limit.step(state, now, cost, limit)
@@ -172,7 +172,7 @@ def test_a_refund_after_more_hits_is_as_if_the_hit_never_happened(data: st.DataO
     assert_refund_undoes(data.draw(limits(Algorithm.CONCURRENCY)), data, later=True)
 
 
-def test_a_refund_removes_the_leases_the_hit_took() -> None:
+def test_a_refund_removes_the_slots_the_hit_took() -> None:
     limit = Limit(3, 30, "concurrency")
     t0 = BASES[1]
     state, _ = limit.step(None, t0, 1, limit)

@@ -209,7 +209,7 @@ def test_with_debt() -> None:
     ("kwargs", "message"),
     [
         ({"algorithm": "sliding_log"}, "debt does not apply to sliding_log: its log keeps"),
-        ({"algorithm": "concurrency"}, "debt does not apply to concurrency: it leases slots"),
+        ({"algorithm": "concurrency"}, "debt does not apply to concurrency: it holds slots"),
         ({"algorithm": "token_bucket", "partial": True}, "debt does not combine with partial"),
     ],
 )

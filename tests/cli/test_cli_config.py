@@ -1,4 +1,5 @@
-"""``ratekeeper config validate`` and ``ratekeeper limits``, run as an operator would."""
+"""``ratekeeper rules validate`` (and ``config validate``, its old spelling) and
+``ratekeeper limits``, run as an operator would."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ descriptors:
 def test_validate_accepts_a_good_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text(GOOD)
-    assert main(["config", "validate", str(path)]) == 0
+    assert main(["rules", "validate", str(path)]) == 0
     assert capsys.readouterr().out == f"ok: 1 rule in 1 domain from {path}\n"
 
 
@@ -41,7 +42,7 @@ def test_validate_names_the_file_and_path_of_each_error(
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(GOOD.replace("api", "web"))
     bad.write_text(BAD)
-    assert main(["config", "validate", str(good), str(bad)]) == 1
+    assert main(["rules", "validate", str(good), str(bad)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert (
         err[0]
@@ -51,9 +52,31 @@ def test_validate_names_the_file_and_path_of_each_error(
 
 
 def test_validate_reports_a_missing_file(tmp_path: Path) -> None:
-    status, out, err = run("config", "validate", str(tmp_path / "nope.yaml"))
+    status, out, err = run("rules", "validate", str(tmp_path / "nope.yaml"))
     assert (status, out) == (1, "")
     assert str(tmp_path / "nope.yaml") in err
+
+
+def test_config_validate_is_rules_validate_with_a_note_on_stderr(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(GOOD)
+    bad.write_text(BAD)
+    note = (
+        "note: ratekeeper config validate is deprecated and will be removed in 0.3.0: "
+        "use ratekeeper rules validate\n"
+    )
+    for files in ([good], [good, bad], [tmp_path / "nope.yaml"]):
+        paths = [str(path) for path in files]
+        new = run("rules", "validate", *paths)
+        status, out, err = run("config", "validate", *paths)
+        assert (status, out) == new[:2], files  # the same exit status and output
+        assert err == note + new[2], files  # and one line more, first, on stderr
+
+
+def test_the_help_names_rules_validate_and_the_old_spelling_as_deprecated() -> None:
+    status, out, _ = run("--help")
+    assert status == 0
+    assert "rules" in out and "deprecated: use 'ratekeeper rules validate'" in out
 
 
 def test_limits_set_get_list_delete(tmp_path: Path) -> None:
@@ -168,7 +191,7 @@ def test_validate_refuses_a_directory_without_rules(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "rules.json").write_text("{}")  # not a rule file: skipped
-    assert main(["config", "validate", str(tmp_path)]) == 1
+    assert main(["rules", "validate", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
         f"no rules: {tmp_path} holds no *.yaml or *.yml rule file with a rate limit\n"
     )
@@ -180,7 +203,7 @@ def test_validate_refuses_directories_without_rules(
     one, other = tmp_path / "one", tmp_path / "other"
     one.mkdir()
     other.mkdir()
-    assert main(["config", "validate", str(one), str(other)]) == 1
+    assert main(["rules", "validate", str(one), str(other)]) == 1
     assert capsys.readouterr().err == (
         f"no rules: {one}, {other} hold no *.yaml or *.yml rule file with a rate limit\n"
     )
@@ -191,5 +214,5 @@ def test_validate_refuses_a_file_without_a_rate_limit(
 ) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("domain: empty\ndescriptors:\n  - key: user\n")
-    assert main(["config", "validate", str(rules)]) == 1
+    assert main(["rules", "validate", str(rules)]) == 1
     assert capsys.readouterr().err == f"no rules: {rules} holds no rate limit\n"

@@ -175,7 +175,7 @@ def test_validate_without_pyyaml_names_the_pip_command(here: Path) -> None:
     status, out, err = python(
         "import sys; sys.modules['yaml'] = None",
         "from ratekeeper.cli import main",
-        "sys.exit(main(['config', 'validate', 'rules.yaml']))",
+        "sys.exit(main(['rules', 'validate', 'rules.yaml']))",
     )
     assert (status, out) == (3, "")
     assert err == (

@@ -25,7 +25,7 @@ from ratekeeper import (
 from ratekeeper.testing import FakeClock
 from tests.servers import RedisServer
 
-SLOT = Limit(1, 5, "concurrency")  # one slot, a 5 s lease
+SLOT = Limit(1, 5, "concurrency")  # one slot, expiring 5 s after it is taken
 HOLD = 0.15
 
 

@@ -173,7 +173,7 @@ def test_concurrency_slot_released_on_error(limiter: Limiter) -> None:
     assert limiter.peek("jobs", limit).remaining == 1
 
 
-def test_concurrency_waits_for_an_expiring_lease(limiter: Limiter, clock: FakeClock) -> None:
+def test_concurrency_waits_for_an_expiring_slot(limiter: Limiter, clock: FakeClock) -> None:
     limit = Limit(1, 30, "concurrency")
     limiter.hit("jobs", limit)  # a holder that crashed and never released
     with limiter.concurrency("jobs", limit, timeout=60) as decision:

@@ -106,7 +106,7 @@ CASES = {
         "descriptors[1].rate_limit.debt: expected true or false, got a string 'yes'",
         "descriptors[2].rate_limit: 'debt' cannot be combined with 'requests_per_unit: 0' "
         "(every hit is refused)",
-        "descriptors[3].rate_limit: debt does not apply to concurrency: it leases slots, which "
+        "descriptors[3].rate_limit: debt does not apply to concurrency: it holds slots, which "
         "are given back, not paid back over time",
     ],
     "requests_per_unit": [

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
 from tests.gateways import NginxServer, UpstreamServer
 from tests.servers import wait_until
 from tests.service import combined_surfaces as surfaces

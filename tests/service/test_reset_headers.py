@@ -21,7 +21,7 @@ import pytest
 
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.runtime.app import build_app
-from ratekeeper.service.runtime.settings import Address, Settings
+from ratekeeper.service.runtime.settings import ListenAddress, Settings
 from ratekeeper.testing import FakeClock
 from tests.servers import free_port
 from tests.service.asgi import AppClient, service_app
@@ -160,7 +160,7 @@ def test_the_settings_name_the_headers_of_envoys_answers(tmp_path: Path, on: boo
     names = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
     settings = Settings(
         config=f"sqlite:///{tmp_path}/config.db",
-        grpc=Address("127.0.0.1", free_port()),
+        grpc=ListenAddress("127.0.0.1", free_port()),
         envoy_headers=on,
         envoy_header_names=names,
     )

@@ -18,7 +18,7 @@ from fastapi import Depends, FastAPI, HTTPException
 
 from ratekeeper import AsyncLimiter, Limiter, RateLimitExceeded
 from ratekeeper.stores import open_async_store, open_store
-from ratekeeper.web import RateLimit, Result, keys
+from ratekeeper.web import HandlerResult, RateLimit, keys
 from ratekeeper.web.asgi import RateLimitMiddleware as ASGIMiddleware
 from ratekeeper.web.wsgi import RateLimitMiddleware as WSGIMiddleware
 
@@ -286,5 +286,5 @@ def test_a_decider_that_cannot_give_back_is_refused() -> None:
 def test_a_result_is_what_charge_when_sees() -> None:
     limit = RateLimit("5/minute", charge_when=lambda result: result.error is not None)
     assert limit.judge is not None
-    assert limit.judge(Result(500, KeyError()))
-    assert not limit.judge(Result(401))
+    assert limit.judge(HandlerResult(500, KeyError()))
+    assert not limit.judge(HandlerResult(401))

@@ -42,12 +42,12 @@ def test_the_web_surface_is_what_its_all_says() -> None:
     assert ratekeeper.web.__all__ == [
         "AsyncGate",
         "Gate",
+        "GateDecision",
+        "HandlerResult",
         "Key",
-        "Outcome",
         "RateLimit",
         "Replies",
         "Reply",
         "Request",
-        "Result",
         "keys",
     ]

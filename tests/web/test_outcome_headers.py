@@ -32,7 +32,7 @@ from ratekeeper import (
     StoreError,
 )
 from ratekeeper.testing import FakeClock
-from ratekeeper.web import Gate, RateLimit, Request, Result, keys
+from ratekeeper.web import Gate, HandlerResult, RateLimit, Request, keys
 from tests.web.test_real_servers import uvicorn_serving, waitress_serving
 
 LOGIN = Limit(5, 900, "sliding_log")
@@ -83,7 +83,7 @@ def attempt(gate: Gate, status: int, user: str = "alice") -> Decision:
     """One login of ``user`` through ``gate`` that came to ``status``: its settled decision."""
     outcome = gate.settle(
         gate.decide(Request("POST", "/login", {}, "10.0.0.1", query_string=f"user={user}")),
-        Result(status),
+        HandlerResult(status),
     )
     decision = outcome.statuses[0]
     assert isinstance(decision, Decision) and not outcome.pending

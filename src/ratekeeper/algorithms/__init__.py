@@ -22,7 +22,7 @@ Every module also exposes the compensation of an admitted hit::
 which takes back ``cost`` units (what the hit was granted) that ``step`` admitted at ``now``
 (the same ``now``), from the state as it is by then. Right after the step it is the step's
 exact inverse: every later decision is the one the state without the hit would give. With
-other hits in between, the windows, the log, the buckets and the leases still take back
+other hits in between, the windows, the log, the buckets and the slots still take back
 exactly what the hit added, where the hit's window or bucket still holds it (one that has
 moved on has forgotten it already); the token bucket, GCRA and the leaky buckets cannot tell
 how much refill a full bucket lost meanwhile, so they may leave up to that interval's refill

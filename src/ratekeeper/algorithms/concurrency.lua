@@ -1,10 +1,10 @@
--- Concurrency: the twin of concurrency.py. State: a list of "%.17g" lease expiry times, sorted,
+-- Concurrency: the twin of concurrency.py. State: a list of "%.17g" slot expiry times, sorted,
 -- one per slot held.
 local concurrency, concurrency_refund
 if NEEDS.concurrency then
   function concurrency(key, now, cost, a)
     local amount = tonumber(ARGV[a + AMOUNT])
-    -- The leases at the head that expired, and the latest expiry when some lease is live.
+    -- The slots at the head that expired, and the latest expiry when some slot is live.
     local size, expired, last = split_list(key, now)
     local live = size - expired
     local free = amount - live
@@ -32,7 +32,7 @@ if NEEDS.concurrency then
       if last then reset_after = last - now end
       return 1, amount, free, reset_after, 0, 0, 0
     end
-    -- A release: drop the expired leases and then the earliest-expiring live ones.
+    -- A release: drop the expired slots and then the earliest-expiring live ones.
     local released = -cost
     if released > live then released = live end
     local drop = expired + released
@@ -52,7 +52,7 @@ if NEEDS.concurrency then
   end
 
   if REFUNDS then
-    -- Remove up to `cost` leases expiring at `now + period`, the ones the hit added.
+    -- Remove up to `cost` slots expiring at `now + period`, the ones the hit added.
     function concurrency_refund(key, now, cost, a)
       if cost > 0 then
         redis.call('LREM', key, -cost, format('%.17g', now + tonumber(ARGV[a + PERIOD])))

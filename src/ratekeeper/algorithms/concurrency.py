@@ -1,18 +1,19 @@
-"""Concurrency limiter: at most ``amount`` slots in flight, each a lease of ``period`` seconds.
+"""Concurrency limiter: at most ``amount`` slots in flight, each expiring ``period`` seconds
+after it was taken (the slot TTL).
 
 A hit of cost ``c > 0`` acquires ``c`` slots, admitted iff ``live + c <= amount``, where
-``live`` counts the leases not yet expired; each slot is a lease that expires ``period`` seconds
-after it was taken, so a holder that crashes without releasing gives its slot back. A hit of
-cost ``c < 0`` releases up to ``|c|`` slots, always allowed, dropping the earliest-expiring
-leases first (the conservative choice: a lease that could still be relied on for longer is never
-the one freed); ``Decision.granted`` is the negative count actually released. Cost 0 looks.
-State: a sorted tuple of lease expiry times, one per slot held. O(log n + n) time and up to
-``amount`` floats per key.
+``live`` counts the slots not yet expired; a slot expires ``period`` seconds after it was
+taken, so a holder that crashes without releasing gives its slot back. A hit of cost ``c < 0``
+releases up to ``|c|`` slots, always allowed, dropping the earliest-expiring slots first (the
+conservative choice: a slot that could still be relied on for longer is never the one freed);
+``Decision.granted`` is the negative count actually released. Cost 0 looks. State: a sorted
+tuple of slot expiry times, one per slot held. O(log n + n) time and up to ``amount`` floats
+per key.
 
-Denied: ``retry_after`` is the time until enough leases expire; a cost above ``amount`` can never
+Denied: ``retry_after`` is the time until enough slots expire; a cost above ``amount`` can never
 be admitted (``retry_after`` is infinite).
 
-No debt: slots are leased and given back, not paid back over time, so ``Limit`` refuses
+No debt: slots are held and given back, not paid back over time, so ``Limit`` refuses
 ``debt=True`` for this algorithm.
 """
 
@@ -43,44 +44,44 @@ _EMPTY: State = ()
 
 def step(state: State | None, now: float, cost: int, limit: Limit) -> tuple[State | None, Decision]:
     amount = limit.amount
-    leases = _EMPTY if state is None else state
-    expired = bisect_right(leases, now)
-    live = len(leases) - expired
+    slots = _EMPTY if state is None else state
+    expired = bisect_right(slots, now)
+    live = len(slots) - expired
     if cost > 0:
         if live + cost <= amount:
             expiry = now + limit.period
             if expired:
-                leases = leases[expired:]
-            if not live or leases[-1] <= expiry:
-                leases = leases + (expiry,) * cost
+                slots = slots[expired:]
+            if not live or slots[-1] <= expiry:
+                slots = slots + (expiry,) * cost
             else:
-                at = bisect_right(leases, expiry)
-                leases = leases[:at] + (expiry,) * cost + leases[at:]
-            return leases, allow(amount, amount - live - cost, leases[-1] - now, cost)
+                at = bisect_right(slots, expiry)
+                slots = slots[:at] + (expiry,) * cost + slots[at:]
+            return slots, allow(amount, amount - live - cost, slots[-1] - now, cost)
         free = amount - live
-        last = leases[-1] - now if live else 0.0
-        retry = leases[expired + live + cost - amount - 1] - now if cost <= amount else inf
+        last = slots[-1] - now if live else 0.0
+        retry = slots[expired + live + cost - amount - 1] - now if cost <= amount else inf
         return state, deny(amount, free if free > 0 else 0, last, retry)
     if cost == 0:
         free = amount - live
-        return state, allow(amount, free if free > 0 else 0, leases[-1] - now if live else 0.0, 0)
+        return state, allow(amount, free if free > 0 else 0, slots[-1] - now if live else 0.0, 0)
     released = -cost if -cost < live else live
-    leases = leases[expired + released :]
-    free = amount - len(leases)
-    return leases, allow(
-        amount, free if free > 0 else 0, leases[-1] - now if leases else 0.0, -released
+    slots = slots[expired + released :]
+    free = amount - len(slots)
+    return slots, allow(
+        amount, free if free > 0 else 0, slots[-1] - now if slots else 0.0, -released
     )
 
 
 def refund(state: State | None, now: float, cost: int, limit: Limit) -> State | None:
-    """Take back ``cost`` slots acquired at ``now``: remove up to ``cost`` leases expiring at
+    """Take back ``cost`` slots acquired at ``now``: remove up to ``cost`` slots expiring at
     ``now + period`` (fewer when some have expired or been released since). None when no
-    lease is left."""
+    slot is left."""
     if not state:
         return None
     expiry = now + limit.period
     end = bisect_right(state, expiry)
     start = bisect_left(state, expiry, 0, end)
     dropped = min(cost, end - start)
-    leases = state[: end - dropped] + state[end:]
-    return leases if leases else None
+    slots = state[: end - dropped] + state[end:]
+    return slots if slots else None

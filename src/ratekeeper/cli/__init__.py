@@ -1,4 +1,5 @@
-"""The ``ratekeeper`` command: ``serve``, ``validate``, ``limits``, ``simulate`` and ``demo``."""
+"""The ``ratekeeper`` command: ``serve``, ``rules validate``, ``limits``, ``simulate`` and
+``demo``."""
 
 from ratekeeper.cli.main import main
 

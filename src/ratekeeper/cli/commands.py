@@ -1,4 +1,4 @@
-"""The operator commands: ``config validate`` and ``limits set|get|list|delete|import``.
+"""The operator commands: ``rules validate`` and ``limits set|get|list|delete|import``.
 
 Each command prints its result on stdout and its errors on stderr, and returns the exit status
 (``cli.main`` turns what they raise into the same statuses, with a one-line message each):
@@ -60,8 +60,9 @@ def one_line(message: object) -> str:
 
 
 def validate(paths: list[str]) -> int:
-    """``ratekeeper config validate FILE...``: load the rule files as the engine would; no
-    rule at all is invalid too (exit 1), as a service would limit nothing."""
+    """``ratekeeper rules validate FILE...`` (``config validate``, its old spelling): load the
+    rule files as the engine would; no rule at all is invalid too (exit 1), as a service would
+    limit nothing."""
     out, err = sys.stdout, sys.stderr
     from ratekeeper.rules import load_rules
 

@@ -14,6 +14,7 @@ from typing import TypeAlias
 
 from ratekeeper.config import DEFAULT_URL
 from ratekeeper.core.errors import ConfigError, InvalidLimitError, RatekeeperError
+from ratekeeper.core.moved import renamed_message
 from ratekeeper.core.version import VERSION
 
 #: What ``add_subparsers`` returns: ``ratekeeper``'s commands, each added by a function below.
@@ -51,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ratekeeper {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_demo, _config, _limits, _serve, _simulate):
+    for add in (_demo, _rules, _config, _limits, _serve, _simulate):
         add(commands)
     return parser
 
@@ -70,12 +71,20 @@ def _demo(commands: Commands) -> None:
     demo.add_argument("--seed", type=int, default=7, help="seed of the synthetic traffic")
 
 
-def _config(commands: Commands) -> None:
-    config = commands.add_parser("config", help="work with rule files")
-    config_commands = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    validate = config_commands.add_parser(
+def _rules(commands: Commands) -> None:
+    rules = commands.add_parser("rules", help="work with rule files")
+    actions = rules.add_subparsers(dest="action", metavar="ACTION", required=True)
+    validate = actions.add_parser(
         "validate", help="check rule files (Envoy rate-limit YAML) as the engine loads them"
     )
+    validate.add_argument("files", nargs="+", metavar="FILE", help="rule files or directories")
+
+
+def _config(commands: Commands) -> None:
+    """``config validate``, the old spelling of ``rules validate``: the same, with a note."""
+    config = commands.add_parser("config", help="deprecated: use 'ratekeeper rules validate'")
+    actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)
+    validate = actions.add_parser("validate", help="the same as 'ratekeeper rules validate'")
     validate.add_argument("files", nargs="+", metavar="FILE", help="rule files or directories")
 
 
@@ -150,9 +159,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             return demo.main(args.rate, args.seconds, args.seed)
         except InvalidLimitError as error:
             parser.error(str(error))
-    if args.command == "config":
+    if args.command in ("rules", "config"):
         from ratekeeper.cli import commands
 
+        if args.command == "config":
+            note = renamed_message("ratekeeper config validate", "ratekeeper rules validate")
+            print(f"note: {note}", file=sys.stderr)
         return commands.validate(args.files)
     if args.command == "limits":
         from ratekeeper.cli import commands

@@ -34,7 +34,7 @@ NO_DEBT = {
         "its log keeps one entry per unit counted, at most the amount, and a debt would grow "
         "it without bound; bucketed_window or sliding_counter hold one in a count"
     ),
-    Algorithm.CONCURRENCY: "it leases slots, which are given back, not paid back over time",
+    Algorithm.CONCURRENCY: "it holds slots, which are given back, not paid back over time",
 }
 
 #: How a limit's decisions are shared between the processes using one store: ``exact``, each
@@ -90,7 +90,7 @@ class Limit:
         (``ratekeeper.stores.wrappers.leasing``). For the algorithms whose counting allows it
         (``LEASES``); ``sync`` is not part of the counters' identity either.
 
-    For ``concurrency``, ``amount`` is the number of slots in flight and ``period`` the lease TTL.
+    For ``concurrency``, ``amount`` is the number of slots in flight and ``period`` the slot TTL.
 
     A limit is immutable and hashable; two limits with the same parameters are equal and share
     their counters in a store (so do two that differ only in ``debt``). Raises

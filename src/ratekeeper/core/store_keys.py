@@ -1,10 +1,11 @@
 """Every key ratekeeper writes to a shared store, and every identity the engine counts under,
 is built here.
 
-Layout: ``<prefix>:<version>:{<limit>:<identity>}`` by default, so all the state of one
-limit for one identity lives in one Redis Cluster slot. With ``tag="identity"`` the layout is
-``<prefix>:<version>:{<identity>}:<limit>``: every limit of one identity then shares a slot,
-which is what lets a batch over several limits of one identity stay atomic in a cluster.
+Layout: ``<prefix>:<layout>:{<limit>:<identity>}`` by default (``<layout>`` is
+``KEY_LAYOUT``), so all the state of one limit for one identity lives in one Redis Cluster
+slot. With ``tag="identity"`` the layout is ``<prefix>:<layout>:{<identity>}:<limit>``: every
+limit of one identity then shares a slot, which is what lets a batch over several limits of
+one identity stay atomic in a cluster.
 
 ``<limit>`` is the limit's id made shorter (``limit_tag``): its algorithm as one letter, and
 ``,`` for every ``:`` in the rest, so ``gcra:10/60:b3`` is ``g10/60,b3``. It holds no ``:``,
@@ -20,18 +21,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 from urllib.parse import unquote
 
 from ratekeeper.core.errors import StoreConfigError
 from ratekeeper.core.limits import Limit
+from ratekeeper.core.moved import renamed
 from ratekeeper.core.registry import spec
 
-#: The layout of the keys and of the state under them. Bumped with every change of either, so
-#: that during a rolling deploy no script reads a state written in another layout: "3" names
-#: a limit by ``limit_tag`` and leaves ``:`` in identities as it is, where "2" wrote the
-#: limit's whole id and escaped ``:``; "2" packed fixed-size states as little-endian doubles,
-#: where "1" wrote them as "%.17g" text.
-VERSION = "3"
+#: The layout of the keys and of the state under them (the package's version is
+#: ``ratekeeper.__version__``). Bumped with every change of either, so that during a rolling
+#: deploy no script reads a state written in another layout: "3" names a limit by
+#: ``limit_tag`` and leaves ``:`` in identities as it is, where "2" wrote the limit's whole id
+#: and escaped ``:``; "2" packed fixed-size states as little-endian doubles, where "1" wrote
+#: them as "%.17g" text.
+KEY_LAYOUT = "3"
 MAX_IDENTITY = 256
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
@@ -75,8 +79,8 @@ def check_prefix(prefix: str) -> None:
 def state_key(limit: Limit, identity: str, prefix: str = "rk", tag: str = "limit") -> str:
     """The key holding ``limit``'s state for ``identity``."""
     if tag == "identity":
-        return f"{prefix}:{VERSION}:{{{escape(identity)}}}:{limit_tag(limit)}"
-    return f"{prefix}:{VERSION}:{{{limit_tag(limit)}:{escape(identity)}}}"
+        return f"{prefix}:{KEY_LAYOUT}:{{{escape(identity)}}}:{limit_tag(limit)}"
+    return f"{prefix}:{KEY_LAYOUT}:{{{limit_tag(limit)}:{escape(identity)}}}"
 
 
 # -- the engine's identities ------------------------------------------------------------------
@@ -131,3 +135,12 @@ def descriptor_entries(key: str) -> tuple[tuple[str, str], ...] | None:
             return None
         entries.append((unquote(name), unquote(value)))
     return tuple(entries)
+
+
+#: The old names of names here, found with a ``DeprecationWarning`` until 0.3.0.
+_RENAMED = {"VERSION": "KEY_LAYOUT"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name (``VERSION``): its new one's object, with a warning."""
+    return renamed(__name__, name, _RENAMED, globals())

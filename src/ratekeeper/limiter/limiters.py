@@ -3,13 +3,13 @@
 The two classes are twins kept line-aligned: only I/O differs (``await`` on the store, and
 ``asyncio.sleep`` instead of ``time.sleep``). Both are context managers that close their store
 on exit; ``close()`` may be called again, and does nothing more. What they share free of I/O
-(reading limits, expanding hits, the arithmetic of waiting) is in ``shared``.
+(reading limits, expanding hits, the arithmetic of waiting) is in ``shared``; the functions
+their ``limit`` decorators return, twins too, in ``decorators``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
@@ -19,12 +19,17 @@ from typing import Any, ParamSpec, TypeVar
 from ratekeeper.algorithms import Algorithm
 from ratekeeper.core.closing import AsyncClosing, Closing
 from ratekeeper.core.decisions import Decision
-from ratekeeper.core.errors import RateLimitExceeded, StoreError
+from ratekeeper.core.errors import RateLimitExceeded
 from ratekeeper.core.inputs import check_cost
 from ratekeeper.core.limits import Limit, algorithm_of, charged
+from ratekeeper.limiter.decorators import (
+    counted,
+    counted_async,
+    counted_by_outcome,
+    counted_by_outcome_async,
+)
 from ratekeeper.limiter.shared import (
     POLL,
-    Charging,
     HitLike,
     KeyLike,
     LimitLike,
@@ -35,12 +40,9 @@ from ratekeeper.limiter.shared import (
     expand,
     give_up,
     key_function,
-    last_refusal,
     limits_of,
     pause_after,
-    refunds_of,
     single,
-    unrefunded,
 )
 from ratekeeper.stores import Admitted, AsyncStore, Store, open_async_store, open_store
 from ratekeeper.stores.memory import AsyncMemoryStore, Clock, MemoryStore
@@ -221,70 +223,13 @@ class Limiter(Closing):
                     "event loop of an async one; use AsyncLimiter.limit"
                 )
             key_of = key_function(key, function)
-            apply, apply_many = self.store.apply, self.store.apply_many
-            one = limits[0]
-
-            # One limit: one store call and no other call in front of the function's own.
-            @functools.wraps(function)
-            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                name = key_of(*args, **kwargs)
-                decision = apply(name, one, cost, None)
-                if not decision[0]:
-                    raise RateLimitExceeded(decision, name)
-                return function(*args, **kwargs)
-
-            @functools.wraps(function)
-            def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
-                name = key_of(*args, **kwargs)
-                batch = [(name, limit, cost) for limit in limits]
-                refusal = last_refusal(apply_many(batch, all_or_nothing=True))
-                if refusal is not None:
-                    raise RateLimitExceeded(refusal, name)
-                return function(*args, **kwargs)
-
             if charges is not None:
-                return self._charged(function, key_of, limits, cost, charges)
-            return wrapper if len(limits) == 1 else wrapper_many
+                return counted_by_outcome(
+                    self.store, function, key_of, limits, cost, charges=charges
+                )
+            return counted(self.store, function, key_of, limits, cost)
 
         return decorate
-
-    def _charged(
-        self,
-        function: Callable[P, R],
-        key_of: Callable[..., str],
-        limits: tuple[Limit, ...],
-        cost: int,
-        charges: Charging,
-    ) -> Callable[P, R]:
-        """``function`` counted before each call, and given back unless ``charges`` says its
-        outcome is charged."""
-        admit, refund = self.store.admit, self.store.refund
-
-        @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            name = key_of(*args, **kwargs)
-            admitted = admit([(name, limit, cost) for limit in limits], all_or_nothing=True)
-            refusal = last_refusal([decision for decision, _ in admitted])
-            if refusal is not None:
-                raise RateLimitExceeded(refusal, name)
-            try:
-                result = function(*args, **kwargs)
-            except BaseException as error:
-                if not charges(None, error):
-                    give_back(refunds_of(name, limits, admitted))
-                raise
-            if not charges(result, None):
-                give_back(refunds_of(name, limits, admitted))
-            return result
-
-        def give_back(refunds: list[tuple[str, Limit, int, float]]) -> None:
-            for one in refunds:
-                try:
-                    refund(*one)
-                except StoreError as error:
-                    unrefunded(one[0], error)
-
-        return wrapper
 
     @contextmanager
     def concurrency(
@@ -296,7 +241,7 @@ class Limiter(Closing):
         waits as long as it takes) and raises ``RateLimitExceeded`` if none frees up; a waiter
         gets a slot within a few milliseconds of its release, from any process sharing the
         store. The slot is released when the block exits; a holder that dies without releasing
-        loses its slot after the limit's lease TTL.
+        loses its slot once the limit's period has passed (the slot TTL).
         """
         limit = concurrency_limit(limit)
         decision = self.acquire(key, limit, 1, timeout)
@@ -427,69 +372,13 @@ class AsyncLimiter(AsyncClosing):
             if not inspect.iscoroutinefunction(function):
                 raise TypeError("AsyncLimiter.limit decorates async functions; use Limiter.limit")
             key_of = key_function(key, function)
-            apply, apply_many = self.store.apply, self.store.apply_many
-            one = limits[0]
-
-            # One limit: one store call and no other call in front of the function's own.
-            @functools.wraps(function)
-            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                name = key_of(*args, **kwargs)
-                decision = await apply(name, one, cost, None)
-                if not decision[0]:
-                    raise RateLimitExceeded(decision, name)
-                return await function(*args, **kwargs)
-
-            @functools.wraps(function)
-            async def wrapper_many(*args: P.args, **kwargs: P.kwargs) -> R:
-                name = key_of(*args, **kwargs)
-                batch = [(name, limit, cost) for limit in limits]
-                refusal = last_refusal(await apply_many(batch, all_or_nothing=True))
-                if refusal is not None:
-                    raise RateLimitExceeded(refusal, name)
-                return await function(*args, **kwargs)
-
             if charges is not None:
-                return self._charged(function, key_of, limits, cost, charges)
-            return wrapper if len(limits) == 1 else wrapper_many
+                return counted_by_outcome_async(
+                    self.store, function, key_of, limits, cost, charges=charges
+                )
+            return counted_async(self.store, function, key_of, limits, cost)
 
         return decorate
-
-    def _charged(
-        self,
-        function: Callable[P, Coroutine[Any, Any, R]],
-        key_of: Callable[..., str],
-        limits: tuple[Limit, ...],
-        cost: int,
-        charges: Charging,
-    ) -> Callable[P, Coroutine[Any, Any, R]]:
-        """See ``Limiter._charged``."""
-        admit, refund = self.store.admit, self.store.refund
-
-        @functools.wraps(function)
-        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            name = key_of(*args, **kwargs)
-            admitted = await admit([(name, limit, cost) for limit in limits], all_or_nothing=True)
-            refusal = last_refusal([decision for decision, _ in admitted])
-            if refusal is not None:
-                raise RateLimitExceeded(refusal, name)
-            try:
-                result = await function(*args, **kwargs)
-            except BaseException as error:
-                if not charges(None, error):
-                    await give_back(refunds_of(name, limits, admitted))
-                raise
-            if not charges(result, None):
-                await give_back(refunds_of(name, limits, admitted))
-            return result
-
-        async def give_back(refunds: list[tuple[str, Limit, int, float]]) -> None:
-            for one in refunds:
-                try:
-                    await refund(*one)
-                except StoreError as error:
-                    unrefunded(one[0], error)
-
-        return wrapper
 
     @asynccontextmanager
     async def concurrency(

@@ -5,6 +5,6 @@ translate.
 
 Its rooms: ``runtime`` (the settings, and the app built from them, wired and served), the
 ``dashboard``, the doors ``http`` and ``grpc``, ``observe`` (metrics and logs), ``compat``
-(envoyproxy/ratelimit's settings), ``admission`` (the bound on decisions in flight), and below
+(envoyproxy/ratelimit's settings), ``inflight`` (the bound on decisions in flight), and below
 them all ``proto`` (Envoy's protocol, generated), ``surfaces`` and ``asgi``.
 """

@@ -5,10 +5,10 @@ from ratekeeper.core.moved import moved
 from ratekeeper.service.runtime.settings import (
     EXAMPLE_RULES,
     IN_MEMORY_CONFIG,
-    Address,
     Settings,
     add_arguments,
 )
+from ratekeeper.service.runtime.settings import ListenAddress as Address
 from ratekeeper.service.runtime.values import (
     CONFIG_SCHEMES,
     ENVOY_HEADER_NAMES,

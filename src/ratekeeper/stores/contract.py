@@ -61,7 +61,7 @@ class Store(Protocol):
     clock. ``apply_many(hits, all_or_nothing=False, now=None)`` applies ``(key, limit, cost)``
     triples atomically as one batch; with ``all_or_nothing`` nothing is consumed unless every
     hit is allowed, but for the hits under a limit with debt, which count whatever the others
-    do. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots`` leases of a
+    do. ``release(key, limit, slots=1, now=None)`` gives back up to ``slots`` slots of a
     concurrency limit, the earliest-expiring first (its decision's ``granted`` is the number
     released). ``admit(hits, all_or_nothing=False)`` is ``apply_many`` on the store's own
     clock (the server's, for Redis) that also says when: each decision as an ``Admitted``,

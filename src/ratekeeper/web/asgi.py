@@ -5,10 +5,10 @@ A pure ASGI middleware: no framework is imported. It decides each HTTP request w
 untouched what it does not handle: websocket and lifespan scopes, and exempt paths. An admitted
 request goes on to the application, its response carrying the rate-limit headers; under a
 limit charged by outcome, the status its response starts with (or the exception the
-application raised before) is the ``Result`` the gate settles before the response goes out,
-and the headers tell what that result left. When a key
-reads the body (``keys.field``), the body is read first, up to ``max_body`` bytes (longer is
-answered 413), and handed on to the application unchanged.
+application raised before) is the ``HandlerResult`` the gate settles before the response
+goes out, and the headers tell what that result left. When a key reads the body
+(``keys.field``), the body is read first, up to ``max_body`` bytes (longer is answered 413),
+and handed on to the application unchanged.
 
 Example (Starlette or FastAPI)::
 
@@ -28,7 +28,7 @@ from typing import Any
 from ratekeeper.decider import AsyncDecider
 from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.options import Middleware
-from ratekeeper.web.outcomes import Result, status_of
+from ratekeeper.web.outcomes import HandlerResult, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
 
@@ -165,7 +165,7 @@ def adding(send: Send, extra: list[tuple[str, str]]) -> Send:
 
 
 #: How a request charged by outcome is settled by what it came to: the headers to tell.
-Settle = Callable[[Result], Awaitable[list[tuple[str, str]]]]
+Settle = Callable[[HandlerResult], Awaitable[list[tuple[str, str]]]]
 
 
 async def settled(app: ASGIApp, scope: Scope, receive: Receive, send: Send, settle: Settle) -> None:
@@ -179,7 +179,7 @@ async def settled(app: ASGIApp, scope: Scope, receive: Receive, send: Send, sett
         nonlocal started
         if message["type"] == "http.response.start" and not started:
             started = True
-            extra = await settle(Result(int(message["status"])))
+            extra = await settle(HandlerResult(int(message["status"])))
             if extra:
                 headers = list(message.get("headers", ()))
                 extended(headers, encoded(extra))
@@ -191,10 +191,10 @@ async def settled(app: ASGIApp, scope: Scope, receive: Receive, send: Send, sett
     except BaseException as error:
         if not started:
             started = True
-            await settle(Result(status_of(error), error))
+            await settle(HandlerResult(status_of(error), error))
         raise
     if not started:
-        await settle(Result(500))
+        await settle(HandlerResult(500))
 
 
 class RateLimitMiddleware(Middleware[ASGIApp, AsyncDecider, AsyncGate]):
@@ -234,7 +234,7 @@ class RateLimitMiddleware(Middleware[ASGIApp, AsyncDecider, AsyncGate]):
         if outcome.pending:  # a limit charged by outcome: settled, then told, as the app answers
             gate, replies = self.gate, self.replies
 
-            async def settle(result: Result) -> list[tuple[str, str]]:
+            async def settle(result: HandlerResult) -> list[tuple[str, str]]:
                 return replies.admitted(await gate.settle(outcome, result))
 
             await settled(self.app, scope, receive, send, settle)

@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
 from ratekeeper.decider import Decider
 from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import RateLimit, exemption
-from ratekeeper.web.outcomes import Outcome, Result, status_of
+from ratekeeper.web.outcomes import GateDecision, HandlerResult, status_of
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import Request, joined
 from ratekeeper.web.routes import Layers, RouteLimiter
@@ -111,7 +111,7 @@ def layers_of(request: Any) -> Layers:
     return found
 
 
-def settled(request: Any, result: Result) -> Outcome | None:
+def settled(request: Any, result: HandlerResult) -> GateDecision | None:
     """Settle ``request``'s layers' units held for limits charged by outcome with ``result``;
     what its response then tells (``Layers.told``)."""
     return layers_of(request).settle(result)
@@ -134,7 +134,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
     def decide(self, gate: Gate, request: Any, seen: Request | None = None) -> Any:
         """``gate``'s decision on ``request`` (``seen``, when built already), recorded in
         its ``Layers``: the response to send when refused (or its body is too long), else
-        the ``Outcome`` to tell."""
+        the ``GateDecision`` to tell."""
         if seen is None:
             seen = request_of(request)
         if gate.needs_body(seen):
@@ -167,18 +167,18 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 @functools.wraps(view)
                 async def limited_async(*args: P.args, **kwargs: P.kwargs) -> Any:
                     told = await decide(gate, args[0])
-                    if not isinstance(told, Outcome):
+                    if not isinstance(told, GateDecision):
                         return told
                     try:
                         response = await view(*args, **kwargs)
                     except HTTP_ERRORS as error:
                         response = await answer(args[0], error)
-                        told = await settle(args[0], Result(response.status_code, error))
+                        told = await settle(args[0], HandlerResult(response.status_code, error))
                     except BaseException as error:
-                        await settle(args[0], Result(status_of(error), error))
+                        await settle(args[0], HandlerResult(status_of(error), error))
                         raise
                     else:
-                        told = await settle(args[0], Result(response.status_code))
+                        told = await settle(args[0], HandlerResult(response.status_code))
                     return with_headers(response, replies.admitted(told))
 
                 return limited_async
@@ -186,18 +186,18 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
             @functools.wraps(view)
             def limited(*args: P.args, **kwargs: P.kwargs) -> Any:
                 told = self.decide(gate, args[0])
-                if not isinstance(told, Outcome):
+                if not isinstance(told, GateDecision):
                     return told
                 try:
                     response = view(*args, **kwargs)
                 except HTTP_ERRORS as error:
                     response = response_for_exception(args[0], error)
-                    told = settled(args[0], Result(response.status_code, error))
+                    told = settled(args[0], HandlerResult(response.status_code, error))
                 except BaseException as error:
-                    settled(args[0], Result(status_of(error), error))
+                    settled(args[0], HandlerResult(status_of(error), error))
                     raise
                 else:
-                    told = settled(args[0], Result(response.status_code))
+                    told = settled(args[0], HandlerResult(response.status_code))
                 return with_headers(response, replies.admitted(told))
 
             return limited
@@ -303,12 +303,12 @@ class RateLimitMiddleware:
             skip, seen = self._exempt(request)
             if not skip:
                 told = self.limiter.decide(self.limits, request, seen)
-                if not isinstance(told, Outcome):
+                if not isinstance(told, GateDecision):
                     return told
         response = self.get_response(request)
         found: Layers | None = getattr(request, "_ratekeeper_layers", None)
         if found is not None:
-            told = found.settle(Result(response.status_code))
+            told = found.settle(HandlerResult(response.status_code))
             with_headers(response, self.limiter.replies.admitted(told))
         return response
 
@@ -323,6 +323,6 @@ class RateLimitMiddleware:
             return None
         for gate in matched:
             told = self.limiter.decide(gate, request, seen)
-            if not isinstance(told, Outcome):
+            if not isinstance(told, GateDecision):
                 return told
         return None

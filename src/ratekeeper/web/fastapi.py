@@ -54,7 +54,7 @@ from ratekeeper.web.asgi import (
 )
 from ratekeeper.web.gate import AsyncGate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
-from ratekeeper.web.outcomes import Result
+from ratekeeper.web.outcomes import HandlerResult
 from ratekeeper.web.replies import Replies, Reply
 from ratekeeper.web.request import declared_length
 from ratekeeper.web.routes import Layers, RouteLimiter
@@ -127,7 +127,7 @@ class Settling:
         telling: list[Replies] = []
         scope[SETTLING] = telling
 
-        async def settle(result: Result) -> list[tuple[str, str]]:
+        async def settle(result: HandlerResult) -> list[tuple[str, str]]:
             if not telling:  # no layer decided the request: nothing to tell
                 return []
             told = await layers.settle_async(result)
@@ -180,7 +180,7 @@ class RateLimiter(RouteLimiter[AsyncDecider, AsyncGate]):
                 telling.append(replies)
                 return
             if layers.held:  # charged by outcome: told once the response's status settles it
-                await layers.settle_async(Result(500))
+                await layers.settle_async(HandlerResult(500))
                 raise RuntimeError("a limit charged by outcome needs limiter.install(app)")
             extra = encoded(replies.admitted(told))
             if extra:  # an outer layer's headers give way to those of every layer passed

@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - the extra is installed where this runs
 from ratekeeper.decider import Decider
 from ratekeeper.web.gate import Gate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
-from ratekeeper.web.outcomes import Outcome, Result, status_of
+from ratekeeper.web.outcomes import GateDecision, HandlerResult, status_of
 from ratekeeper.web.replies import Replies, Reply
 from ratekeeper.web.request import Request, joined
 from ratekeeper.web.routes import Layers, RouteLimiter
@@ -100,7 +100,7 @@ def with_headers(response: flask.Response, extra: list[tuple[str, str]]) -> flas
 def finished(response: flask.Response, replies: Replies) -> flask.Response:
     """``response``, once the request's layers' units held for limits charged by outcome are
     settled with its status, with the headers of what its layers then tell."""
-    told = layers().settle(Result(response.status_code))
+    told = layers().settle(HandlerResult(response.status_code))
     return with_headers(response, replies.admitted(told))
 
 
@@ -110,9 +110,9 @@ def ran(view: Callable[[], flask.Response]) -> flask.Response:
     try:
         response = view()
     except BaseException as error:
-        layers().settle(Result(status_of(error), error))
+        layers().settle(HandlerResult(status_of(error), error))
         raise
-    layers().settle(Result(response.status_code))
+    layers().settle(HandlerResult(response.status_code))
     return response
 
 
@@ -122,7 +122,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
 
     _gate = Gate
 
-    def decide(self, gate: Gate, seen: Request | None = None) -> flask.Response | Outcome:
+    def decide(self, gate: Gate, seen: Request | None = None) -> flask.Response | GateDecision:
         """``gate``'s decision on the current request (``seen``, when built already),
         recorded in its ``Layers``: the answer to send when refused (or its body is too
         long), else what to tell."""
@@ -157,15 +157,15 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
                 @functools.wraps(view)
                 async def limited_async(*args: P.args, **kwargs: P.kwargs) -> Any:
                     told = self.decide(gate)
-                    if not isinstance(told, Outcome):
+                    if not isinstance(told, GateDecision):
                         return told
                     flask.after_this_request(telling)
                     try:
                         response = flask.make_response(await view(*args, **kwargs))
                     except BaseException as error:
-                        layers().settle(Result(status_of(error), error))
+                        layers().settle(HandlerResult(status_of(error), error))
                         raise
-                    layers().settle(Result(response.status_code))
+                    layers().settle(HandlerResult(response.status_code))
                     return response
 
                 return limited_async
@@ -173,7 +173,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
             @functools.wraps(view)
             def limited(*args: P.args, **kwargs: P.kwargs) -> Any:
                 told = self.decide(gate)
-                if not isinstance(told, Outcome):
+                if not isinstance(told, GateDecision):
                     return told
                 flask.after_this_request(telling)
                 return ran(lambda: flask.make_response(view(*args, **kwargs)))
@@ -212,7 +212,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
             if skip is not None and skip(seen):
                 return None
             told = self.decide(gate, seen)
-            return None if isinstance(told, Outcome) else told
+            return None if isinstance(told, GateDecision) else told
 
         def add_headers(response: flask.Response) -> flask.Response:
             return finished(response, replies)
@@ -221,7 +221,7 @@ class RateLimiter(RouteLimiter[Decider, Gate]):
             # A view that raised reaches no after_request: its units are settled here.
             found = flask.request.environ.get(LAYERS)
             if found is not None and found.held:
-                found.settle(Result(500 if error is None else status_of(error), error))
+                found.settle(HandlerResult(500 if error is None else status_of(error), error))
 
         views.before_request(rate_limit)
         views.after_request(add_headers)

@@ -24,7 +24,7 @@ from ratekeeper.core.rates import parse_many
 from ratekeeper.core.store_keys import bounded, descriptor_key
 from ratekeeper.web import keys
 from ratekeeper.web.keys import Key, KeyFunction
-from ratekeeper.web.outcomes import Judge, Result, check_charging
+from ratekeeper.web.outcomes import HandlerResult, Judge, check_charging
 from ratekeeper.web.request import Request
 
 #: A request's cost: a fixed number, or a function of the request.
@@ -51,8 +51,8 @@ class RateLimit:
 
     ``charge_when(result)`` or ``charge_statuses`` charge a request by its outcome
     (``ratekeeper.web.outcomes``): it is counted before the handler runs (and refused past
-    the limit), then given back unless its ``Result`` is one the limit charges, e.g. failed
-    logins only::
+    the limit), then given back unless its ``HandlerResult`` is one the limit charges, e.g.
+    failed logins only::
 
         RateLimit(guesses, key=keys.field("username"), charge_statuses={401, 403})
 
@@ -67,7 +67,7 @@ class RateLimit:
     methods: Iterable[str] | None = None
     exempt: Callable[[Request], bool] | None = None
     shadow: bool = False
-    charge_when: Callable[[Result], bool] | None = None
+    charge_when: Callable[[HandlerResult], bool] | None = None
     charge_statuses: Iterable[int] | None = None
     # Worked out once, when the limit is built: each request only reads them.
     _key: Key = field(init=False, repr=False, compare=False)

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ratekeeper.decider import AsyncDecider, Decider
-from ratekeeper.web.gate import BaseGate
 from ratekeeper.web.limits import ExemptLike, RateLimit, exemption
+from ratekeeper.web.plans import BaseGate
 from ratekeeper.web.replies import Replies, Reply, problem_reply
 from ratekeeper.web.request import MAX_BODY, Request, declared_length
 from ratekeeper.wire.headers import DEGRADED

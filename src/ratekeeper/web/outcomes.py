@@ -1,13 +1,14 @@
-"""The decision on a web request (``Outcome``), and limits charged by outcome: what a request
-came to (``Result``), and which results a limit charges (``charge_when``, ``charge_statuses``).
+"""The gate's decision on a web request (``GateDecision``), and limits charged by outcome:
+what an admitted request came to (``HandlerResult``), and which results a limit charges
+(``charge_when``, ``charge_statuses``).
 
 A limit charged by outcome counts each attempt before the handler runs, so that it can refuse
 it, and gives the attempt back once the handler's result is known and not one the limit
 charges (a login that succeeded). N attempts at once can therefore never pass the limit: each
 holds its unit until its own result gives it back. Only an admitted request's units are given
 back, through the store's ``refund`` at the time they were counted; a request the gate refused
-never ran, and gives back what its other limits took. Once settled, an outcome tells what
-its result left: a decision whose units were given back shows them as never counted
+never ran, and gives back what its other limits took. Once settled, a gate's decision tells
+what its result left: a decision whose units were given back shows them as never counted
 (``given_back``).
 """
 
@@ -26,7 +27,7 @@ from ratekeeper.engine.verdict import Status
 log = logging.getLogger("ratekeeper.web")
 
 
-class Result(NamedTuple):
+class HandlerResult(NamedTuple):
     """What an admitted request came to: ``status``, its response's status code (500 when
     the handler raised, unless the exception carries a status: ``status_code``, as Starlette's
     ``HTTPException``, or ``code``, as Werkzeug's); ``error``, the exception it raised, if
@@ -36,19 +37,19 @@ class Result(NamedTuple):
     error: BaseException | None = None
 
 
-#: Whether a limit charges a request's ``Result``.
-Judge = Callable[[Result], bool]
+#: Whether a limit charges a request's ``HandlerResult``.
+Judge = Callable[[HandlerResult], bool]
 
 
 def check_charging(charge_when: Any, charge_statuses: Any) -> Judge | None:
     """The test of a limit's results from its options (None: every request is charged):
-    ``charge_when``, a function of a ``Result``, or ``charge_statuses``, the status codes
+    ``charge_when``, a function of a ``HandlerResult``, or ``charge_statuses``, the status codes
     charged (``{401, 403}``). ``TypeError`` or ``ValueError`` for bad ones, or both given."""
     if charge_when is not None and charge_statuses is not None:
         raise ValueError("give charge_when or charge_statuses, not both")
     if charge_when is not None:
         if not callable(charge_when):
-            raise TypeError(f"charge_when is a test of a Result, not {charge_when!r}")
+            raise TypeError(f"charge_when is a test of a HandlerResult, not {charge_when!r}")
         judge: Judge = charge_when
         return judge
     if charge_statuses is None:
@@ -79,7 +80,7 @@ def status_of(error: BaseException) -> int:
     return 500
 
 
-def charged(judge: Judge, result: Result) -> bool:
+def charged(judge: Judge, result: HandlerResult) -> bool:
     """Whether ``judge`` charges ``result``; a judge that raises charges (logged): a unit is
     never given back on a doubt."""
     try:
@@ -102,8 +103,8 @@ class Pending(NamedTuple):
     place: int
 
 
-class Outcome(NamedTuple):
-    """The decision on one request.
+class GateDecision(NamedTuple):
+    """The gate's decision on one request (``Gate.decide``); a ``Decision`` is one limit's.
 
     ``allowed``; ``statuses``, the decisions and rule statuses that enforce (shadow ones left
     out), for the headers; ``retry_after``, the longest wait of the refusing ones (0 when
@@ -123,8 +124,8 @@ class Outcome(NamedTuple):
 
 
 def given_back(
-    outcome: Outcome, given: Sequence[Pending], algorithm: Algorithm = Algorithm.FIXED_WINDOW
-) -> Outcome:
+    outcome: GateDecision, given: Sequence[Pending], algorithm: Algorithm = Algorithm.FIXED_WINDOW
+) -> GateDecision:
     """``outcome`` once its pending units are settled and ``given`` were given back: each of
     their decisions shows the remaining as if they had never been counted (its remaining plus
     them, at most its limit) and the reset with them: 0 once its limit is whole again; for a

@@ -1,4 +1,4 @@
-"""What a web request is told of its ``Outcome``: headers, and the answer to a refused one.
+"""What a web request is told of its ``GateDecision``: headers, and the answer to a refused one.
 
 ``Replies`` holds the options every adapter shares. A refused request is answered 429 with an
 ``application/problem+json`` body (type ``urn:ratekeeper:problem:rate-limited``, with
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ratekeeper.web.outcomes import Outcome
+from ratekeeper.web.outcomes import GateDecision
 from ratekeeper.web.request import Request
 from ratekeeper.wire.headers import DEGRADED, RETRY_AFTER, rate_limit_headers, seconds
 from ratekeeper.wire.problems import MEDIA_TYPE, Problem
@@ -41,7 +41,7 @@ def problem_reply(problem: Problem, headers: list[tuple[str, str]] | None = None
     return Reply(problem.status, [("Content-Type", MEDIA_TYPE), *(headers or [])], problem.encode())
 
 
-def refused(request: Request, outcome: Outcome) -> Reply:
+def refused(request: Request, outcome: GateDecision) -> Reply:
     """The default answer to a refused request: 429 and a problem+json body."""
     wait = seconds(outcome.retry_after)
     detail = f"Too many requests; retry after {wait} second{'' if wait == 1 else 's'}."
@@ -59,7 +59,7 @@ class Replies:
     headers: bool = True
     ietf: bool = False
     degraded_header: str | None = DEGRADED
-    on_refused: Callable[[Request, Outcome], Reply] | None = None
+    on_refused: Callable[[Request, GateDecision], Reply] | None = None
 
     def __post_init__(self) -> None:
         if self.on_refused is not None and not callable(self.on_refused):
@@ -71,7 +71,7 @@ class Replies:
         if degraded is not None and (not isinstance(degraded, str) or not _TOKEN.match(degraded)):
             raise ValueError(f"degraded_header is a header's name, or None, not {degraded!r}")
 
-    def headers_of(self, outcome: Outcome) -> list[tuple[str, str]]:
+    def headers_of(self, outcome: GateDecision) -> list[tuple[str, str]]:
         """The rate-limit headers of ``outcome``."""
         found = rate_limit_headers(outcome.statuses, ietf=self.ietf)
         if not outcome.allowed:
@@ -80,14 +80,14 @@ class Replies:
             found[self.degraded_header] = "true"
         return list(found.items())
 
-    def admitted(self, outcome: Outcome | None) -> list[tuple[str, str]]:
+    def admitted(self, outcome: GateDecision | None) -> list[tuple[str, str]]:
         """The headers to add to an admitted request's response (none for None: nothing to
         tell)."""
         if not self.headers or outcome is None:
             return []
         return self.headers_of(outcome)
 
-    def refusal(self, request: Request, outcome: Outcome) -> Reply:
+    def refusal(self, request: Request, outcome: GateDecision) -> Reply:
         """The answer to a request ``outcome`` refuses, or a 503 when the store failed."""
         if outcome.unavailable is not None:
             detail = "the rate limiter's request store is unavailable"

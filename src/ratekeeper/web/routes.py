@@ -18,7 +18,7 @@ from typing import Any, Generic, cast
 from ratekeeper.web.gate import AsyncGate, Gate
 from ratekeeper.web.limits import RateLimit
 from ratekeeper.web.options import Adapter, AnyDecider, AnyGate
-from ratekeeper.web.outcomes import Outcome, Result
+from ratekeeper.web.outcomes import GateDecision, HandlerResult
 from ratekeeper.web.replies import Reply
 from ratekeeper.web.request import MAX_BODY, Request
 from ratekeeper.wire.headers import DEGRADED
@@ -63,30 +63,30 @@ class RouteLimiter(Adapter, Generic[AnyDecider, AnyGate]):
         return self._gate(self.decider, limits, scope=scope, **self.options)
 
 
-def joined(outcomes: list[Outcome]) -> Outcome:
+def joined(outcomes: list[GateDecision]) -> GateDecision:
     """The admitted ``outcomes`` of one request's layers as one: every status (the headers
     then show the limit closest to refusing), the delays waited in all, degraded if any was."""
     if len(outcomes) == 1:
         return outcomes[0]
     statuses = tuple(status for outcome in outcomes for status in outcome.statuses)
     delay = sum(outcome.delay for outcome in outcomes)
-    return Outcome(True, statuses, 0.0, delay, any(outcome.degraded for outcome in outcomes))
+    return GateDecision(True, statuses, 0.0, delay, any(outcome.degraded for outcome in outcomes))
 
 
 class Layers:
     """What the layers of limits of one request decided so far (see the module's doc): the
     outcomes that admitted it, whether one refused it, and the gates of the admitted outcomes
     that hold units of limits charged by outcome, with their places (``held``), until the
-    response's ``Result`` settles them. An adapter keeps one per request, on the request."""
+    response's ``HandlerResult`` settles them. An adapter keeps one per request, on the request."""
 
     __slots__ = ("held", "outcomes", "refused")
 
     def __init__(self) -> None:
-        self.outcomes: list[Outcome] = []
+        self.outcomes: list[GateDecision] = []
         self.refused = False
         self.held: list[tuple[Gate | AsyncGate, int]] = []
 
-    def add(self, outcome: Outcome, gate: Gate | AsyncGate | None = None) -> Outcome:
+    def add(self, outcome: GateDecision, gate: Gate | AsyncGate | None = None) -> GateDecision:
         """Record one layer's ``outcome`` (of ``gate``, whose pending units it holds until
         ``settle``); what the response tells: a refusal as it is, an admission joined with the
         layers the request passed before."""
@@ -98,7 +98,7 @@ class Layers:
         self.outcomes.append(outcome)
         return joined(self.outcomes)
 
-    def settle(self, result: Result) -> Outcome | None:
+    def settle(self, result: HandlerResult) -> GateDecision | None:
         """Settle every layer's pending units with the request's ``result`` (the response's
         status, or the exception raised), once: a layer a later one refused is settled with
         the refusal's status. What the response then tells (``told``)."""
@@ -107,14 +107,14 @@ class Layers:
             self.outcomes[at] = cast(Gate, gate).settle(self.outcomes[at], result)
         return self.told()
 
-    async def settle_async(self, result: Result) -> Outcome | None:
+    async def settle_async(self, result: HandlerResult) -> GateDecision | None:
         """``settle``, for layers decided by ``AsyncGate``s."""
         held, self.held = self.held, []
         for gate, at in held:
             self.outcomes[at] = await cast(AsyncGate, gate).settle(self.outcomes[at], result)
         return self.told()
 
-    def told(self) -> Outcome | None:
+    def told(self) -> GateDecision | None:
         """What an admitted request's response tells of all its layers; None when a layer
         refused it or none decided it."""
         if self.refused or not self.outcomes:

@@ -4,8 +4,8 @@ The WSGI twin of ``ratekeeper.web.asgi``: it decides each request with a ``Gate`
 ``Limiter``, ``Engine`` or ``RemoteLimiter`` decides), answers a refused one itself, passes
 exempt paths through untouched, and adds the rate-limit headers to an admitted request's
 response; under a limit charged by outcome, the status the application starts its response
-with (or the exception it raised before) is the ``Result`` the gate settles as the response
-starts, and the headers tell what that result left. A body read for a key
+with (or the exception it raised before) is the ``HandlerResult`` the gate settles as the
+response starts, and the headers tell what that result left. A body read for a key
 (``keys.field``) is handed on to the application unchanged.
 
 Example (Flask; for Django, wrap ``get_wsgi_application()`` in wsgi.py)::
@@ -25,7 +25,7 @@ from typing import Any
 from ratekeeper.decider import Decider
 from ratekeeper.web.gate import Gate
 from ratekeeper.web.options import Middleware
-from ratekeeper.web.outcomes import Result, status_of
+from ratekeeper.web.outcomes import HandlerResult, status_of
 from ratekeeper.web.replies import Reply, merged
 from ratekeeper.web.request import Request, declared_length, joined
 
@@ -109,7 +109,7 @@ def adding(start_response: StartResponse, extra: list[tuple[str, str]]) -> Start
 
 
 #: How a request charged by outcome is settled by what it came to: the headers to tell.
-Settle = Callable[[Result], list[tuple[str, str]]]
+Settle = Callable[[HandlerResult], list[tuple[str, str]]]
 
 
 def settled(
@@ -124,14 +124,14 @@ def settled(
 
     def start(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
         if not told:
-            told.append(settle(Result(int(status[:3]))))
+            told.append(settle(HandlerResult(int(status[:3]))))
         return adding(start_response, told[0])(status, headers, *info)
 
     try:
         body = app(environ, start)
     except BaseException as error:
         if not told:
-            settle(Result(status_of(error), error))
+            settle(HandlerResult(status_of(error), error))
         raise
     return body if told else _settling(body, told, settle)
 
@@ -143,14 +143,14 @@ def _settling(
         yield from body
     except BaseException as error:
         if not told:
-            told.append(settle(Result(status_of(error), error)))
+            told.append(settle(HandlerResult(status_of(error), error)))
         raise
     finally:
         close = getattr(body, "close", None)
         if close is not None:
             close()
     if not told:
-        settle(Result(500))
+        settle(HandlerResult(500))
 
 
 class RateLimitMiddleware(Middleware[WSGIApp, Decider, Gate]):
@@ -175,7 +175,7 @@ class RateLimitMiddleware(Middleware[WSGIApp, Decider, Gate]):
         if outcome.pending:  # a limit charged by outcome: settled, then told, as the app answers
             gate, replies = self.gate, self.replies
 
-            def settle(result: Result) -> list[tuple[str, str]]:
+            def settle(result: HandlerResult) -> list[tuple[str, str]]:
                 return replies.admitted(gate.settle(outcome, result))
 
             return settled(self.app, environ, start_response, settle)

@@ -15,7 +15,12 @@ from ratekeeper.core.errors import ConfigError
 from ratekeeper.rules import load_rules
 from ratekeeper.service.compat import translate
 from ratekeeper.service.compat.variables import CHECKED, HONOURED, IGNORED, VARIABLES
-from ratekeeper.service.runtime.settings import EXAMPLE_RULES, Address, Settings, add_arguments
+from ratekeeper.service.runtime.settings import (
+    EXAMPLE_RULES,
+    ListenAddress,
+    Settings,
+    add_arguments,
+)
 
 RULE = (
     "domain: rl\ndescriptors:\n  - key: foo\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
@@ -66,8 +71,8 @@ def test_runtime_root_alone_reads_the_references_settings(
     assert settings.store == "redis://redis.internal:6379/0"
     # The reference's defaults where ratekeeper's differ: every address, its header names,
     # and its counting of every hit.
-    assert settings.http == Address("0.0.0.0", 8080)
-    assert settings.grpc == Address("0.0.0.0", 8081)
+    assert settings.http == ListenAddress("0.0.0.0", 8080)
+    assert settings.grpc == ListenAddress("0.0.0.0", 8081)
     assert settings.envoy_header_names == (
         "RateLimit-Limit",
         "RateLimit-Remaining",
@@ -110,7 +115,7 @@ def test_every_honoured_variable_reaches_its_setting(reference: dict[str, str]) 
             "CACHE_KEY_PREFIX": "team-a:",
         },
     )
-    assert settings.http == Address("127.0.0.1", 9080)
+    assert settings.http == ListenAddress("127.0.0.1", 9080)
     assert str(settings.grpc) == "[::1]:9081"
     assert (settings.log_level, settings.log_format) == ("warning", "json")
     assert (settings.shadow_mode, settings.debt, settings.envoy_headers) == (True, False, True)
@@ -190,7 +195,7 @@ def test_flags_and_ratekeeper_variables_win_and_their_variables_are_not_read(
         {**broken, "RATEKEEPER_STORE": "redis://elsewhere:6379/0", "PORT": "9"},
     )
     assert settings.store == "redis://elsewhere:6379/0"
-    assert settings.http == Address("127.0.0.1", 7000)
+    assert settings.http == ListenAddress("127.0.0.1", 7000)
     assert settings.rules == (str(rules),)
     assert (logging.INFO, "$PORT: not read: --http wins") in settings.notes
     assert (

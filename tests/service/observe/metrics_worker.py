@@ -4,7 +4,7 @@ does: ``python -m tests.service.observe.metrics_worker SPEC`` (see ``Worker``), 
 
 ``PROMETHEUS_MULTIPROC_DIR`` must be set in its environment. SPEC is JSON: ``health`` (the
 fields of the ``Health`` its store's ping answers), ``keys`` (decided in order, by the engine's
-default limit of 2 a minute), ``limit`` and ``enter`` (an ``Admission`` of that limit, entered
+default limit of 2 a minute), ``limit`` and ``enter`` (an ``InFlightBound`` of that limit, entered
 that many times). Once it has decided and published, it prints ``ready``; then, per line read:
 ``text`` prints ``metrics.text()`` followed by a line ``END``; ``close`` calls
 ``metrics.close()`` and prints ``closed``. It ends at the end of its input.
@@ -17,7 +17,7 @@ import sys
 
 from ratekeeper import Limit
 from ratekeeper.engine import Engine
-from ratekeeper.service.admission import Admission
+from ratekeeper.service.inflight import InFlightBound
 from ratekeeper.service.observe.metrics import Metrics
 from ratekeeper.stores.health import Health
 from ratekeeper.stores.memory import MemoryStore
@@ -41,10 +41,10 @@ def main() -> None:
     metrics = Metrics(multiprocess=True)
     engine = Engine(store, default=Limit(2, 60), domain="keys")
     metrics.track(engine)
-    admission = Admission(spec["limit"])
+    bound = InFlightBound(spec["limit"])
     for _ in range(spec["enter"]):
-        admission.enter("http")
-    metrics.admission = admission
+        bound.enter("http")
+    metrics.in_flight_bound = bound
     for key in spec["keys"]:
         engine.decide(key)
     metrics.publish()

@@ -20,7 +20,7 @@ from ratekeeper.config import open_config_store
 from ratekeeper.core.overrides import Override
 from ratekeeper.engine import AsyncEngine, Engine
 from ratekeeper.rules import load_rules, parse_rules
-from ratekeeper.service.admission import Admission
+from ratekeeper.service.inflight import InFlightBound
 from ratekeeper.service.observe.metrics import CONTENT_TYPE, Metrics
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.stores.wrappers.resilience import Resilient
@@ -364,7 +364,7 @@ def test_docs_name_every_metric_exposed(metrics: Metrics, clock: FakeClock) -> N
     documented = {line.split("`")[1] for line in doc.splitlines() if line.startswith("| `")}
     engine = Engine(MemoryStore(clock=clock), default=Limit(5, 60))
     metrics.track(engine)
-    metrics.admission = Admission(8)  # the service's bound on decisions in flight
+    metrics.in_flight_bound = InFlightBound(8)  # the service's bound on decisions in flight
     engine.decide("k")
     families = text_string_to_metric_families(metrics.text().decode())
     exposed = {

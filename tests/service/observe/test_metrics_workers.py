@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from ratekeeper import Engine, Limit
-from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT, Admission
+from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT, InFlightBound
 from ratekeeper.service.observe.metrics import Metrics
 from ratekeeper.service.observe.multiprocess import VARIABLE, shared_directory
 from ratekeeper.service.observe.scraped import COMBINE, COMBINED
@@ -56,7 +56,7 @@ def by_result(samples: Samples) -> Counter[str]:
     return counted
 
 
-# Processes sharing one directory, each with its own store health, admission and decisions.
+# Processes sharing one directory, each with its own store health, in-flight bound and decisions.
 
 
 class Worker:
@@ -216,7 +216,7 @@ def test_a_worker_publishes_increases_and_never_takes_a_count_back(
 def test_every_gauge_says_how_it_combines() -> None:
     metrics = Metrics()
     metrics.track(Engine(default=Limit(1, 60)))
-    metrics.admission = Admission(4)
+    metrics.in_flight_bound = InFlightBound(4)
     _, families = parse(metrics.text().decode())
     gauges = {
         name: help

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ratekeeper.core.errors import ConfigError
-from ratekeeper.service.runtime.settings import EXAMPLE_RULES, Address, Settings
+from ratekeeper.service.runtime.settings import EXAMPLE_RULES, ListenAddress, Settings
 from tests.service.runtime.command_line import read
 
 TOKEN = "s3cret-token-0123456789"
@@ -20,8 +20,8 @@ def test_the_defaults() -> None:
     assert settings.config == "sqlite:///ratekeeper.db"
     assert settings.rules == (EXAMPLE_RULES,)
     assert Path(EXAMPLE_RULES).is_file()
-    assert settings.http == Address("127.0.0.1", 8080)
-    assert settings.grpc == Address("127.0.0.1", 8081)
+    assert settings.http == ListenAddress("127.0.0.1", 8080)
+    assert settings.grpc == ListenAddress("127.0.0.1", 8081)
     assert settings.admin_token is None
     assert (settings.on_store_error, settings.log_format, settings.workers) == ("local", "text", 1)
     assert settings.instances == 1
@@ -41,7 +41,7 @@ def test_flags_win_over_the_environment(tmp_path: Path) -> None:
     }
     settings = read(["--http", "[::1]:9001", "--on-store-error", "deny"], environ)
     assert settings.store == "redis://127.0.0.1:1/0"
-    assert settings.http == Address("::1", 9001)
+    assert settings.http == ListenAddress("::1", 9001)
     assert str(settings.http) == "[::1]:9001"
     assert settings.rules == (str(one), str(two))
     assert settings.admin_token == TOKEN

@@ -304,7 +304,7 @@ def test_login_under_8_processes_admits_exactly_the_tighter_limit(
             assert look("username", f"user{n}").remaining == 5 - by_user[f"user{n}"]
     else:
         assert sum(by_user.values()) == 12  # the username's limit, though the addresses allow 24
-        for n in range(PROCESSES):  # each address holds a lease per admitted attempt
+        for n in range(PROCESSES):  # each address holds a slot per admitted attempt
             ip = f"203.0.113.{n}"
             assert look("remote_address", ip).remaining == 3 - by_ip[ip]
         decision = look("username", "alice")

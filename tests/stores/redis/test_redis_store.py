@@ -258,13 +258,13 @@ T0 = 1_700_000_000.0
 SLOTS = Limit(3, 60, "concurrency")
 
 
-def test_release_frees_the_earliest_expiring_leases(redis_server: RedisServer) -> None:
+def test_release_frees_the_earliest_expiring_slots(redis_server: RedisServer) -> None:
     store = RedisStore(redis.Redis.from_url(redis_server.url), prefix=prefix())
-    store.apply("job", SLOTS, 1, T0)  # a lease to T0 + 60
+    store.apply("job", SLOTS, 1, T0)  # a slot to T0 + 60
     store.apply("job", SLOTS, 2, T0 + 10)  # two to T0 + 70
     released = store.release("job", SLOTS, 2, T0 + 20)
     assert (released.allowed, released.granted, released.remaining) == (True, 2, 2)
-    assert released.reset_after == 50.0  # one lease to T0 + 70 is left
+    assert released.reset_after == 50.0  # one slot to T0 + 70 is left
     assert store.release("job", SLOTS, 5, T0 + 20)[2:] == (3, 0.0, 0.0, 0.0, 1, False)
     assert store.release("job", SLOTS, now=T0 + 20).granted == 0  # nothing left to release
     assert store.apply("job", SLOTS, 1).allowed  # the server's time

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from ratekeeper.core.moved import keywords_renamed
 from ratekeeper.service.grpc.servicer import HEALTH_NAMES, SERVICE, RateLimitServicer, _parse
 from ratekeeper.service.proto import rls_pb2
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
-    from ratekeeper.service.admission import Admission
+    from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
 
@@ -45,22 +46,23 @@ def _add_servicer(
     server.add_registered_method_handlers(SERVICE, methods)
 
 
+@keywords_renamed("serve_grpc", {"admission": "in_flight_bound"})
 async def serve_grpc(
     engine: AsyncEngine,
     address: str,
     metrics: Metrics | None = None,
-    admission: Admission | None = None,
+    in_flight_bound: InFlightBound | None = None,
     *,
     header_names: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
     free one); return the started server and the port it listens on. ``metrics`` records each
-    call's time as the ``grpc`` surface's; ``admission`` bounds the calls in flight;
+    call's time as the ``grpc`` surface's; ``in_flight_bound`` bounds the calls in flight;
     ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
     ``access_log`` logs each call."""
     server = grpc.aio.server()
-    servicer = RateLimitServicer(engine, metrics, admission, header_names)
+    servicer = RateLimitServicer(engine, metrics, in_flight_bound, header_names)
     _add_servicer(servicer, server, access_log)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

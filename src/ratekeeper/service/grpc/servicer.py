@@ -6,8 +6,8 @@ becomes a ``RateLimitResponse`` whose statuses are in the request's order. A req
 refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit, or bytes
 that are no ``RateLimitRequest``) is answered ``INVALID_ARGUMENT`` with the reason; a store
 that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE`` (Envoy's
-``failure_mode_deny`` then decides), and so is a call past the bound of an ``Admission``
-(``ratekeeper.service.admission``), at once. Told the names of the rate-limit headers, the
+``failure_mode_deny`` then decides), and so is a call past the bound of an ``InFlightBound``
+(``ratekeeper.service.inflight``), at once. Told the names of the rate-limit headers, the
 response carries them in ``response_headers_to_add`` (``translate.headers_to_add``), for Envoy
 to add to its client's answer, 429 or the application's. grpc.aio serves it (``aio``), and so
 does the ASGI app pyvoy runs (``asgi``).
@@ -25,8 +25,9 @@ from google.protobuf.message import DecodeError
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.moved import deprecated_name, keywords_renamed
 from ratekeeper.core.wording import many
-from ratekeeper.service.admission import RETRY_AFTER, Admission
+from ratekeeper.service.inflight import RETRY_AFTER, InFlightBound
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.wire.problems import UNAVAILABLE_ERRORS
 from ratekeeper.wire.statuses import OK
@@ -102,20 +103,28 @@ def response_of(
 
 class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
     """``ShouldRateLimit`` over ``engine``; each call's time goes to ``metrics``, if given,
-    ``admission``, if given, bounds the calls in flight, and ``header_names``, if given, name
-    the rate-limit headers each response carries (``response_of``)."""
+    ``in_flight_bound`` (``admission`` before), if given, bounds the calls in flight, and
+    ``header_names``, if given, name the rate-limit headers each response carries
+    (``response_of``)."""
 
+    @keywords_renamed("RateLimitServicer", {"admission": "in_flight_bound"})
     def __init__(
         self,
         engine: AsyncEngine,
         metrics: Metrics | None = None,
-        admission: Admission | None = None,
+        in_flight_bound: InFlightBound | None = None,
         header_names: tuple[str, str, str] | None = None,
     ) -> None:
         self.engine = engine
         self.metrics = metrics
-        self.admission = admission
+        self.in_flight_bound = in_flight_bound
         self.header_names = header_names
+
+    @property
+    def admission(self) -> InFlightBound | None:
+        """The old name of ``in_flight_bound``; deprecated, removed in 0.3.0."""
+        deprecated_name("RateLimitServicer.admission", "RateLimitServicer.in_flight_bound")
+        return self.in_flight_bound
 
     async def ShouldRateLimit(
         self, request: rls_pb2.RateLimitRequest | DecodeError, context: Any
@@ -125,18 +134,18 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, f"not a RateLimitRequest: {request}"
             )
             raise request  # abort raises; this line is never reached
-        admission = self.admission
-        if admission is None:
+        bound = self.in_flight_bound
+        if bound is None:
             return await self._decide(request, context)
-        if admission.enter("grpc"):
+        if bound.enter("grpc"):
             try:
                 return await self._decide(request, context)
             finally:
-                admission.leave()
+                bound.leave()
         context.set_trailing_metadata((("retry-after", str(RETRY_AFTER)),))
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
-            f"overloaded: deciding {many(admission.limit, 'request')}, the most this service takes "
+            f"overloaded: deciding {many(bound.limit, 'request')}, the most this service takes "
             f"at once; try again in {RETRY_AFTER} s",
         )
         raise AssertionError("abort raises; this line is never reached")

@@ -16,9 +16,9 @@
   503), Envoy's ``POST /json`` and ``GET /healthcheck`` as Envoy's rate-limit service answers
   them, and ``GET /openapi.json``.
 
-With an ``Admission``, the decision routes (the checks, ``/json`` and ``/v1/nginx``) take
-part in its bound: past it, a request is answered at once with a 503 ``overloaded`` problem
-and ``Retry-After`` (see ``ratekeeper.service.admission``).
+With an ``InFlightBound``, the decision routes (the checks, ``/json`` and ``/v1/nginx``) take
+part in the bound on decisions in flight: past it, a request is answered at once with a 503
+``overloaded`` problem and ``Retry-After`` (see ``ratekeeper.service.inflight``).
 
 Bad input is a 4xx problem naming what and where (400 malformed JSON, 413 a body over
 ``MAX_BODY``, 415 a body said to be other than JSON, 422 a value that is not valid), never a
@@ -48,12 +48,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ratekeeper.core.log_throttle import LogThrottle
+from ratekeeper.core.moved import keywords_renamed
 from ratekeeper.core.wording import many
-from ratekeeper.service.admission import RETRY_AFTER, Admission
 from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.http.admin import Admin
 from ratekeeper.service.http.checks import Checks
-from ratekeeper.service.http.health import Health
+from ratekeeper.service.http.health import HealthRoutes
 from ratekeeper.service.http.reading import MAX_BODY
 from ratekeeper.service.http.responses import (
     FAILED,
@@ -66,6 +66,7 @@ from ratekeeper.service.http.responses import (
     send_raw,
     timed,
 )
+from ratekeeper.service.inflight import RETRY_AFTER, InFlightBound
 from ratekeeper.wire.problems import Problem
 
 if TYPE_CHECKING:
@@ -85,13 +86,14 @@ DEFECT = ("%s %s failed", "POST", "/v1/check")
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
+@keywords_renamed("http_app", {"admission": "in_flight_bound"})
 def http_app(
     engine: AsyncEngine,
     *,
     admin_token: str | None = None,
     ietf_headers: bool = False,
     metrics: Metrics | None = None,
-    admission: Admission | None = None,
+    in_flight_bound: InFlightBound | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
     routes: Sequence[BaseRoute] = (),
@@ -100,14 +102,15 @@ def http_app(
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``. ``metrics``
     (tracking ``engine``) times the decisions of each surface and is served at ``/metrics``.
-    ``admission`` bounds the decisions in flight. ``envoy_headers`` (the names of the limit,
+    ``in_flight_bound`` (``admission`` before) bounds the decisions in flight.
+    ``envoy_headers`` (the names of the limit,
     remaining and reset headers) puts the rate-limit headers in Envoy's ``POST /json``
     answers (``response_headers_to_add``). ``access_log`` (over ``engine``) logs every
     decision request. ``routes`` are served after the app's own (the dashboard's), and
     ``lifespan`` runs from startup to shutdown."""
     checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
     admin = Admin(engine, admin_token=admin_token)
-    health = Health(engine)
+    health = HealthRoutes(engine)
 
     def route(
         path: str, handler: Handler, methods: list[str], surface: str = "", decides: bool = True
@@ -115,8 +118,8 @@ def http_app(
         # A route of a surface is bounded in flight; one that decides is timed as a decision.
         if surface and decides and metrics is not None:
             handler = timed(handler, partial(metrics.observe_latency, surface))
-        if surface and admission is not None:
-            handler = admitted(handler, admission, surface)
+        if surface and in_flight_bound is not None:
+            handler = bounded(handler, in_flight_bound, surface)
         return Route(path, answering(handler), methods=methods)
 
     served: list[BaseRoute] = [
@@ -140,7 +143,7 @@ def http_app(
     return app(
         checks,
         None if metrics is None else metrics.latency_observer("http"),
-        admission,
+        in_flight_bound,
         access_log,
         routes=served,
         lifespan=lifespan,
@@ -148,28 +151,29 @@ def http_app(
     )
 
 
-def overloaded(admission: Admission) -> Problem:
-    """The answer to a request ``admission`` turned away."""
+def overloaded(bound: InFlightBound) -> Problem:
+    """The answer to a request the in-flight ``bound`` turned away."""
     return Problem.of(
         "overloaded",
-        f"the service is deciding {many(admission.limit, 'request')}, the most it takes at once; "
+        f"the service is deciding {many(bound.limit, 'request')}, the most it takes at once; "
         f"try again in {RETRY_AFTER} s",
     )
 
 
-def admitted(handler: Handler, admission: Admission, surface: str) -> Handler:
-    """``handler``, when ``admission`` admits its request; else a 503 ``overloaded`` at once."""
+def bounded(handler: Handler, bound: InFlightBound, surface: str) -> Handler:
+    """``handler``, when the in-flight ``bound`` lets its request in; else a 503
+    ``overloaded`` at once."""
     retry = {"Retry-After": str(RETRY_AFTER)}
 
-    async def admit(request: Request) -> Response:
-        if not admission.enter(surface):
-            return problem_response(overloaded(admission), retry)
+    async def within(request: Request) -> Response:
+        if not bound.enter(surface):
+            return problem_response(overloaded(bound), retry)
         try:
             return await handler(request)
         finally:
-            admission.leave()
+            bound.leave()
 
-    return admit
+    return within
 
 
 async def _http_error(request: Request, error: Exception) -> Response:
@@ -195,14 +199,14 @@ class _CheckFirst(Starlette):
         self,
         checks: Checks,
         observe: Callable[[float], None] | None,
-        admission: Admission | None,
+        in_flight_bound: InFlightBound | None,
         access_log: AccessLog | None = None,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self._checks = checks
         self._observe = observe
-        self._admission = admission
+        self._in_flight_bound = in_flight_bound
         self._access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -215,9 +219,9 @@ class _CheckFirst(Starlette):
         ):
             await super().__call__(scope, receive, send)
             return
-        admission = self._admission
-        if admission is not None and not admission.enter("http"):
-            headers, payload = problem_raw(overloaded(admission))
+        bound = self._in_flight_bound
+        if bound is not None and not bound.enter("http"):
+            headers, payload = problem_raw(overloaded(bound))
             headers.append((b"retry-after", str(RETRY_AFTER).encode()))
             await send_raw(send, 503, headers, payload)
             return
@@ -239,8 +243,8 @@ class _CheckFirst(Starlette):
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": payload})
         finally:
-            if admission is not None:
-                admission.leave()
+            if bound is not None:
+                bound.leave()
 
 
 class _AccessLogged(_CheckFirst):

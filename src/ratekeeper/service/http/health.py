@@ -47,8 +47,9 @@ def stamp(at: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
 
 
-class Health:
-    """The probes' handlers over one engine."""
+class HealthRoutes:
+    """The probes' handlers over one engine (what the request store says of its own health is
+    ``ratekeeper.stores.Health``)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine

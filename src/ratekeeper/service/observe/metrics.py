@@ -37,11 +37,12 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.errors import MissingExtraError, RatekeeperError
+from ratekeeper.core.moved import deprecated_name
 from ratekeeper.engine import AsyncEngine, Engine
 from ratekeeper.stores.health import Health
 
 if TYPE_CHECKING:
-    from ratekeeper.service.admission import Admission
+    from ratekeeper.service.inflight import InFlightBound
 
 try:
     from prometheus_client import (
@@ -143,7 +144,7 @@ class Metrics:
         self._health: Health | None = None  # an async store's, as the last refresh() found it
         self._hits = 0  # the plan cache's hits, as last reported: a counter never goes down
         #: The service's bound on decisions in flight, whose shed requests are reported.
-        self.admission: Admission | None = None
+        self.in_flight_bound: InFlightBound | None = None
         latency = Histogram(
             "ratekeeper_decision_seconds",
             "Time to decide one request, by the surface that received it.",
@@ -173,6 +174,17 @@ class Metrics:
             self._directory = shared
             self.registry.register(SharedCollector(shared, self.publish))
         self.app = MetricsApp(self.registry, self.refresh)
+
+    @property
+    def admission(self) -> InFlightBound | None:
+        """The old name of ``in_flight_bound``; deprecated, removed in 0.3.0."""
+        deprecated_name("Metrics.admission", "Metrics.in_flight_bound")
+        return self.in_flight_bound
+
+    @admission.setter
+    def admission(self, bound: InFlightBound | None) -> None:
+        deprecated_name("Metrics.admission", "Metrics.in_flight_bound")
+        self.in_flight_bound = bound
 
     def __call__(self, domain: str, statuses: tuple[Status, ...]) -> None:
         counts = self._counts

@@ -1,11 +1,11 @@
 """What the service's metrics read when scraped, rather than count as decisions are made.
 
-``families(metrics)`` builds them from the engine a ``Metrics`` tracks and the admission it
-reports (any ``Source``): the request store's health (``store.ping()``, as the metrics last
-found it), the rule reloads and their errors, the configuration store's errors, the plan cache
-and the requests shed. Each is this process's own figure. With many worker processes, the
-counters are summed over the workers, and each gauge combines as ``COMBINE`` says, in a
-sentence its help text ends with (see ``ratekeeper.service.observe.multiprocess``).
+``families(metrics)`` builds them from the engine a ``Metrics`` tracks and the in-flight
+bound it reports (any ``Source``): the request store's health (``store.ping()``, as the
+metrics last found it), the rule reloads and their errors, the configuration store's errors,
+the plan cache and the requests shed. Each is this process's own figure. With many worker
+processes, the counters are summed over the workers, and each gauge combines as ``COMBINE``
+says, in a sentence its help text ends with (see ``ratekeeper.service.observe.multiprocess``).
 ``Collector`` is what one process's registry reads: its decision counts, then the families.
 """
 
@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine, Engine
-    from ratekeeper.service.admission import Admission
+    from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.stores.health import Health
 
 #: The ways a gauge combines over the workers, prometheus_client's multiprocess modes (``live``:
@@ -54,7 +54,7 @@ DECISION_LABELS = ("domain", "rule", "result")
 class Source(Protocol):
     """What the families are read from: a ``Metrics``."""
 
-    admission: Admission | None
+    in_flight_bound: InFlightBound | None
     engine: Engine | AsyncEngine | None
 
     def health(self) -> Health | None:
@@ -72,10 +72,10 @@ class Counted(Source, Protocol):
 
 
 def families(metrics: Source) -> Iterator[Metric]:
-    """The families ``metrics`` reads when scraped: the admission's, if it has one, then the
+    """The families ``metrics`` reads when scraped: the in-flight bound's, if it has one, then the
     tracked engine's, if it tracks one."""
-    if metrics.admission is not None:
-        yield from _admission(metrics.admission)
+    if metrics.in_flight_bound is not None:
+        yield from _in_flight(metrics.in_flight_bound)
     engine = metrics.engine
     if engine is None:
         return
@@ -134,21 +134,21 @@ def _store(health: Health | None) -> Iterator[Metric]:
     )
 
 
-def _admission(admission: Admission) -> Iterator[Metric]:
+def _in_flight(bound: InFlightBound) -> Iterator[Metric]:
     shed = CounterMetricFamily(
         "ratekeeper_requests_shed",
         "Requests turned away at once, the most decisions in flight being under way "
         "(503 overloaded, gRPC UNAVAILABLE); no store error.",
         labels=["surface"],
     )
-    for surface, count in admission.shed.items():
+    for surface, count in bound.shed.items():
         shed.add_metric([surface], count)
     yield shed
-    yield _gauge("ratekeeper_decisions_in_flight", "Decisions under way now.", admission.in_flight)
+    yield _gauge("ratekeeper_decisions_in_flight", "Decisions under way now.", bound.in_flight)
     yield _gauge(
         "ratekeeper_decisions_in_flight_max",
         "The most decisions under way at once (--max-in-flight).",
-        admission.limit,
+        bound.limit,
     )
 
 

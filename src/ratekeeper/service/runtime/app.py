@@ -21,6 +21,7 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ratekeeper.core.errors import MissingExtraError
+from ratekeeper.core.moved import keywords_renamed
 from ratekeeper.core.redaction import redacted
 from ratekeeper.core.wording import many
 from ratekeeper.service.observe.logs import ACCESS, configure_logging, worker_number
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.rules import RuleSet
-    from ratekeeper.service.admission import Admission
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
 
@@ -76,6 +77,7 @@ def build_engine(settings: Settings) -> AsyncEngine:
     )
 
 
+@keywords_renamed("create_app", {"admission": "in_flight_bound"})
 def create_app(
     engine: AsyncEngine,
     *,
@@ -84,7 +86,7 @@ def create_app(
     close_engine: bool = False,
     metrics: Metrics | None = None,
     grpc_address: str | None = None,
-    admission: Admission | None = None,
+    in_flight_bound: InFlightBound | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
     dashboard: Dashboard | None = None,
@@ -94,8 +96,9 @@ def create_app(
     ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``; ``close_engine`` closes the
     engine when the app shuts down. ``metrics`` (tracking ``engine``) is served at
     ``/metrics``. With ``grpc_address``, Envoy's gRPC rate-limit service runs beside it on the
-    same event loop, from startup to shutdown. ``admission`` bounds the decisions in flight,
-    over HTTP and gRPC (``metrics`` then count those shed). ``envoy_headers`` (the names of
+    same event loop, from startup to shutdown. ``in_flight_bound`` (an ``InFlightBound``;
+    ``admission`` before) bounds the decisions in flight, over HTTP and gRPC (``metrics`` then
+    count those shed). ``envoy_headers`` (the names of
     the limit, remaining and reset headers) puts the rate-limit headers in Envoy's answers,
     over gRPC and ``POST /json`` (``response_headers_to_add``). ``access_log`` (over
     ``engine``) logs every decision request, over HTTP and gRPC. ``dashboard`` (over
@@ -103,14 +106,14 @@ def create_app(
     from startup to shutdown."""
     from ratekeeper.service.http.app import http_app
 
-    if metrics is not None and admission is not None:
-        metrics.admission = admission
+    if metrics is not None and in_flight_bound is not None:
+        metrics.in_flight_bound = in_flight_bound
     return http_app(
         engine,
         admin_token=admin_token,
         ietf_headers=ietf_headers,
         metrics=metrics,
-        admission=admission,
+        in_flight_bound=in_flight_bound,
         envoy_headers=envoy_headers,
         access_log=access_log,
         routes=() if dashboard is None else dashboard.routes(),
@@ -119,7 +122,7 @@ def create_app(
             close_engine=close_engine,
             metrics=metrics,
             grpc_address=grpc_address,
-            admission=admission,
+            in_flight_bound=in_flight_bound,
             envoy_headers=envoy_headers,
             access_log=access_log,
             dashboard=dashboard,
@@ -140,7 +143,7 @@ class Parts(NamedTuple):
     http: Starlette
     engine: AsyncEngine
     metrics: Metrics
-    admission: Admission
+    in_flight_bound: InFlightBound
     access_log: AccessLog | None
 
 
@@ -174,7 +177,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     log.info("configuration store: %s%s", redacted(settings.config), _kept(settings.config))
     if settings.admin_token is None:
         log.info("admin endpoints: off (no admin token)")
-    from ratekeeper.service.admission import Admission
+    from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.metrics import Metrics
 
     metrics = Metrics(multiprocess=settings.workers > 1)  # the workers' totals, shared
@@ -182,7 +185,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     dashboard = _dashboard(engine, metrics, settings)
     _decision_log(engine, settings)
     access_log = _access_log(engine, settings)
-    admission = Admission(settings.max_in_flight)
+    in_flight_bound = InFlightBound(settings.max_in_flight)
     http = create_app(
         engine,
         admin_token=settings.admin_token,
@@ -190,12 +193,12 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         close_engine=True,
         metrics=metrics,
         grpc_address=str(settings.grpc) if grpc_aio else None,
-        admission=admission,
+        in_flight_bound=in_flight_bound,
         envoy_headers=envoy_header_names(settings),
         access_log=access_log,
         dashboard=dashboard,
     )
-    return Parts(http, engine, metrics, admission, access_log)
+    return Parts(http, engine, metrics, in_flight_bound, access_log)
 
 
 def _say_leases_exact(rules: RuleSet) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
 from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES
 
 

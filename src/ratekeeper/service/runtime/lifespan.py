@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
-    from ratekeeper.service.admission import Admission
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
 
@@ -26,7 +26,7 @@ def lifespan(
     close_engine: bool,
     metrics: Metrics | None,
     grpc_address: str | None,
-    admission: Admission | None,
+    in_flight_bound: InFlightBound | None,
     envoy_headers: tuple[str, str, str] | None,
     access_log: AccessLog | None,
     dashboard: Dashboard | None,
@@ -48,7 +48,7 @@ def lifespan(
                 engine,
                 grpc_address,
                 metrics,
-                admission,
+                in_flight_bound,
                 header_names=envoy_headers,
                 access_log=access_log,
             )

@@ -29,7 +29,7 @@ from ratekeeper.core.errors import ConfigStoreError
 from ratekeeper.core.wording import many
 from ratekeeper.service.observe.logs import configure_logging
 from ratekeeper.service.runtime.app import build_app, require_server_extra, run_config
-from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, Address, Settings
+from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, ListenAddress, Settings
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -98,7 +98,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _unlistenable(address: Address, reuse: bool = False) -> str | None:
+def _unlistenable(address: ListenAddress, reuse: bool = False) -> str | None:
     """Why nothing can listen on ``address`` now (another process does, or the host is no
     address of this machine, say); None if it can. ``reuse`` binds as uvicorn does
     (SO_REUSEADDR: a port whose last connections are closing is free).

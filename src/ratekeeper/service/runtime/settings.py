@@ -85,15 +85,16 @@ from pathlib import Path
 from typing import Any
 
 from ratekeeper.core.errors import ConfigError
-from ratekeeper.service.admission import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.core.moved import renamed
+from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
 from ratekeeper.service.runtime.flags import add_arguments
-from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, Address
+from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, ListenAddress
 
-__all__ = ["EXAMPLE_RULES", "IN_MEMORY_CONFIG", "Address", "Settings", "add_arguments"]
+__all__ = ["EXAMPLE_RULES", "IN_MEMORY_CONFIG", "ListenAddress", "Settings", "add_arguments"]
 
 EXAMPLE_RULES = str(Path(__file__).parents[1] / "example_rules.yaml")
 #: Where HTTP and gRPC listen unless told.
-DEFAULT_HTTP, DEFAULT_GRPC = Address("127.0.0.1", 8080), Address("127.0.0.1", 8081)
+DEFAULT_HTTP, DEFAULT_GRPC = ListenAddress("127.0.0.1", 8080), ListenAddress("127.0.0.1", 8081)
 #: The configuration store of ``--compat envoy-ratelimit`` when none is given.
 IN_MEMORY_CONFIG = "sqlite://:memory:"
 
@@ -105,8 +106,8 @@ class Settings:
     store: str = "memory://"
     config: str = "sqlite:///ratekeeper.db"
     rules: tuple[str, ...] = (EXAMPLE_RULES,)
-    http: Address = DEFAULT_HTTP
-    grpc: Address = DEFAULT_GRPC
+    http: ListenAddress = DEFAULT_HTTP
+    grpc: ListenAddress = DEFAULT_GRPC
     admin_token: str | None = field(default=None, repr=False)
     on_store_error: str = "local"
     instances: int = 1
@@ -201,7 +202,7 @@ _URLS = frozenset({"store", "config"})
 _WILDCARDS = ("0.0.0.0", "::")
 
 
-def _overlap(one: Address, other: Address) -> bool:
+def _overlap(one: ListenAddress, other: ListenAddress) -> bool:
     """Whether two listeners would need the same port of the same address."""
     return one.port == other.port and (
         one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS
@@ -251,3 +252,12 @@ def _compat(
         *translation.notes,
     )
     return translation.values
+
+
+#: The old names of names here, found with a ``DeprecationWarning`` until 0.3.0.
+_RENAMED = {"Address": "ListenAddress"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name (``Address``): its new one's object, with a warning."""
+    return renamed(__name__, name, _RENAMED, globals())

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ratekeeper.core.inputs import decimal
-from ratekeeper.service.admission import check_limit
+from ratekeeper.service.inflight import check_limit
 
 POLICIES = ("allow", "deny", "local")
 LOG_FORMATS = ("text", "json")
@@ -28,8 +28,8 @@ MAX_PLAN_CACHE_SIZE = 100_000_000
 
 
 @dataclass(frozen=True, slots=True)
-class Address:
-    """A host and a TCP port to listen on."""
+class ListenAddress:
+    """A host and a TCP port to listen on (``--http``, ``--grpc``)."""
 
     host: str
     port: int
@@ -62,12 +62,12 @@ def rules(value: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def address(value: str) -> Address:
+def address(value: str) -> ListenAddress:
     host, separator, port = value.rpartition(":")
     host = host.strip("[]")
     if not separator or not host or not decimal(port) or not 0 < int(port) < 65536:
         raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, not {value!r}")
-    return Address(host, int(port))
+    return ListenAddress(host, int(port))
 
 
 def token(value: str) -> str | None:

@@ -182,9 +182,9 @@ class MemoryStore(Tables):
                 self._drop_table(limit.id)
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
-        """Give back up to ``slots`` leases ``key`` holds under the concurrency ``limit``.
+        """Give back up to ``slots`` slots ``key`` holds under the concurrency ``limit``.
 
-        The earliest-expiring leases go first. The decision is allowed; its ``granted`` is the
+        The earliest-expiring slots go first. The decision is allowed; its ``granted`` is the
         number of slots released and ``remaining`` the slots now free.
         """
         key, slots = check_key(key), check_release(limit, slots)

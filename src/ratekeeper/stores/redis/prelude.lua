@@ -105,7 +105,7 @@ local function pymod(x, y)
   return m
 end
 
--- Lists (the sliding log, the leases) hold sorted "%.17g" numbers.
+-- Lists (the sliding log, the concurrency slots) hold sorted "%.17g" numbers.
 local bisect_list, add_sorted, split_list
 if NEEDS.sliding_log or NEEDS.concurrency then
   -- Given that the entry at index `lo` is at most `x` and the one at `hi` above it, return the

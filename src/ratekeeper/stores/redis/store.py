@@ -117,7 +117,7 @@ class RedisStore(Base):
             raise self._failure_of(keys, error) from error
 
     def release(self, key: str, limit: Limit, slots: int = 1, now: float | None = None) -> Decision:
-        """Release up to ``slots`` leases of ``key`` under the concurrency ``limit``, the
+        """Release up to ``slots`` slots of ``key`` under the concurrency ``limit``, the
         earliest-expiring first; the decision's ``granted`` is the number released and its
         ``remaining`` the free slots. ``InvalidLimitError`` for another algorithm,
         ``InvalidInputError`` for ``slots`` below 1; ``StoreError`` when Redis fails."""

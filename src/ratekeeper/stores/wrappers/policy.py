@@ -84,7 +84,7 @@ class Policy:
 
     def release(self, key: str, limit: Limit, slots: int) -> Decision:
         """A release the store could not take: the policy's local store takes it, if any;
-        else the leases expire by themselves."""
+        else the slots expire by themselves."""
         key, slots = check_key(key), check_release(limit, slots)
         if self.on_store_error == "local":
             return self.local.release(key, self.share(limit), slots)._replace(degraded=True)

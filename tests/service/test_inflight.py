@@ -22,14 +22,14 @@ from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.limits import Limit
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.admission import (
+from ratekeeper.service.grpc import serve_grpc
+from ratekeeper.service.inflight import (
     DEFAULT_MAX_IN_FLIGHT,
     MOST_IN_FLIGHT,
     QUIET,
-    Admission,
+    InFlightBound,
     check_limit,
 )
-from ratekeeper.service.grpc import serve_grpc
 from ratekeeper.service.observe.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.runtime.app import create_app
@@ -104,38 +104,36 @@ async def until(condition: Callable[[], bool]) -> None:
     raise AssertionError("the condition never held")
 
 
-# -- Admission itself ---------------------------------------------------------------------------
+# -- The bound itself ---------------------------------------------------------------------------
 
 
 def test_admits_up_to_its_bound_and_counts_each_refusal_by_surface() -> None:
-    admission = Admission(3)
-    assert [admission.enter("http") for _ in range(3)] == [True] * 3
-    assert [admission.enter(surface) for surface in ("http", "nginx", "grpc", "grpc")] == [
-        False
-    ] * 4
-    assert (admission.in_flight, admission.shed) == (3, {"http": 1, "nginx": 1, "grpc": 2})
-    admission.leave()
-    assert admission.enter("grpc") and not admission.enter("http")
+    bound = InFlightBound(3)
+    assert [bound.enter("http") for _ in range(3)] == [True] * 3
+    assert [bound.enter(surface) for surface in ("http", "nginx", "grpc", "grpc")] == [False] * 4
+    assert (bound.in_flight, bound.shed) == (3, {"http": 1, "nginx": 1, "grpc": 2})
+    bound.leave()
+    assert bound.enter("grpc") and not bound.enter("http")
     for _ in range(3):
-        admission.leave()
-    assert (admission.in_flight, admission.shed) == (0, {"http": 2, "nginx": 1, "grpc": 2})
+        bound.leave()
+    assert (bound.in_flight, bound.shed) == (0, {"http": 2, "nginx": 1, "grpc": 2})
 
 
 def test_shedding_is_logged_once_as_it_starts_and_once_when_quiet(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = FakeClock(0)
-    admission = Admission(1, clock=clock)
+    bound = InFlightBound(1, clock=clock)
     caplog.set_level(logging.INFO, "ratekeeper.service")
-    assert admission.enter("http")
+    assert bound.enter("http")
     for _ in range(50):
-        assert not admission.enter("http")
+        assert not bound.enter("http")
     clock.advance(QUIET / 2)
-    assert not admission.enter("nginx")
-    admission.leave()  # shed QUIET / 2 ago: still shedding
+    assert not bound.enter("nginx")
+    bound.leave()  # shed QUIET / 2 ago: still shedding
     clock.advance(QUIET)
-    assert admission.enter("http")
-    admission.leave()  # nothing shed for QUIET: over
+    assert bound.enter("http")
+    bound.leave()  # nothing shed for QUIET: over
     messages = [record.getMessage() for record in caplog.records]
     assert len(messages) == 2, messages
     assert messages[0].startswith("overloaded: 1 decision in flight, ")
@@ -152,7 +150,7 @@ def test_a_bound_that_is_not_a_whole_number_from_1_is_refused(value: Any) -> Non
     with pytest.raises(ValueError, match=f"expected a whole number from 1 to {MOST_IN_FLIGHT}"):
         check_limit(value)
     with pytest.raises(ValueError):
-        Admission(value)
+        InFlightBound(value)
 
 
 def test_a_bound_in_digits_or_an_int_is_taken() -> None:
@@ -190,8 +188,8 @@ async def shed_over_http() -> tuple[list[httpx.Response], dict[str, httpx.Respon
     engine, store = gated_engine(gate)
     metrics = Metrics()
     metrics.track(engine)
-    admission = Admission(3)
-    app = create_app(engine, metrics=metrics, admission=admission)
+    bound = InFlightBound(3)
+    app = create_app(engine, metrics=metrics, in_flight_bound=bound)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://rk") as client:
         held = [
@@ -213,11 +211,11 @@ async def shed_over_http() -> tuple[list[httpx.Response], dict[str, httpx.Respon
         gate.set()
         answered = list(await asyncio.gather(*held))
         after = await client.post("/v1/check", json=CHECK)
-    return [*answered, after], turned_away, admission
+    return [*answered, after], turned_away, bound
 
 
 def test_http_answers_past_the_bound_at_once_and_the_admitted_as_usual() -> None:
-    answered, turned_away, admission = asyncio.run(shed_over_http())
+    answered, turned_away, bound = asyncio.run(shed_over_http())
     assert [one.status_code for one in answered] == [200, 200, 200, 200]
     for route in ("check", "batch", "peek", "json", "nginx"):
         one = turned_away[route]
@@ -235,17 +233,17 @@ def test_http_answers_past_the_bound_at_once_and_the_admitted_as_usual() -> None
     assert 'ratekeeper_requests_shed_total{surface="nginx"} 1.0' in scraped
     assert "ratekeeper_decisions_in_flight 3.0" in scraped
     assert "ratekeeper_decisions_in_flight_max 3.0" in scraped
-    assert (admission.in_flight, admission.shed) == (0, {"http": 4, "nginx": 1, "grpc": 0})
+    assert (bound.in_flight, bound.shed) == (0, {"http": 4, "nginx": 1, "grpc": 0})
 
 
 # -- gRPC --------------------------------------------------------------------------------------
 
 
-async def shed_over_grpc() -> tuple[Any, grpc.aio.AioRpcError, Admission]:
+async def shed_over_grpc() -> tuple[Any, grpc.aio.AioRpcError, InFlightBound]:
     gate = asyncio.Event()
     engine, store = gated_engine(gate)
-    admission = Admission(1)
-    server, port = await serve_grpc(engine, "127.0.0.1:0", None, admission)
+    bound = InFlightBound(1)
+    server, port = await serve_grpc(engine, "127.0.0.1:0", None, bound)
     entry = ratelimit_pb2.RateLimitDescriptor.Entry(key="remote_address", value="a")
     request = rls_pb2.RateLimitRequest(
         domain="edge", descriptors=[ratelimit_pb2.RateLimitDescriptor(entries=[entry])]
@@ -264,16 +262,16 @@ async def shed_over_grpc() -> tuple[Any, grpc.aio.AioRpcError, Admission]:
             answered = await held
     finally:
         await server.stop(None)
-    return answered, caught.value, admission
+    return answered, caught.value, bound
 
 
 def test_grpc_answers_past_the_bound_unavailable_at_once() -> None:
-    answered, refused, admission = asyncio.run(shed_over_grpc())
+    answered, refused, bound = asyncio.run(shed_over_grpc())
     assert answered.overall_code == rls_pb2.RateLimitResponse.OK
     assert refused.code() == grpc.StatusCode.UNAVAILABLE
     assert refused.details().startswith("overloaded: deciding 1 request, ")
     assert dict(refused.trailing_metadata() or ())["retry-after"] == "1"
-    assert (admission.in_flight, admission.shed) == (0, {"http": 0, "nginx": 0, "grpc": 1})
+    assert (bound.in_flight, bound.shed) == (0, {"http": 0, "nginx": 0, "grpc": 1})
 
 
 def test_the_json_problem_kind_is_listed() -> None:
