@@ -28,8 +28,8 @@ import pytest
 from ratekeeper import AsyncLimiter, AsyncMemoryStore, Limit, Limiter, MemoryStore
 from ratekeeper.testing import FakeClock
 from ratekeeper.web import RateLimit, keys
-from tests.web.test_outcome_headers import Told, told
-from tests.web.test_real_servers import uvicorn_serving, waitress_serving
+from tests.web.servers import uvicorn_serving, waitress_serving
+from tests.web.told import Told, told
 
 LOGIN = Limit(5, 900, "sliding_log")
 PASSWORDS = ["right"] * 3 + ["wrong"] * 6

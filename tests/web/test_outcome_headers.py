@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,12 +33,11 @@ from ratekeeper import (
 )
 from ratekeeper.testing import FakeClock
 from ratekeeper.web import Gate, HandlerResult, RateLimit, Request, keys
-from tests.web.test_real_servers import uvicorn_serving, waitress_serving
+from tests.web.servers import uvicorn_serving, waitress_serving
+from tests.web.told import Told, told
 
 LOGIN = Limit(5, 900, "sliding_log")
 FAILED = {401, 403}
-#: What a response tells: status, X-RateLimit-Limit, -Remaining, -Reset, Retry-After, RateLimit.
-Told = tuple[int, str | None, str | None, str | None, str | None, str | None]
 PASSWORDS = ["right"] * 20 + ["wrong"] * 6 + ["right"]
 EXPECTED: list[Told] = (
     [(200, "5", "5", "0", None, '"default";r=5;t=0')] * 20
@@ -49,12 +48,6 @@ EXPECTED: list[Told] = (
 
 def login_limit() -> RateLimit:
     return RateLimit(LOGIN, key=keys.query("user"), scope="login", charge_statuses=FAILED)
-
-
-def told(status: int, headers: Mapping[str, str]) -> Told:
-    names = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
-    limit, remaining, reset = (headers.get(name) for name in names)
-    return (status, limit, remaining, reset, headers.get("Retry-After"), headers.get("RateLimit"))
 
 
 @contextmanager

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import types
 from collections import Counter
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
 
 from ratekeeper import AsyncLimiter, Limit, Limiter
 from ratekeeper.web import RateLimit
-from tests.servers import free_port
+from tests.web.servers import uvicorn_serving, waitress_serving
 
 LIMIT = Limit(50, 86_400, "sliding_log")
 REQUESTS, CLIENTS = 200, 16
@@ -44,55 +41,6 @@ def hammer(url: str) -> Counter[int]:
 
     with ThreadPoolExecutor(CLIENTS) as pool:
         return Counter(status for found in pool.map(client, range(CLIENTS)) for status in found)
-
-
-def wait_until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not happen within 30 s")
-        time.sleep(0.02)
-
-
-@contextmanager
-def uvicorn_serving(app: Any) -> Iterator[str]:
-    import uvicorn
-
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started, "uvicorn's start")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
-@contextmanager
-def waitress_serving(app: Any, **options: Any) -> Iterator[str]:
-    """``app`` served by waitress on a free loopback port, with waitress's ``options``."""
-    import waitress
-
-    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8, **options)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        """Close every socket from the server's own loop, which then ends: a socket closed
-        from another thread while the loop polls it fails the poll (EBADF)."""
-        for channel in list(server.active_channels.values()):
-            channel.handle_close()
-        server.close()
-
-    try:
-        yield f"http://127.0.0.1:{server.effective_port}"
-    finally:
-        server.task_dispatcher.shutdown()  # first: no worker pulls the trigger once it is shut
-        server.trigger.pull_trigger(stop)
-        thread.join(timeout=30)
 
 
 def test_uvicorn_admits_exactly_the_limit_to_concurrent_clients() -> None:

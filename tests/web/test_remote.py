@@ -20,7 +20,7 @@ from ratekeeper.web.wsgi import RateLimitMiddleware as WSGIMiddleware
 from tests.servers import free_port
 from tests.service.served import Served
 from tests.web.asgi_client import run
-from tests.web.test_wsgi import call, echo
+from tests.web.wsgi_calls import call, echo
 
 
 @pytest.fixture(scope="module")

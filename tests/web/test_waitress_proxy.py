@@ -18,7 +18,7 @@ from ratekeeper import Limit, Limiter, MemoryStore
 from ratekeeper.testing import FakeClock
 from ratekeeper.web import Key, RateLimit, keys
 from ratekeeper.web.wsgi import RateLimitMiddleware
-from tests.web.test_real_servers import waitress_serving
+from tests.web.servers import waitress_serving
 
 PAGE = (Path(__file__).resolve().parents[2] / "docs" / "web.md").read_text(encoding="utf-8")
 #: The waitress item of the page's "What to set", its proxy at 127.0.0.1 in place of 10.0.0.5.
