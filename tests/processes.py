@@ -16,19 +16,28 @@ repository's root (``python -m benchmarks``), import it as the tests do.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import os
+import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 #: How many times a server is started on fresh ports when the last ones were taken meanwhile.
 ATTEMPTS = 5
+#: The lowest port ``free_ports`` hands out; the highest is below the kernel's ephemeral range.
+LOWEST = 10_000
+#: How long a port handed out stays reserved: enough for its server to start listening on it.
+HOLD = 120.0
+#: The ports handed out lately, by every process of this user on this machine ("port:time").
+RESERVED = Path(tempfile.gettempdir()) / f"ratekeeper-test-ports-{os.getuid()}"
 #: How many of its log's last lines an error about a server shows.
 LOG_LINES = 10
 
@@ -38,15 +47,73 @@ def free_port() -> int:
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (held together while chosen, so distinct)."""
-    sockets = [socket.socket() for _ in range(count)]
+    """``count`` distinct loopback ports that nothing is bound to, and that no process using
+    this harness on this machine (another pytest-xdist worker, another lane, a benchmark) was
+    given in the last ``HOLD`` seconds.
+
+    They are drawn at random below the kernel's ephemeral range (``ip_local_port_range``, where
+    ``bind(0)`` and every outgoing connection take their ports), so that no connection a test
+    opens holds a port a server is about to listen on; and they are written down in
+    ``RESERVED`` (under a lock) until their servers have had time to listen on them, so that
+    two servers started at once, by one process or by two, are never given the same port.
+    """
+    low, high = _port_range()
+    with _reservations() as reserved:
+        chosen: list[int] = []
+        for _ in range(100 * count):
+            port = random.randrange(low, high)
+            if port not in reserved and port not in chosen and _unbound(port):
+                chosen.append(port)
+                if len(chosen) == count:
+                    break
+        else:
+            raise RuntimeError(f"no {count} free loopback ports in {low}-{high - 1}")
+        reserved.update(dict.fromkeys(chosen, time.time()))
+    return chosen
+
+
+def _port_range() -> tuple[int, int]:
+    """Where ``free_ports`` draws from: from ``LOWEST`` up to the kernel's ephemeral range, or
+    every unprivileged port if that range starts too low to leave room below it."""
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        ephemeral = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768  # Linux's default
+    if ephemeral - LOWEST < 4096:
+        return 1024, 65536
+    return LOWEST, ephemeral
+
+
+def _unbound(port: int) -> bool:
+    """Whether a socket can bind ``port`` on 127.0.0.1 now (without SO_REUSEADDR, so that a
+    port whose last connections are still closing is left alone too)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _reservations() -> Iterator[dict[int, float]]:
+    """The ports reserved in ``RESERVED``, less those older than ``HOLD``, locked against every
+    other process until the block ends; what the block adds is written back."""
+    with RESERVED.open("a+", encoding="ascii") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
+        file.seek(0)
+        now = time.time()
+        reserved: dict[int, float] = {}
+        for entry in file.read().split():
+            port, _, when = entry.partition(":")
+            with contextlib.suppress(ValueError):
+                if now - float(when) < HOLD:
+                    reserved[int(port)] = float(when)
+        yield reserved
+        file.seek(0)
+        file.truncate()
+        file.write(" ".join(f"{port}:{when:.1f}" for port, when in reserved.items()))
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
