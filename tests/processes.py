@@ -145,6 +145,19 @@ def children(pid: int) -> list[int]:
     return sorted(found)
 
 
+def running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` whose process still runs (exists, and is no zombie)."""
+    found = []
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:  # ended and reaped
+            continue
+        if text[text.rindex(")") + 2] not in "ZX":
+            found.append(pid)
+    return found
+
+
 def log_tail(path: Path, lines: int = LOG_LINES) -> str:
     """The last ``lines`` lines of the log at ``path``, on one line (``" | "`` between them)."""
     try:

@@ -31,6 +31,7 @@ from tests.processes import (
     children,
     free_port,
     free_ports,
+    running,
     wait_for,
     wait_until,
 )
@@ -531,12 +532,16 @@ class PostgresServer(ServerProcess):
         every backend (a backend outlives a killed postmaster for a while, and would go on
         answering its open connection)."""
         if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGSTOP)  # so that it starts no backend meanwhile
             backends = children(self.process.pid)
             os.kill(self.process.pid, signal.SIGKILL)
             for child in backends:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal.SIGKILL)
             self.process.wait(10)
+            # Until every backend has ended, the old server's shared memory is in use, and a
+            # new postmaster on this data directory refuses to start.
+            wait_until(lambda: not running(backends), 10, f"the backends of postgres {self.port}")
         self.process = None
 
     def _answers(self, pid: int) -> bool:
