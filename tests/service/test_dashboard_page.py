@@ -38,7 +38,7 @@ from tests.service.test_dashboard_workers import published_at
 from tests.service.test_metrics_workers import fresh, metrics_directory, worker_pids
 
 #: About 25 s: the server's start, 12 s of load at most, the rates falling back for 7 s.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(60)]
 
 TOKEN = "dashboard-token-0123456789abcdef"
 RULES = """\

@@ -39,6 +39,7 @@ def stats(http: httpx.Client) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_every_worker_is_counted_whichever_answers(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -148,6 +149,7 @@ def published_at(directory: Path, pid: int) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_each_key_shows_its_newest_decision_whichever_worker_answers(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:

@@ -242,6 +242,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sigterm_under_load_answers_what_was_in_flight_and_exits_0(served: Served) -> None:
     stop = asyncio.run(stop_under_load(served))
 
@@ -273,6 +274,7 @@ def test_sigterm_under_load_answers_what_was_in_flight_and_exits_0(served: Serve
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("server", ["uvicorn", "pyvoy"])
 @pytest.mark.parametrize("surface", ["http", "grpc"])
 def test_sigterm_while_deciding_waits_for_the_decisions(

@@ -111,6 +111,7 @@ async def failover_under_load(cluster: RedisCluster, policy: str) -> dict[str, o
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("policy", ["local", "allow"])
 def test_a_dead_master_degrades_only_its_own_keys(tmp_path: Path, policy: str) -> None:
     cluster = RedisCluster(tmp_path)
@@ -137,6 +138,7 @@ def test_a_dead_master_degrades_only_its_own_keys(tmp_path: Path, policy: str) -
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_batch_fails_only_the_calls_of_the_dead_shard(tmp_path: Path) -> None:
     """One event-loop tick's calls over every master go as one batch, one run per slot: the
     dead master's calls fail, the others are decided."""
