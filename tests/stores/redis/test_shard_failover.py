@@ -49,6 +49,9 @@ async def failover_under_load(cluster: RedisCluster, policy: str) -> dict[str, o
             decided = await asyncio.gather(*(store.apply("hot", HOT) for _ in range(100)))
             admitted += sum(d.allowed for d in decided)
         assert admitted == HOT.amount
+        # The bound below counts the hot key's state as on the replica when its master dies:
+        # WAIT returns once the replica has acknowledged every write so far.
+        assert command(victim.port, "WAIT", "1", "10000") == 1
 
         degraded: Counter[str] = Counter()  # per shard at the kill: "dead" or "healthy"
         answers: Counter[str] = Counter()
