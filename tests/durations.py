@@ -71,14 +71,19 @@ class Durations:
         else:
             self.path = config.rootpath / DEFAULT
         self.shown: int = config.getoption("durations_shown")
-        self.timings: dict[str, Timing] = {}
+        #: Every test run, in order; a node id may come more than once (schemathesis' cases).
+        self.timings: list[Timing] = []
+        self.current: dict[str, Timing] = {}  # node id -> its latest test
         self.started = time.monotonic()
         self.wall = 0.0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when not in PHASES:
             return
-        timing = self.timings.setdefault(report.nodeid, Timing(report.nodeid))
+        if report.when == "setup" or report.nodeid not in self.current:
+            self.current[report.nodeid] = Timing(report.nodeid)
+            self.timings.append(self.current[report.nodeid])
+        timing = self.current[report.nodeid]
         setattr(timing, report.when, round(report.duration, 4))
         timing.seconds = round(timing.setup + timing.call + timing.teardown, 4)
         if report.failed:
@@ -91,7 +96,7 @@ class Durations:
             timing.worker = str(gateway.id)
 
     def slowest(self) -> list[Timing]:
-        return sorted(self.timings.values(), key=lambda one: one.seconds, reverse=True)
+        return sorted(self.timings, key=lambda one: one.seconds, reverse=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -102,7 +107,7 @@ class Durations:
             "command": [Path(sys.argv[0]).name, *self.config.invocation_params.args],
             "workers": workers or 0,
             "wall_seconds": round(self.wall, 2),
-            "tests_seconds": round(sum(one.seconds for one in self.timings.values()), 2),
+            "tests_seconds": round(sum(one.seconds for one in self.timings), 2),
             "tests": [asdict(one) for one in self.slowest()],
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +116,7 @@ class Durations:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.timings:
             return
-        total = sum(one.seconds for one in self.timings.values())
+        total = sum(one.seconds for one in self.timings)
         terminalreporter.section(f"durations: {self.path.stem}")
         terminalreporter.write_line(
             f"{len(self.timings)} tests, {total:.1f} s of tests in {self.wall:.1f} s of wall "
