@@ -70,9 +70,10 @@ say "layers (lint-imports: the contracts in pyproject.toml)"
 
 # -- pytest: the lanes (docs/testing.md) --------------------------------------------------------
 # No argument: the whole suite, as CI runs it, in two lanes one after the other; both must pass.
-#   parallel: every test but the chaos and serial ones, spread over pytest-xdist workers (one a
-#             logical CPU; PYTEST_XDIST_AUTO_NUM_WORKERS=N says otherwise), a file to a worker,
-#             each worker with session servers of its own on ports of its own;
+#   parallel: every test but the chaos and serial ones, handed out one by one to pytest-xdist
+#             workers (one a logical CPU; PYTEST_XDIST_AUTO_NUM_WORKERS=N says otherwise), each
+#             with session servers of its own on ports of its own (--dist load: schemathesis
+#             runs its cases under one node id, which loadfile and loadscope would run once);
 #   serial:   the chaos and serial ones, which assert behaviour under timing and load, one at a
 #             time and alone on the machine.
 # --fast [ARGS]: the parallel lane less the slow tests, ARGS added to its pytest. Any other
@@ -89,7 +90,7 @@ lane() {
     "(load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown))"
   if [ "$status" -ne 0 ]; then FAILED="$FAILED $name"; fi
 }
-XDIST=(-n logical --dist loadfile)
+XDIST=(-n logical --dist load)
 FAILED=""
 if [ "$#" -eq 0 ]; then
   rm -f "$DURATIONS/parallel.json" "$DURATIONS/serial.json"
