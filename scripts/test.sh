@@ -61,8 +61,8 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 say "ruff"
-"$VENV/bin/ruff" check src tests benchmarks
-"$VENV/bin/ruff" format --check --quiet src tests benchmarks
+"$VENV/bin/ruff" check src tests benchmarks scripts
+"$VENV/bin/ruff" format --check --quiet src tests benchmarks scripts
 say "mypy"
 "$VENV/bin/mypy"
 say "layers (lint-imports: the contracts in pyproject.toml)"
@@ -75,5 +75,45 @@ say "sizes (modules and functions: the limits and exceptions in scripts/sizes.to
 say "docs (mkdocs build --strict)"
 NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$ROOT/site"
 
-say "pytest"
-"$VENV/bin/pytest" "$@"
+# -- pytest: the lanes (docs/testing.md) --------------------------------------------------------
+# No argument: the whole suite, as CI runs it, in two lanes one after the other; both must pass.
+#   parallel: every test but the chaos and serial ones, handed out one by one to pytest-xdist
+#             workers (one a logical CPU; PYTEST_XDIST_AUTO_NUM_WORKERS=N says otherwise), each
+#             with session servers of its own on ports of its own (--dist load: schemathesis
+#             runs its cases under one node id, which loadfile and loadscope would run once);
+#   serial:   the chaos and serial ones, which assert behaviour under timing and load, one at a
+#             time and alone on the machine.
+# --fast [ARGS]: the parallel lane less the slow tests, ARGS added to its pytest. Any other
+# arguments go to one pytest, as given. Every run writes each test's duration to
+# build/test-durations/ (one JSON file a lane) and prints the slowest.
+DURATIONS="build/test-durations"
+lane() {
+  # lane NAME PYTEST-ARGS...: run one lane, timed; a lane that fails is added to $FAILED.
+  local name="$1" started=$SECONDS status=0
+  shift
+  say "pytest, $name lane: $*"
+  "$VENV/bin/pytest" --durations-file "$DURATIONS/$name.json" "$@" || status=$?
+  say "$name lane: exit status $status in $((SECONDS - started)) s" \
+    "(load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown))"
+  if [ "$status" -ne 0 ]; then FAILED="$FAILED $name"; fi
+}
+XDIST=(-n logical --dist load)
+FAILED=""
+if [ "$#" -eq 0 ]; then
+  rm -f "$DURATIONS/parallel.json" "$DURATIONS/serial.json"
+  lane parallel "${XDIST[@]}" -m "not chaos and not serial"
+  lane serial -m "chaos or serial"
+  "$VENV/bin/python" -m tests.durations "$DURATIONS/parallel.json" "$DURATIONS/serial.json" ||
+    FAILED="$FAILED (durations)"
+elif [ "$1" = "--fast" ]; then
+  shift
+  lane fast "${XDIST[@]}" -m "not slow and not chaos and not serial" "$@"
+else
+  say "pytest"
+  "$VENV/bin/pytest" "$@"
+fi
+if [ -n "$FAILED" ]; then
+  say "failed:$FAILED"
+  exit 1
+fi
+# -- end of the lanes ---------------------------------------------------------------------------

@@ -9,6 +9,9 @@ import pytest
 from ratekeeper.testing import FakeClock
 from tests.servers import PostgresServer, RedisCluster, RedisServer
 
+#: Every run writes each test's duration to a file and prints the slowest (tests/durations.py).
+pytest_plugins = ["tests.durations"]
+
 #: A fixed epoch-sized instant: 2023-11-14 22:13:20 UTC.
 T0 = 1_700_000_000.0
 

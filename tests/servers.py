@@ -1,6 +1,8 @@
 """Real servers for the tests: started on free loopback ports, stopped by pid.
 
-Nothing here mocks a server. Each server runs in a temporary directory and is killed (and
+Each is a ``ServerProcess`` of ``tests/processes.py``, the harness the benchmarks share; its
+helpers (``free_port``, ``free_ports``, ``wait_until``, ``wait_for``) are importable from here
+too. Nothing here mocks a server. Each server runs in a temporary directory and is killed (and
 waited for) when its fixture ends, so that no test leaves a process behind. ``RedisServer`` is
 one standalone server; ``RedisCluster`` is six of them forming a real Redis Cluster. Both talk
 to the servers over a few lines of RESP (``command``), so they need no client library.
@@ -18,67 +20,46 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+from tests.processes import (
+    ATTEMPTS,
+    ServerExited,
+    ServerProcess,
+    children,
+    free_port,
+    free_ports,
+    running,
+    wait_for,
+    wait_until,
+)
 
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    """Wait until ``check()`` is true, polling every 20 ms."""
-    wait_for(lambda: [] if check() else ["not yet"], timeout, what, interval=0.02)
-
-
-#: How many times a server is started on fresh ports when the last ones were taken meanwhile.
-ATTEMPTS = 5
-
-
-def _children(pid: int) -> list[int]:
-    """The pids of ``pid``'s child processes, from ``/proc``."""
-    found = []
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                found.append(int(stat.split("/")[2]))
-    return found
-
-
-class ServerExited(RuntimeError):
-    """A server process ended while starting, typically because its port was taken."""
+#: What the tests import from here: the servers, and the harness's helpers with them.
+__all__ = [
+    "ATTEMPTS",
+    "SLOTS",
+    "ClusterEntry",
+    "PostgresServer",
+    "RedisCluster",
+    "RedisServer",
+    "ReplyError",
+    "ServerExited",
+    "ServerProcess",
+    "cluster_info",
+    "command",
+    "free_port",
+    "free_ports",
+    "info",
+    "postgres_bin",
+    "wait_for",
+    "wait_until",
+]
 
 
 class ReplyError(RuntimeError):
     """An error reply (``-ERR ...``) from a server."""
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (held together while chosen, so distinct)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def wait_for(
-    problems: Callable[[], list[str]], timeout: float, what: str, interval: float = 0.05
-) -> None:
-    """Wait until ``problems()`` is empty; on timeout, name what was still not ready."""
-    deadline = time.monotonic() + timeout
-    left = problems()
-    while left:
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} not ready after {timeout}s: " + "; ".join(left))
-        time.sleep(interval)
-        left = problems()
 
 
 def command(port: int, *args: str, timeout: float = 2.0) -> Any:
@@ -135,107 +116,15 @@ def _server_pid(port: int) -> int | None:
         return None
 
 
-def _log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-class ServerProcess:
-    """One server process of the tests, on 127.0.0.1.
-
-    ``start`` launches it and waits until it, not another server, answers on its port; a
-    server that exits while starting raises ``ServerExited`` (its port was taken, typically),
-    and ``start_on_free_port`` then tries again on another port. ``stop`` sends
-    ``stop_signal`` by pid and kills it if it lingers; ``kill`` is SIGKILL, as a crash.
-    """
-
-    name = "server"
-    stop_signal = signal.SIGTERM
-    stop_timeout = 10.0
-    ready_timeout = 10.0
-    port: int
-    process: subprocess.Popen[bytes] | None = None
-
-    def _launch(self) -> subprocess.Popen[bytes]:
-        raise NotImplementedError
-
-    def _answers(self, pid: int) -> bool:
-        """Whether the process ``pid`` answers on ``port``."""
-        raise NotImplementedError
-
-    def _log(self) -> Path:
-        raise NotImplementedError
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def start_on_free_port(self, fixed: bool = False) -> None:
-        for attempt in range(ATTEMPTS):
-            try:
-                self.start()
-                return
-            except ServerExited:
-                if fixed or attempt == ATTEMPTS - 1:
-                    raise
-                self._choose_ports()  # taken since they were chosen: try others
-
-    def _choose_ports(self) -> None:
-        """Choose new free ports for the next start; a server with more ports than ``port``
-        chooses them all here."""
-        self.port = free_port()
-
-    def start(self) -> None:
-        """Start the process and wait until it, not another server, answers on the port."""
-        process = self._launch()
-        self.process = process
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise ServerExited(
-                    f"{self.name} on port {self.port} exited with status {process.returncode}"
-                    f" while starting: {_log_tail(self._log())}"
-                )
-            return self._answers(process.pid)
-
-        what = f"{self.name} on port {self.port} (pid {process.pid})"
-        try:
-            wait_until(ready, self.ready_timeout, what)
-        except BaseException:
-            self.kill()
-            raise
-
-    def kill(self) -> None:
-        """Kill the server by pid, as a crash would, and reap it."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-        self.process = None
-
-    def signal_stop(self) -> None:
-        """Ask the server to stop, without waiting (so that several stop together)."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, self.stop_signal)
-
-    def stop(self) -> None:
-        self.signal_stop()
-        if self.process is not None:
-            try:
-                self.process.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.process = None
-
-
 class RedisServer(ServerProcess):
     """One ``redis-server`` process on 127.0.0.1; ``config`` is a file read first (a
     sentinel's), ``extra`` more command-line options. With ``unix_socket`` (a path), it
     listens on that Unix socket too (``unix_url``)."""
 
     name = "redis-server"
+    #: Whether it runs in a session of its own, out of reach of a Ctrl-C in the terminal (the
+    #: benchmarks' servers: the benchmark, not the terminal, stops them).
+    own_session = False
 
     def __init__(
         self,
@@ -247,7 +136,9 @@ class RedisServer(ServerProcess):
     ) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise RuntimeError("redis-server is not installed; scripts/test.sh installs it")
+            raise RuntimeError(
+                "redis-server is not installed; scripts/test.sh and scripts/bench.sh install it"
+            )
         self.binary = binary
         self.port = port or free_port()
         self.directory = directory
@@ -282,7 +173,12 @@ class RedisServer(ServerProcess):
             "--logfile", str(self._log()),
             *self.extra,
         ]  # fmt: skip
-        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=self.own_session,
+        )
 
     def _answers(self, pid: int) -> bool:
         return _server_pid(self.port) == pid
@@ -636,12 +532,16 @@ class PostgresServer(ServerProcess):
         every backend (a backend outlives a killed postmaster for a while, and would go on
         answering its open connection)."""
         if self.process is not None and self.process.poll() is None:
-            children = _children(self.process.pid)
+            os.kill(self.process.pid, signal.SIGSTOP)  # so that it starts no backend meanwhile
+            backends = children(self.process.pid)
             os.kill(self.process.pid, signal.SIGKILL)
-            for child in children:
+            for child in backends:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal.SIGKILL)
             self.process.wait(10)
+            # Until every backend has ended, the old server's shared memory is in use, and a
+            # new postmaster on this data directory refuses to start.
+            wait_until(lambda: not running(backends), 10, f"the backends of postgres {self.port}")
         self.process = None
 
     def _answers(self, pid: int) -> bool:

@@ -1,5 +1,6 @@
 """nginx running the shipped ``deploy/nginx/ratekeeper.conf`` in front of several ``ratekeeper
-serve`` instances, for the length of a ``with`` block; stopped by its pid.
+serve`` instances, for the length of a ``with`` block, on the harness the tests use
+(``tests/processes.py``); stopped by its pid.
 
 The shipped file is changed only where it marks ``<- SET``: its listener, its application and
 its ratekeeper upstream (one ``server`` line per instance). The main ``nginx.conf`` around it
@@ -14,14 +15,12 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
-from types import TracebackType
 
 import httpx
+from tests.processes import ServerProcess, free_ports
 
-from benchmarks.redis_store.server import free_port
 from benchmarks.trials import BenchmarkError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,63 +69,56 @@ def _main_conf(directory: Path, application_port: int) -> str:
     )
 
 
-class Nginx:
-    """nginx on a free loopback port in front of ``ratekeeper_ports``."""
+class Nginx(ServerProcess):
+    """nginx on a free loopback port in front of ``ratekeeper_ports``, in a session of its own,
+    for the length of a ``with`` block: ready once its pid file holds its pid and it answers.
+    ``stop`` is nginx's fast shutdown (SIGTERM to the master, by pid); ``kill`` kills its whole
+    group, the worker too."""
+
+    name = "nginx"
+    ready_timeout = 20.0
 
     def __init__(self, directory: Path, ratekeeper_ports: list[int]) -> None:
         binary = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
         if binary is None:
             raise BenchmarkError("nginx is not installed (apt-get install nginx)")
+        self.binary = binary
         self.directory = directory
         (directory / "temp").mkdir(parents=True, exist_ok=True)
-        self.port, application = free_port(), free_port()
+        self.port, application = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}/"
         (directory / "site.conf").write_text(render(ratekeeper_ports, self.port, application))
-        main = directory / "nginx.conf"
-        main.write_text(_main_conf(directory, application))
-        with (directory / "nginx.out").open("wb") as log:
-            self.process = subprocess.Popen(
-                [binary, "-p", str(directory), "-c", str(main), "-e", str(directory / "error.log")],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+        self.main = directory / "nginx.conf"
+        self.main.write_text(_main_conf(directory, application))
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        (self.directory / "nginx.pid").unlink(missing_ok=True)
+        args = [self.binary, "-p", str(self.directory), "-c", str(self.main)]
+        args += ["-e", str(self._log())]
+        with (self.directory / "nginx.out").open("wb") as log:
+            return subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
 
-    def __enter__(self) -> Nginx:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self.stop()
-                raise BenchmarkError(f"nginx exited: {self._errors()}")
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(self.url, timeout=1)
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise BenchmarkError(f"nginx did not answer in 20 s: {self._errors()}")
+    def _answers(self, pid: int) -> bool:
+        try:
+            if (self.directory / "nginx.pid").read_text().strip() != str(pid):
+                return False
+            httpx.get(self.url, timeout=1)
+        except (OSError, httpx.TransportError):
+            return False
+        return True
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _log(self) -> Path:
+        return self.directory / "error.log"
 
-    def _errors(self) -> str:
-        path = self.directory / "error.log"
-        return path.read_text()[-2000:] if path.exists() else ""
-
-    def stop(self) -> None:
-        """nginx's fast shutdown (SIGTERM to the master, by pid); SIGKILL to its group if it
-        lingers."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
+    def kill(self) -> None:
+        """SIGKILL to nginx's process group (the master and its worker), and reap the master."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+            self.process.wait(10)
+        self.process = None
 
     def passed(self, since: float, until: float) -> Counter[int]:
         """The requests let through (200) per wall-clock second, by the time each ended, among

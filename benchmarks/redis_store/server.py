@@ -1,25 +1,21 @@
-"""The benchmark's own redis-server: started on a free 127.0.0.1 port, stopped by its pid.
+"""The benchmark's own redis-server: the tests' ``RedisServer`` (``tests/servers.py``, on the
+harness of ``tests/processes.py``), started on a free 127.0.0.1 port and stopped by its pid.
 
 The server runs in a temporary directory with persistence off, in its own session so that a
 Ctrl-C in the terminal reaches the benchmark (which then stops the server) rather than the server
 directly. ``RedisServer`` is a context manager; leaving it, normally or by an exception
-(``KeyboardInterrupt`` included), terminates the process by pid and waits for it.
+(``KeyboardInterrupt`` included), terminates the process by pid, waits for it and deletes the
+directory.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import tempfile
-import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import redis
+from tests import servers
 
 #: Commands that are the benchmark's own bookkeeping, never a library's work.
 BOOKKEEPING = ("config", "info", "hello", "client", "select", "script", "ping", "flushdb", "scan")
@@ -27,25 +23,21 @@ BOOKKEEPING = ("config", "info", "hello", "client", "select", "script", "ping", 
 SCRIPTS = ("evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+class RedisServer(servers.RedisServer):
+    """One ``redis-server`` on 127.0.0.1 of the benchmark's own, with a client for its
+    bookkeeping (``admin``), for the length of a ``with`` block."""
 
-
-class RedisServer:
-    """One ``redis-server`` on 127.0.0.1, for the length of a ``with`` block."""
+    own_session = True
 
     def __init__(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-        self.binary = binary
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-        self._directory: tempfile.TemporaryDirectory[str] | None = None
+        self._directory = tempfile.TemporaryDirectory(prefix="ratekeeper-bench-redis-")
         self._admin: redis.Redis | None = None
+        try:
+            super().__init__(Path(self._directory.name))
+        except BaseException:
+            self._directory.cleanup()
+            raise
+        self._admin = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
     @property
     def admin(self) -> redis.Redis:
@@ -54,80 +46,14 @@ class RedisServer:
             raise RuntimeError("the server is not running")
         return self._admin
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def __enter__(self) -> RedisServer:
-        self._directory = tempfile.TemporaryDirectory(prefix="ratekeeper-bench-redis-")
-        for _ in range(5):  # a port chosen free can be taken before the server binds it
-            self.port = free_port()
-            if self._start(Path(self._directory.name)):
-                return self
-        self.stop()
-        raise RuntimeError("redis-server did not start on a free port in 5 attempts")
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _start(self, directory: Path) -> bool:
-        log = directory / f"redis-{self.port}.log"
-        args = [
-            self.binary,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(directory),
-            "--logfile", str(log),
-        ]  # fmt: skip
-        process = subprocess.Popen(
-            args,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.process = process
-        admin = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                admin.close()
-                self.process = None
-                return False
-            try:
-                # Our server, not another one that took the port meanwhile.
-                if int(admin.info("server")["process_id"]) == process.pid:
-                    self._admin = admin
-                    return True
-            except (redis.RedisError, OSError, KeyError, ValueError):
-                pass
-            time.sleep(0.02)
-        admin.close()
-        self.stop()
-        return False
-
     def stop(self) -> None:
-        """Terminate the server by pid (then kill it if it lingers) and reap it."""
+        """Terminate the server by pid (then kill it if it lingers), reap it, and delete its
+        directory."""
         if self._admin is not None:
             self._admin.close()
             self._admin = None
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(10)
-        if self._directory is not None:
-            self._directory.cleanup()
-            self._directory = None
+        super().stop()
+        self._directory.cleanup()
 
     # --- what the benchmark asks of the server, on its own connection ---
 

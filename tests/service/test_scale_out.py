@@ -106,6 +106,7 @@ def decisions(instance: Served, domain: str) -> Counter[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("gateway", ["nginx", "envoy"])
 @pytest.mark.parametrize("store", ["redis_server", "redis_cluster"])
 def test_three_instances_behind_a_gateway_admit_exactly_the_limit(

@@ -37,7 +37,7 @@ from tests.service.served import Served
 from tests.service.workers import fresh, metrics_directory, published_at, worker_pids
 
 #: About 25 s: the server's start, 12 s of load at most, the rates falling back for 7 s.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(60)]
 
 TOKEN = "dashboard-token-0123456789abcdef"
 RULES = """\

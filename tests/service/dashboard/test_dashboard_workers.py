@@ -39,6 +39,7 @@ def stats(http: httpx.Client) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_every_worker_is_counted_whichever_answers(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -142,6 +143,7 @@ def _decided_by(directory: Path, pid: int) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_each_key_shows_its_newest_decision_whichever_worker_answers(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:

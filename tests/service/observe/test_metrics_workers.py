@@ -325,6 +325,7 @@ def body(domain: str, n: int) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("count", [2, 4])
 def test_every_scrape_of_many_workers_reports_the_whole_service(
     tmp_path: Path, redis_server: RedisServer, count: int
@@ -408,6 +409,7 @@ def test_every_scrape_of_many_workers_reports_the_whole_service(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_worker_killed_and_replaced_takes_no_count_away(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:

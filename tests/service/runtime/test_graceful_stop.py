@@ -36,7 +36,7 @@ import grpc
 import pytest
 
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
-from tests.gateways import pyvoy_binary
+from tests.gateways import http_request, pyvoy_binary
 from tests.servers import RedisServer, command, free_ports, wait_until
 from tests.service.http_load import CLOSED, REFUSED, RESET, Exchange, Request, exchange
 from tests.service.served import Served
@@ -114,6 +114,15 @@ def accepted_ports(port: int) -> set[int]:
         if state == "01" and int(local.split(":")[1], 16) == port and inode != "0":
             found.add(int(remote.split(":")[1], 16))
     return found
+
+
+def in_flight(port: int) -> int:
+    """The decisions under way in the service answering HTTP on ``port``, from its metrics."""
+    for line in http_request(port, "/metrics").body.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name == "ratekeeper_decisions_in_flight":
+            return int(float(value))
+    return 0
 
 
 async def http_client(port: int, done: list[Exchange], warm: asyncio.Event) -> None:
@@ -219,6 +228,9 @@ async def stop_while_deciding(served: Served, redis_port: int, surface: str) -> 
             )
         else:
             calls = [asyncio.create_task(call(stub)) for _ in range(DECIDING)]
+        await asyncio.to_thread(
+            wait_until, lambda: in_flight(served.http) >= DECIDING, PAUSE, "decisions under way"
+        )
         await asyncio.sleep(PAUSE / 10)  # read, and waiting for the store
         signalled = time.monotonic()
         os.kill(served.process.pid, signal.SIGTERM)
@@ -242,6 +254,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sigterm_under_load_answers_what_was_in_flight_and_exits_0(served: Served) -> None:
     stop = asyncio.run(stop_under_load(served))
 
@@ -273,6 +286,7 @@ def test_sigterm_under_load_answers_what_was_in_flight_and_exits_0(served: Serve
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("server", ["uvicorn", "pyvoy"])
 @pytest.mark.parametrize("surface", ["http", "grpc"])
 def test_sigterm_while_deciding_waits_for_the_decisions(

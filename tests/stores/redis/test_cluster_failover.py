@@ -18,6 +18,7 @@ FRESH = Limit(20, 3600, "gcra")
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("policy", ["allow", "local"])
 def test_master_killed_under_load(tmp_path: Path, policy: str) -> None:
     cluster = RedisCluster(tmp_path)

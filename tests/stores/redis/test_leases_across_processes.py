@@ -133,6 +133,7 @@ def refill(limit: Limit, seconds: float) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("algorithm", LEASABLE)
 @pytest.mark.parametrize("server", ["redis_server", "redis_cluster"])
 def test_processes_never_admit_more_than_the_limit(
@@ -242,6 +243,7 @@ def server_time(client: Any) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("algorithm", sorted(REFILLS))
 def test_a_killed_holders_units_count_as_spent_and_its_hold_expires(
     redis_server: RedisServer, algorithm: Algorithm
@@ -272,6 +274,7 @@ def test_a_killed_holders_units_count_as_spent_and_its_hold_expires(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("algorithm", sorted(REFILLS))
 def test_a_killed_holders_hold_keeps_the_bucket_from_refilling_until_it_expires(
     redis_server: RedisServer, algorithm: Algorithm
@@ -306,6 +309,7 @@ def test_a_killed_holders_hold_keeps_the_bucket_from_refilling_until_it_expires(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_killed_holders_window_slice_counts_until_the_window_turns(
     redis_server: RedisServer,
 ) -> None:
@@ -340,6 +344,7 @@ def _across_windows(url: str, prefix: str, limit: Limit, start: Any, out: Any) -
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_slices_end_with_their_window(redis_server: RedisServer) -> None:
     """Three processes grant under 200 per 1-second window for 4 seconds. A grant is placed in
     a window by the wall clock (Redis runs on this machine) when it began and ended in it: no

@@ -30,6 +30,7 @@ def load(limiter: Limiter, seconds: float, key: str) -> list[tuple[float, float,
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("policy", ["allow", "deny", "local"])
 def test_killed_and_restarted(tmp_path: Path, policy: str) -> None:
     server = RedisServer(tmp_path)
@@ -63,6 +64,7 @@ def test_killed_and_restarted(tmp_path: Path, policy: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_hung_server_costs_one_timeout_per_call_then_none(tmp_path: Path) -> None:
     server = RedisServer(tmp_path)
     try:
