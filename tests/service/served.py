@@ -4,6 +4,7 @@ and gRPC) in a directory of its own, ready once ``/readyz`` answers 200, stopped
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,6 +50,7 @@ class Served:
             env={**clean, **(environ or {})},
             stdout=stdout,
             stderr=stderr,
+            start_new_session=True,  # its group: the workers it starts are stopped with it
         )
         try:
             wait_until(self._ready, 30, "ratekeeper serve")
@@ -75,9 +77,11 @@ class Served:
             self.kill()
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        """SIGKILL to the service and every process of its group (the workers of ``--workers``,
+        which a killed supervisor would leave running), then wait for it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
 
     def log(self) -> str:
         """What the process wrote on its stderr pipe; call once it has ended."""

@@ -18,7 +18,7 @@ import pytest
 
 from ratekeeper.core.errors import MissingExtraError
 from ratekeeper.service.runtime.settings import EXAMPLE_RULES
-from tests.servers import RedisServer, free_port
+from tests.servers import RedisServer, free_port, wait_until
 from tests.service.served import Served
 
 TOKEN = "serve-token-0123456789abcdef"
@@ -332,3 +332,25 @@ def _environ() -> dict[str, str]:
         for name, value in os.environ.items()
         if name.startswith(("PATH", "PYTHON", "HOME"))
     }
+
+
+def test_a_killed_service_leaves_none_of_its_workers(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The tests' harness stops a service by pid: killed (as a test that fails kills it), its
+    workers go with it rather than serving on, orphaned, after the test."""
+    from tests.service.workers import worker_pids
+
+    served = Served(tmp_path, "--workers", "2", "--store", redis_server.url)
+    pids = worker_pids(served)
+    assert len(pids) == 2
+    served.kill()
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+    wait_until(lambda: all(gone(pid) for pid in pids), 10, "the workers' end")
