@@ -225,6 +225,10 @@ def test_workers_share_the_overrides_of_an_in_memory_configuration_store(
             for _ in range(12)
         ]
         assert codes == [200] * 3 + [429] * 9
+        for _ in range(4):  # the run's directory holds the store beside the workers' metrics
+            scraped = httpx.get(f"{base}/metrics", timeout=10)
+            assert scraped.status_code == 200, scraped.text
+            assert "ratekeeper_decisions_total" in scraped.text
         assert served.stop() == 0
     finally:
         served.kill()

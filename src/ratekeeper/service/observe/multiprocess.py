@@ -132,8 +132,28 @@ class SharedCollector:
     def collect(self) -> Iterable[Metric]:
         self.before()
         drop_ended(self.path)
-        collected: Iterable[Metric] = MultiProcessCollector(None, self.path).collect()  # type: ignore[no-untyped-call]
-        return collected
+        merged: Iterable[Metric] = MultiProcessCollector.merge(metrics_files(self.path))  # type: ignore[no-untyped-call]
+        return merged
+
+
+#: The files prometheus_client writes for a process's metrics (``counter_<pid>.db``, ...).
+_METRICS_FILE = re.compile(r"(counter|gauge|histogram|summary)_\w+\.db")
+
+
+def metrics_files(path: str) -> list[str]:
+    """The metrics files in ``path`` that hold something: not the run's other files (the
+    dashboard's records, a configuration store), and not a file a process has just created
+    and not yet sized, which reading would take for a corrupt one and fail the whole scrape."""
+    found = []
+    for name in os.listdir(path):
+        if _METRICS_FILE.fullmatch(name) is None:
+            continue
+        try:
+            if os.path.getsize(os.path.join(path, name)) > 0:
+                found.append(os.path.join(path, name))
+        except FileNotFoundError:  # a live gauge's, dropped since
+            continue
+    return found
 
 
 class Published:

@@ -238,7 +238,7 @@ def run_config(directory: str) -> str:
     for (each worker's memory would hold overrides of its own, and an override set through one
     worker would reach no other): a SQLite file in the run's ``directory``, removed with it
     when the service stops."""
-    return f"sqlite:///{os.path.join(directory, 'overrides.db')}"
+    return f"sqlite:///{os.path.join(directory, 'overrides.sqlite3')}"
 
 
 def envoy_header_names(settings: Settings) -> tuple[str, str, str] | None:
