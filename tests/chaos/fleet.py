@@ -1,10 +1,11 @@
 """Three ``ratekeeper serve`` instances for the chaos cases, and what each says of itself.
 
 ``Fleet(directory, store, *flags)`` starts ``INSTANCES`` services on one request store, each
-in a directory of its own with its log in ``serve.log``, told how many they are
-(``RATEKEEPER_INSTANCES``) so that a policy that keeps limits in process holds each instance
-to its share. ``metric(name)`` reads one counter from each instance's ``/metrics``;
-``openings_logged()`` counts the breaker openings each log reports.
+in a directory of its own with its log in ``serve.log``, and returns once each has counted
+them all through the store (no ``--instances``: the fleet counts itself), so that a policy
+that keeps limits in process holds each instance to its share. ``add()`` starts one more.
+``metric(name)`` reads one counter from each instance's ``/metrics``; ``openings_logged()``
+counts the breaker openings each log reports.
 """
 
 from __future__ import annotations
@@ -42,22 +43,57 @@ class Fleet:
         *flags: str,
         environ: dict[str, str] | None = None,
     ) -> None:
-        self.logs = [directory / f"ratekeeper-{index}" / "serve.log" for index in range(INSTANCES)]
-        environment = {"RATEKEEPER_INSTANCES": str(INSTANCES), **(environ or {})}
-
-        def start(index: int) -> Served:
-            home = self.logs[index].parent
-            home.mkdir(parents=True)
-            with self.logs[index].open("wb") as log:  # the process keeps its own copy
-                return Served(home, "--store", store, *flags, environ=environment, stderr=log)
-
+        self.directory, self.store, self.flags = directory, store, flags
+        self.environ = environ or {}
+        self.logs = [self._log(index) for index in range(INSTANCES)]
         with ThreadPoolExecutor(INSTANCES) as pool:
-            started = [pool.submit(start, index) for index in range(INSTANCES)]
+            started = [pool.submit(self._start, index) for index in range(INSTANCES)]
         self.instances = [one.result() for one in started if one.exception() is None]
         failed = [one.exception() for one in started if one.exception() is not None]
         if failed:
             self.kill()
             raise failed[0] or RuntimeError("unreachable")
+        self.wait_counted(INSTANCES)
+
+    def _log(self, index: int) -> Path:
+        return self.directory / f"ratekeeper-{index}" / "serve.log"
+
+    def _start(self, index: int, ready: str = "/readyz") -> Served:
+        log = self._log(index)
+        log.parent.mkdir(parents=True)
+        with log.open("wb") as out:  # the process keeps its own copy
+            return Served(
+                log.parent,
+                "--store",
+                self.store,
+                *self.flags,
+                environ=self.environ,
+                stderr=out,
+                ready=ready,
+            )
+
+    def add(self) -> Served:
+        """One more instance, started even while the store fails (it waits for
+        ``/healthz``, not for ``/readyz``)."""
+        self.logs.append(self._log(len(self.instances)))
+        one = self._start(len(self.instances), ready="/healthz")
+        self.instances.append(one)
+        return one
+
+    def counted(self) -> list[object]:
+        """What each live instance's ``/readyz`` says of the fleet's size."""
+        return [
+            httpx.get(f"{one.url}/readyz", timeout=10).json()["store"]["instances"]
+            for one in self.instances
+            if _alive(one)
+        ]
+
+    def wait_counted(self, size: int, timeout: float = 15.0) -> None:
+        """Wait until every live instance has counted ``size`` through the store."""
+        deadline = time.monotonic() + timeout
+        while (seen := self.counted()) != [{"size": size, "source": "counted"}] * len(seen):
+            assert time.monotonic() < deadline, f"expected {size} counted, saw {seen}"
+            time.sleep(0.2)
 
     @property
     def urls(self) -> list[str]:

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.fleet import INSTANCES, Timer, fleet
-from tests.chaos.limits import HOT, SHARE, mixed
+from tests.chaos.limits import HOT, SHARE, check, mixed
 from tests.chaos.load import Answer, Load, allowed, between, report, summary
 from tests.servers import RedisCluster, command
 
@@ -130,3 +130,67 @@ def test_a_master_killed_under_load(tmp_path: Path) -> None:
     assert allowed(answers, hot) <= HOT + INSTANCES * SHARE
     settled = between(answers, failed_over + SETTLE, MOST)
     assert settled and not any(one.degraded for one in settled), summary(settled)
+
+
+def test_an_instance_started_while_a_master_is_down(tmp_path: Path) -> None:
+    """The fleet grows while the hot key's master is down: the new instance counts itself
+    through the healthy masters, every instance then divides by four, and the new one admits at
+    most a quarter of the limit while degraded. The cluster is slow to fail over (its nodes
+    wait 6 s before marking a master failed), so that the new instance starts inside the
+    outage."""
+    run = uuid.uuid4().hex[:8]
+    hot = f"hot-{run}"
+    background = [f"bg{n:03d}-{run}" for n in range(60)]
+    cluster = RedisCluster(tmp_path / "cluster", node_timeout_ms=6000)
+    try:
+        for node in cluster.nodes:
+            command(node.port, "CONFIG", "SET", "cluster-require-full-coverage", "no")
+        with fleet(tmp_path, cluster.url) as instances:
+            load = Load(instances.urls, mixed(hot, background), seconds=MOST)
+            time.sleep(WARM_UP)
+            where = owners(cluster, [hot, *background])
+            victim = next(node for node in cluster.nodes if node.port == where[hot])
+            killed = load.now()
+            cluster.kill(victim)
+            fourth = instances.add()
+            started = load.now()
+            instances.wait_counted(INSTANCES + 1)
+            counted = load.now()
+            late = Load([fourth.url], lambda n: check(hot, HOT), seconds=MOST, concurrency=4)
+            promoted = cluster.wait_for_failover(victim)
+            failed_over = load.now()
+            time.sleep(SETTLE)
+            late.stop()
+            load.stop()
+            answers, added = load.result(), late.result()
+            statuses = instances.stop()
+    finally:
+        cluster.stop()
+
+    hot_answers = [one for one in answers if one.key == hot]
+    degraded_allowed = [
+        sum(one.allowed and one.degraded for one in hot_answers if one.instance == index)
+        for index in range(INSTANCES)
+    ] + [sum(one.allowed and one.degraded for one in added)]
+    total = allowed(answers, hot) + sum(one.allowed for one in added)
+    report(
+        "a fourth instance started while a Redis Cluster master is down",
+        {
+            "started / counted by all (s after the kill)": (
+                round(started - killed, 2),
+                round(counted - killed, 2),
+            ),
+            "promotion after the kill (s)": round(failed_over - killed, 2),
+            "promoted": f"{promoted.port} for {victim.port}",
+            "fourth instance, hot key": summary(added),
+            "hot key admitted while degraded, per instance": degraded_allowed,
+            "hot key admitted": f"{total} (limit {HOT}; bound with three {HOT + HOT})",
+        },
+    )
+    assert statuses == [0] * (INSTANCES + 1)
+    assert {one.status for one in answers + added} <= {200, 429}
+    assert any(one.degraded for one in added), "the fourth instance started after the outage"
+    # The first three held a third each until the fourth was counted; the fourth a quarter.
+    assert all(count <= SHARE for count in degraded_allowed[:INSTANCES]), degraded_allowed
+    assert degraded_allowed[INSTANCES] <= HOT // (INSTANCES + 1), degraded_allowed
+    assert total <= HOT + INSTANCES * SHARE + HOT // (INSTANCES + 1)

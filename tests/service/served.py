@@ -23,7 +23,9 @@ class Served:
     ``.process``. ``environ`` is added to this process's environment less its ``RATEKEEPER_*``
     variables; ``stderr`` is where the log goes (``subprocess.PIPE`` to read it after
     ``stop``). ``reference_addresses`` gives the addresses as envoyproxy/ratelimit's
-    ``HOST``, ``PORT``, ``GRPC_HOST`` and ``GRPC_PORT`` variables rather than as flags."""
+    ``HOST``, ``PORT``, ``GRPC_HOST`` and ``GRPC_PORT`` variables rather than as flags. It has
+    started once ``ready`` answers 200 (``/readyz``; ``/healthz`` for one started while its
+    store is failing)."""
 
     def __init__(
         self,
@@ -33,7 +35,9 @@ class Served:
         stdout: int | IO[bytes] = subprocess.DEVNULL,
         stderr: int | IO[bytes] = subprocess.DEVNULL,
         reference_addresses: bool = False,
+        ready: str = "/readyz",
     ) -> None:
+        self.ready_path = ready  # what answers 200 once it has started
         self.http, self.grpc = free_ports(2)
         #: Where it answers gRPC: its gRPC port, or with ``--server pyvoy`` its HTTP port.
         self.grpc_port = self.http if "pyvoy" in flags else self.grpc
@@ -63,7 +67,7 @@ class Served:
         if self.process.poll() is not None:
             raise RuntimeError(f"ratekeeper serve exited with {self.process.returncode}")
         try:
-            return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
+            return httpx.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200
         except httpx.TransportError:
             return False
 

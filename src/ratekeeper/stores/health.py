@@ -32,6 +32,14 @@ class Health(NamedTuple):
     ``last_error`` and ``last_error_at``
         The latest failure of a call through the failure policy's breakers, and when it
         happened (``time.time()``), else None: past, kept after the store is back.
+    ``instances`` and ``instances_source``
+        The processes the ``local`` failure policy divides each limit by, and where that
+        number comes from: ``"configured"`` (``instances=N``, 1 for a store without a failure
+        policy), ``"counted"`` (the fleet's last roll call, ``instances="auto"``) or
+        ``"unknown"`` (not counted yet: 1).
+    ``warnings``
+        What the store's own settings put at risk, one line each: a Redis Cluster whose
+        masters require full coverage (``ratekeeper.stores.redis.coverage``).
     """
 
     ok: bool
@@ -43,3 +51,6 @@ class Health(NamedTuple):
     open_shards: tuple[str, ...] = ()
     last_error: str | None = None
     last_error_at: float | None = None
+    instances: int = 1
+    instances_source: str = "configured"
+    warnings: tuple[str, ...] = ()

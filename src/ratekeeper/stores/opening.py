@@ -46,7 +46,7 @@ class _Stack(NamedTuple):
     horizon: float
     share: float
     policy: str | None  # the failure policy, if any
-    instances: int
+    instances: int | None  # None: counted by the store (``instances="auto"``)
 
 
 def _redis_options(
@@ -65,7 +65,15 @@ def _redis_options(
         options.setdefault(name, value)
     policy = options.pop("on_store_error", "local")
     instances = options.pop("instances", 1)
-    resilience.check_instances(instances)
+    if instances == "auto":
+        if not asyncio:
+            raise StoreConfigError(
+                'instances="auto" counts the processes through an asyncio store '
+                "(open_async_store); open_store takes their number"
+            )
+        instances = None
+    else:
+        resilience.check_instances(instances)
     cache = options.pop("over_limit_cache", False)
     leases = leasing.check_options(
         options.pop("lease_ttl", leasing.TTL),
@@ -115,6 +123,7 @@ def _open_redis(url: str, options: dict[str, Any]) -> Store:
     leased = Leasing(store, ttl=stack.ttl, horizon=stack.horizon, share=stack.share)
     if not stack.policy:
         return leased
+    assert stack.instances is not None  # "auto" is for asyncio stores
     return Resilient(leased, on_store_error=stack.policy, instances=stack.instances)
 
 
@@ -124,6 +133,7 @@ def _open_async_redis(url: str, options: dict[str, Any]) -> AsyncStore:
     from ratekeeper.stores.redis.clients import open_client, timeout_of
     from ratekeeper.stores.wrappers.async_leasing import AsyncLeasing
     from ratekeeper.stores.wrappers.async_resilience import AsyncResilient
+    from ratekeeper.stores.wrappers.fleet import Fleet, FleetSize
     from ratekeeper.stores.wrappers.overlimit import AsyncOverLimitCache
 
     url, stack, store_options = _redis_options(url, options, asyncio=True)
@@ -134,15 +144,21 @@ def _open_async_redis(url: str, options: dict[str, Any]) -> AsyncStore:
     store_options["timeout"] = timeout_of(url, options.get("timeout"))
     options["capped"] = True
 
-    store: AsyncLeasingStore = _connected(
+    redis_store = _connected(
         url, lambda: AsyncRedisStore(open_client(url, True, **options), **store_options)
     )
+    store: AsyncLeasingStore = redis_store
     if stack.cache:
         store = AsyncOverLimitCache(store)
     leased = AsyncLeasing(store, ttl=stack.ttl, horizon=stack.horizon, share=stack.share)
     if not stack.policy:
         return leased
-    return AsyncResilient(leased, on_store_error=stack.policy, instances=stack.instances)
+    if stack.instances is not None:
+        return AsyncResilient(leased, on_store_error=stack.policy, instances=stack.instances)
+    size = FleetSize()
+    resilient = AsyncResilient(leased, on_store_error=stack.policy, instances=size)
+    resilient.fleet = Fleet(redis_store, size)
+    return resilient
 
 
 _REDIS = ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
@@ -180,9 +196,12 @@ def open_store(url: str = "memory://", **options: Any) -> Store:
     process while the store fails; ``"allow"``, ``"deny"``, or ``None`` to raise
     ``StoreError``; see ``ratekeeper.stores.wrappers.resilience``), ``instances`` (the number
     of processes sharing the store, default 1: under ``"local"`` each enforces 1/``instances``
-    of every limit), ``over_limit_cache`` (answer known denials locally), for asyncio ``batch``
-    (send the calls of one event-loop tick together; default on), and for leased limits
-    (``Limit(sync="leased")``) ``lease_ttl``, ``lease_horizon`` and ``lease_share`` (see
+    of every limit; for asyncio, ``"auto"`` counts them through the store while
+    ``store.fleet.run()`` runs, as ``ratekeeper serve`` runs it: see
+    ``ratekeeper.stores.wrappers.fleet``), ``over_limit_cache`` (answer known denials
+    locally), for asyncio ``batch`` (send the calls of one event-loop tick together; default
+    on), and for leased limits (``Limit(sync="leased")``) ``lease_ttl``, ``lease_horizon`` and
+    ``lease_share`` (see
     ``ratekeeper.stores.wrappers.leasing``). On ``memory://`` a leased limit is exact: one
     process holds the whole budget already.
 

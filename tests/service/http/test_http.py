@@ -365,6 +365,8 @@ def test_health_and_readiness(client: AppClient) -> None:
             "error": None,
             "open_shards": [],
             "last_error": None,
+            "instances": {"size": 1, "source": "configured"},
+            "warnings": [],
         },
         "config": {"ok": True, "error": None},
     }

@@ -24,7 +24,7 @@ def test_the_defaults() -> None:
     assert settings.grpc == ListenAddress("127.0.0.1", 8081)
     assert settings.admin_token is None
     assert (settings.on_store_error, settings.log_format, settings.workers) == ("local", "text", 1)
-    assert settings.instances == 1
+    assert settings.instances is None  # counted through the store
 
 
 def test_flags_win_over_the_environment(tmp_path: Path) -> None:
@@ -125,7 +125,9 @@ def test_ietf_headers_from_the_flag_or_the_variable() -> None:
 
 @pytest.mark.parametrize("bad", ["0", "-1", "1.5", "nan", "inf", "two", ""])
 def test_instances_must_be_a_whole_number_of_at_least_one(bad: str) -> None:
-    with pytest.raises(ConfigError, match=r"--instances: expected a whole number of at least 1"):
+    with pytest.raises(
+        ConfigError, match=r"--instances: expected auto or a whole number of at least 1"
+    ):
         read(["--instances", bad])
     with pytest.raises(ConfigError, match=r"--instances \(from \$RATEKEEPER_INSTANCES\)"):
         read([], {"RATEKEEPER_INSTANCES": bad})
@@ -139,6 +141,19 @@ def test_each_worker_of_each_instance_holds_its_share_of_the_local_fallback() ->
     engine = build_engine(settings)
     policy = engine.store.policy  # type: ignore[attr-defined]
     assert (policy.on_store_error, policy.instances) == ("local", 6)
+    assert engine.store.fleet is None  # type: ignore[attr-defined]  # configured: not counted
+
+
+@pytest.mark.parametrize("flags", [[], ["--instances", "auto"], ["--instances", " AUTO "]])
+def test_without_instances_the_processes_count_themselves(flags: list[str]) -> None:
+    from ratekeeper.service.runtime.app import build_engine
+
+    settings = read(["--store", "redis://127.0.0.1:1/0", "--workers", "2", *flags])
+    assert settings.instances is None
+    engine = build_engine(settings)
+    store = engine.store
+    assert store.fleet is not None  # type: ignore[attr-defined]  # the lifespan runs its calls
+    assert store.policy.fleet.source == "unknown"  # type: ignore[attr-defined]
 
 
 def test_the_production_switches_from_flags_or_variables() -> None:

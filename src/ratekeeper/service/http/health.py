@@ -64,7 +64,11 @@ class HealthRoutes:
         worst breaker's state, and ``open_shards`` names the shards (a Redis Cluster's masters)
         whose breaker is not closed, none for a store without shards (one Redis); ``last_error``
         is the latest failure a decision met (``message``, and ``at``: when, in UTC), past, kept
-        after the store is back (null when none has failed). The configuration
+        after the store is back (null when none has failed); ``instances`` the processes the
+        ``local`` policy divides each limit by (``size``), and whether that is ``configured``,
+        ``counted`` through the store, or ``unknown`` (not counted yet: 1); ``warnings`` what the
+        store's own settings put at risk (a cluster that refuses every key while one master
+        fails over), one line each. The configuration
         store is reported beside it but does not decide: without it the engine goes on
         deciding by the limits it knew and by the rules (``status`` is then ``degraded``),
         and every instance shares it, so failing the probe would take them all away."""
@@ -81,6 +85,8 @@ class HealthRoutes:
             "error": health.error,
             "open_shards": list(health.open_shards),
             "last_error": past_failure(health.last_error, health.last_error_at),
+            "instances": {"size": health.instances, "source": health.instances_source},
+            "warnings": list(health.warnings),
         }
         if not health.ok:
             return json_response({"status": "unavailable", "store": store}, 503)

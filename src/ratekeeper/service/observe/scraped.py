@@ -30,6 +30,7 @@ COMBINE: dict[str, Mode] = {
     "ratekeeper_store_up": "livemin",
     "ratekeeper_store_breaker_state": "livemax",
     "ratekeeper_store_shards_open": "livemax",
+    "ratekeeper_store_instances": "livemax",
     "ratekeeper_decisions_in_flight": "livesum",
     "ratekeeper_decisions_in_flight_max": "livesum",
     "ratekeeper_plan_cache_entries": "livesum",
@@ -120,6 +121,12 @@ def _store(health: Health | None) -> Iterator[Metric]:
         "ratekeeper_store_shards_open",
         "Shards of the request store (a Redis Cluster's masters) whose breaker is not closed.",
         len(health.open_shards),
+    )
+    yield _gauge(
+        "ratekeeper_store_instances",
+        "Processes sharing the request store, as the local failure policy divides each limit "
+        "by them: configured, or counted through the store (the last count while it fails).",
+        health.instances,
     )
     yield _counter("ratekeeper_store_errors", "Request store failures.", health.failures)
     yield _counter(

@@ -59,8 +59,11 @@ def build_engine(settings: Settings) -> AsyncEngine:
     options: dict[str, Any] = (
         {
             "on_store_error": settings.on_store_error,
-            # each worker is a process holding its own share under the "local" policy
-            "instances": settings.instances * settings.workers,
+            # each worker is a process holding its own share under the "local" policy; the
+            # processes count themselves through the store unless told how many they are
+            "instances": (
+                "auto" if settings.instances is None else settings.instances * settings.workers
+            ),
         }
         if remote
         else {}

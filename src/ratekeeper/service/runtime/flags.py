@@ -40,7 +40,11 @@ FLAGS = (
         "--admin-token", "TOKEN", "bearer token of the override endpoints (default: they are off)"
     ),
     Flag("--on-store-error", "POLICY", "local (default), allow or deny"),
-    Flag("--instances", "N", "instances sharing the request store (default 1)"),
+    Flag(
+        "--instances",
+        "N",
+        "instances sharing the request store (default auto: counted through the store)",
+    ),
     Flag("--log-format", "FORMAT", "text (default) or json"),
     Flag("--workers", "N", "worker processes (default 1)"),
     Flag(

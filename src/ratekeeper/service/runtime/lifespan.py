@@ -5,6 +5,7 @@ engine, the gRPC server on the same event loop, and the tasks of every second.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import TYPE_CHECKING
@@ -16,8 +17,25 @@ if TYPE_CHECKING:
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
 
+log = logging.getLogger("ratekeeper.service")
+
 #: Seconds the gRPC server gives its calls in flight when the service stops.
 GRPC_GRACE = 10.0
+#: Seconds the store is given to answer the ping at start.
+START_PING = 5.0
+
+
+async def warn_of_the_store(engine: AsyncEngine) -> None:
+    """Log, once at start, what the request store's own settings put at risk (its
+    ``Health.warnings``: a cluster that refuses every key while one master fails over); they
+    stay in ``/readyz``."""
+    try:
+        health = await asyncio.wait_for(engine.store.ping(), START_PING)
+    except Exception as error:  # the first decisions will say more; /readyz too
+        log.debug("the request store did not answer the ping at start: %s", error)
+        return
+    for warning in health.warnings:
+        log.warning("request store: %s", warning)
 
 
 def lifespan(
@@ -33,13 +51,16 @@ def lifespan(
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
     started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
-    metrics published every second; the dashboard's recording. At shutdown, the gRPC server
-    stopped (its calls in flight given ``GRPC_GRACE`` seconds), the tasks cancelled, the
-    metrics' last figures published, and the engine closed if ``close_engine``."""
+    metrics published every second; the dashboard's recording; the roll calls that count the
+    instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
+    shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
+    tasks cancelled, this process off the fleet's roll, the metrics' last figures published,
+    and the engine closed if ``close_engine``."""
 
     @asynccontextmanager
     async def running(app: object) -> AsyncIterator[None]:
         await asyncio.to_thread(engine.start)
+        await warn_of_the_store(engine)
         server = None
         if grpc_address is not None:
             from ratekeeper.service.grpc.aio import serve_grpc
@@ -58,6 +79,9 @@ def lifespan(
             tasks.append(asyncio.create_task(metrics.publish_every()))
         if dashboard is not None:
             tasks.append(asyncio.create_task(dashboard.run()))
+        fleet = getattr(engine.store, "fleet", None)  # instances="auto": counted by the store
+        if fleet is not None:
+            tasks.append(asyncio.create_task(fleet.run()))
         try:
             yield
         finally:
@@ -67,6 +91,8 @@ def lifespan(
                 task.cancel()
                 with suppress(asyncio.CancelledError):
                     await task
+            if fleet is not None:
+                await fleet.leave()  # the others count one fewer at their next roll call
             if metrics is not None:
                 metrics.close()  # with many workers: the last figures, the gauges dropped
             if close_engine:

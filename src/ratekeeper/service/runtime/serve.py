@@ -46,7 +46,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "GRPC": str(settings.grpc),
         "ADMIN_TOKEN": settings.admin_token or "",
         "ON_STORE_ERROR": settings.on_store_error,
-        "INSTANCES": str(settings.instances),
+        "INSTANCES": "auto" if settings.instances is None else str(settings.instances),
         "LOG_FORMAT": settings.log_format,
         "WORKERS": str(settings.workers),
         "IETF_HEADERS": _flag(settings.ietf_headers),

@@ -14,10 +14,11 @@ flag                      variable                      default
 ``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``
 ``--admin-token TOKEN``   ``RATEKEEPER_ADMIN_TOKEN``    none: the admin endpoints are off
 ``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``local`` (or ``allow``, ``deny``)
-``--instances N``         ``RATEKEEPER_INSTANCES``      ``1``; the ``serve`` instances sharing
-                                                        the store: under ``local`` each worker
-                                                        enforces 1/(N x workers) of every
-                                                        limit while the store fails
+``--instances N``         ``RATEKEEPER_INSTANCES``      ``auto``: the processes sharing a
+                                                        Redis store count themselves through
+                                                        it; N fixes them at N x workers. Under
+                                                        ``local`` each process enforces 1/that
+                                                        of every limit while the store fails
 ``--log-format F``        ``RATEKEEPER_LOG_FORMAT``     ``text`` (or ``json``)
 ``--workers N``           ``RATEKEEPER_WORKERS``        ``1``
 ``--max-in-flight N``     ``RATEKEEPER_MAX_IN_FLIGHT``  ``1000`` decisions under way at once in
@@ -110,7 +111,7 @@ class Settings:
     grpc: ListenAddress = DEFAULT_GRPC
     admin_token: str | None = field(default=None, repr=False)
     on_store_error: str = "local"
-    instances: int = 1
+    instances: int | None = None  # None: counted through the store
     log_format: str = "text"
     workers: int = 1
     ietf_headers: bool = False

@@ -96,10 +96,13 @@ def workers(value: str | int) -> int:
     return int(text)
 
 
-def instances(value: str | int) -> int:
-    text = str(value).strip()
+def instances(value: str | int | None) -> int | None:
+    """A whole number of at least 1, or ``auto`` (None: counted through the store)."""
+    text = "auto" if value is None else str(value).strip()
+    if text.lower() == "auto":
+        return None
     if not decimal(text) or int(text) < 1:
-        raise ValueError(f"expected a whole number of at least 1, not {value!r}")
+        raise ValueError(f"expected auto or a whole number of at least 1, not {value!r}")
     return int(text)
 
 

@@ -19,6 +19,7 @@ from ratekeeper.core.inputs import MAX_COST, check_hit, check_hits, check_key
 from ratekeeper.core.limits import Limit
 from ratekeeper.core.store_keys import state_key
 from ratekeeper.stores.contract import Admitted, Health, Hit, LeaseTerms
+from ratekeeper.stores.redis import coverage, fleet
 from ratekeeper.stores.redis.base import SLICES, Base
 from ratekeeper.stores.redis.batches import (
     Batch,
@@ -105,6 +106,7 @@ class AsyncRedisStore(Base):
         self._served: asyncio.AbstractEventLoop | None = None  # the loop the client belongs to
         self._loop: asyncio.AbstractEventLoop | None = None  # the same, until close()
         self._guard: AsyncGenerator[None, None] | None = None  # closes the client with it
+        self._coverage = coverage.Watch()  # a cluster's cluster-require-full-coverage
 
     async def apply(
         self, key: str, limit: Limit, cost: int = 1, now: float | None = None
@@ -323,7 +325,23 @@ class AsyncRedisStore(Base):
             if isinstance(mapped, StoreConfigError):
                 raise mapped from error
             return Health(False, error=str(mapped))
-        return Health(True)
+        said = await self._coverage.check(self.client) if self.clustered else None
+        return Health(True, warnings=() if said is None else (said,))
+
+    async def count_fleet(self, member: str, ttl: float) -> int:
+        """Renew ``member`` on the fleet's roll for ``ttl`` seconds and return how many
+        members it holds (``fleet``): on a cluster, the most any master's copy holds."""
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        where = fleet.roll_keys(self.client, self.prefix, self.clustered)
+        return await fleet.count(self.client, where, member, ttl)
+
+    async def leave_fleet(self, member: str) -> None:
+        """Take ``member`` off the fleet's roll, as far as the store answers."""
+        if asyncio.get_running_loop() is not self._loop:
+            await self._serve(asyncio.get_running_loop())
+        where = fleet.roll_keys(self.client, self.prefix, self.clustered)
+        await fleet.leave(self.client, where, member)
 
     async def _ping(self) -> None:
         if self._deadline is None:

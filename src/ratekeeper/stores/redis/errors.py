@@ -15,6 +15,8 @@ try:
     from redis.exceptions import (
         AuthenticationError,
         AuthenticationWrongNumberOfArgsError,
+        ClusterDownError,
+        MasterDownError,
         NoPermissionError,
         NoScriptError,
         RedisClusterException,
@@ -41,6 +43,14 @@ _MISCONFIGURED_REPLIES = (
 )
 
 
+#: What a CLUSTERDOWN reply means: not this shard's failure, but the whole cluster's refusal
+#: (``coverage``).
+CLUSTER_DOWN = (
+    "the cluster refuses every key (CLUSTERDOWN), not only a failing shard's: a master is "
+    "failing over and cluster-require-full-coverage is yes"
+)
+
+
 def failure(error: BaseException) -> Exception:
     """The ratekeeper exception for an error redis-py raised (see the module docstring)."""
     message = str(error)
@@ -51,6 +61,8 @@ def failure(error: BaseException) -> Exception:
         return StoreConfigError(f"redis is misconfigured: {message}")
     if isinstance(error, ResponseError) and message.startswith("ratekeeper: invalid"):
         return InvalidInputError(message.removeprefix("ratekeeper: "))
+    if isinstance(error, ClusterDownError) and not isinstance(error, MasterDownError):
+        return StoreError(f"redis: {CLUSTER_DOWN} ({message})")
     return StoreError(f"redis: {message}")
 
 

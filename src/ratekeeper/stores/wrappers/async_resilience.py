@@ -17,6 +17,7 @@ from ratekeeper.core.wording import many
 from ratekeeper.stores.contract import Admitted, AsyncStore, Health, Hit
 from ratekeeper.stores.memory import MemoryStore
 from ratekeeper.stores.wrappers.breakers import Breakers, CircuitBreaker
+from ratekeeper.stores.wrappers.fleet import Fleet, FleetSize
 from ratekeeper.stores.wrappers.policy import (
     UNREFUNDED,
     Policy,
@@ -41,7 +42,7 @@ class AsyncResilient:
         *,
         on_store_error: str = "local",
         local: MemoryStore | None = None,
-        instances: int = 1,
+        instances: int | FleetSize = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -49,6 +50,9 @@ class AsyncResilient:
         self.breakers = Breakers(clock)
         self.breaker = self.breakers.get("")
         self._shard_of = sharding(store)
+        #: The roll calls that count the fleet (``instances="auto"``), run by whoever serves
+        #: the store (``ratekeeper serve`` does); None when ``instances`` is configured.
+        self.fleet: Fleet | None = None
 
     async def _through(self, breaker: CircuitBreaker, call: Callable[[], Awaitable[T]]) -> T | None:
         if not breaker.allows_call():
@@ -190,7 +194,10 @@ class AsyncResilient:
 
     async def ping(self) -> Health:
         answered: Health = await self.store.ping()
-        return self.breakers.health(answered, self.policy.errors)
+        size = self.policy.fleet
+        return self.breakers.health(answered, self.policy.errors)._replace(
+            instances=size.size, instances_source=size.source
+        )
 
     async def close(self) -> None:
         await self.store.close()

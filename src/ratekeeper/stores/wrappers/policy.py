@@ -11,20 +11,18 @@ from typing import Any
 from ratekeeper.core.decisions import Decision
 from ratekeeper.core.errors import StoreConfigError, StoreError
 from ratekeeper.core.inputs import check_hits, check_key
-from ratekeeper.core.limits import Limit, share_of
+from ratekeeper.core.limits import Limit
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.stores.contract import Admitted, Hit, check_release, is_sharded
 from ratekeeper.stores.memory import MemoryStore
 from ratekeeper.stores.wrappers.breakers import CircuitBreaker
+from ratekeeper.stores.wrappers.fleet import FleetSize
 
 #: Refunds the store could not take: logged, throttled, never raised.
 unrefunded = LogThrottle(logging.getLogger("ratekeeper.store"))
 UNREFUNDED = "could not refund %s of %r (they stay counted): %s"
 
 POLICIES = ("allow", "deny", "local")
-
-#: The local policy's scaled limits kept at most (they are few: one per limit in use).
-MAX_SHARES = 10_000
 
 
 def check_instances(instances: Any) -> int:
@@ -35,29 +33,27 @@ def check_instances(instances: Any) -> int:
 
 
 class Policy:
-    """The fallback decisions, shared by the twins."""
+    """The fallback decisions, shared by the twins; ``instances`` is the number of processes
+    sharing the store, or a ``FleetSize`` that counts them (``wrappers.fleet``)."""
 
-    def __init__(self, on_store_error: str, local: MemoryStore | None, instances: int) -> None:
+    def __init__(
+        self, on_store_error: str, local: MemoryStore | None, instances: int | FleetSize
+    ) -> None:
         if on_store_error not in POLICIES:
             raise StoreConfigError(
                 f"on_store_error must be one of {', '.join(POLICIES)}, not {on_store_error!r}"
             )
         self.on_store_error = on_store_error
-        self.instances = check_instances(instances)
+        self.fleet = (
+            instances if isinstance(instances, FleetSize) else FleetSize(check_instances(instances))
+        )
         self.local = local if local is not None else MemoryStore()
         self.errors = 0  # decisions made by the policy since start
-        self._shares: dict[Limit, Limit] = {}
 
-    def share(self, limit: Limit) -> Limit:
-        """``limit`` as this instance enforces it alone (``share_of``), cached."""
-        if self.instances == 1:
-            return limit
-        shared = self._shares.get(limit)
-        if shared is None:
-            if len(self._shares) >= MAX_SHARES:
-                self._shares.clear()
-            shared = self._shares[limit] = share_of(limit, self.instances)
-        return shared
+    @property
+    def instances(self) -> int:
+        """The processes sharing the store, as the policy divides its limits now."""
+        return self.fleet.size
 
     def decide(
         self, hits: Sequence[Hit], all_or_nothing: bool, breaker: CircuitBreaker
@@ -66,10 +62,18 @@ class Policy:
         hits = check_hits(hits)
         self.errors += len(hits)
         if self.on_store_error == "local":
-            if self.instances > 1:
-                hits = [(key, self.share(limit), cost) for key, limit, cost in hits]
-            decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
-            return [decision._replace(degraded=True) for decision in decided]
+            instances = self.fleet.size
+            if instances == 1:
+                decided = self.local.apply_many(hits, all_or_nothing=all_or_nothing)
+                return [decision._replace(degraded=True) for decision in decided]
+            weighed = [(key, limit, weigh(cost, limit, instances)) for key, limit, cost in hits]
+            decided = self.local.apply_many(weighed, all_or_nothing=all_or_nothing)
+            return [
+                shown(decision, cost, weight, instances)
+                for decision, (_, _, cost), (_, _, weight) in zip(
+                    decided, hits, weighed, strict=True
+                )
+            ]
         if self.on_store_error == "allow":
             return [
                 Decision(
@@ -87,11 +91,40 @@ class Policy:
         else the slots expire by themselves."""
         key, slots = check_key(key), check_release(limit, slots)
         if self.on_store_error == "local":
-            return self.local.release(key, self.share(limit), slots)._replace(degraded=True)
+            instances = self.fleet.size
+            weight = weigh(slots, limit, instances)
+            decision = self.local.release(key, limit, weight)
+            return shown(decision, slots, weight, instances)
         return Decision(True, limit.capacity, 0, 0.0, 0.0, 0.0, 0, True)
 
     def reset(self, key: str, limit: Limit) -> None:
-        self.local.reset(key, self.share(limit))
+        self.local.reset(key, limit)
+
+
+def weigh(cost: int, limit: Limit, instances: int) -> int:
+    """What a hit of ``cost`` counts in the local store, where each of ``instances`` processes
+    holds its share of ``limit``: ``instances`` times its cost, so that each admits 1/``instances``
+    of the limit (``share_of``), but no more than the limit's capacity, so that each still
+    admits one hit a window when the limit is smaller than the fleet. The local count is kept
+    in the limit's own units: when the fleet's count changes, what each process admitted so far
+    stays counted against its new share."""
+    if instances == 1 or cost > limit.capacity:
+        return cost  # refused whatever the fleet (unless in debt: then counted as it is)
+    return min(cost * instances, limit.capacity)
+
+
+def shown(decision: Decision, cost: int, weight: int, instances: int) -> Decision:
+    """A local decision on weighed hits, told in the caller's units: the limit as this
+    process's share, what remains of it, and what was granted of ``cost``."""
+    if instances == 1:
+        return decision._replace(degraded=True)
+    granted = decision.granted
+    return decision._replace(
+        limit=max(decision.limit // instances, 1),
+        remaining=decision.remaining // instances,
+        granted=cost if granted >= weight else granted // instances,
+        degraded=True,
+    )
 
 
 def by_shard(shard_of: Callable[[str, Limit], str], hits: Sequence[Hit]) -> dict[str, list[int]]:

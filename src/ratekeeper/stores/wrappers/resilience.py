@@ -6,8 +6,11 @@ it answers by the policy ``on_store_error``:
 
 ``local`` (the default)
     fall back to an in-process ``MemoryStore``: limits stay enforced per process. With
-    ``instances=N`` (the number of processes sharing the store), each process enforces its
-    share of each limit, ``share_of(limit, N)``: 1/N of its amount and burst, at least 1.
+    ``instances=N`` (the number of processes sharing the store, or a ``fleet.FleetSize`` that
+    counts them), each process enforces its share of each limit, as ``share_of(limit, N)``
+    would: each hit counts N times in the local store (``policy.weigh``), at most the limit's
+    capacity, so that a process admits 1/N of the limit, at least one hit a window, and what it
+    admitted stays counted when N changes.
 ``allow``
     fail open: the hit is allowed;
 ``deny``
@@ -67,6 +70,7 @@ from ratekeeper.stores.contract import Admitted, Health, Hit, Store
 from ratekeeper.stores.memory import MemoryStore
 from ratekeeper.stores.wrappers.async_resilience import AsyncResilient
 from ratekeeper.stores.wrappers.breakers import Breakers, CircuitBreaker
+from ratekeeper.stores.wrappers.fleet import FleetSize
 from ratekeeper.stores.wrappers.policy import (
     POLICIES,
     UNREFUNDED,
@@ -98,7 +102,7 @@ class Resilient:
         *,
         on_store_error: str = "local",
         local: MemoryStore | None = None,
-        instances: int = 1,
+        instances: int | FleetSize = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -245,7 +249,10 @@ class Resilient:
         """The store's own ping (not through the breakers), with the breakers' state and
         counts."""
         answered: Health = self.store.ping()
-        return self.breakers.health(answered, self.policy.errors)
+        size = self.policy.fleet
+        return self.breakers.health(answered, self.policy.errors)._replace(
+            instances=size.size, instances_source=size.source
+        )
 
     def close(self) -> None:
         self.store.close()
