@@ -31,7 +31,9 @@ from typing import Protocol
 from ratekeeper.core.errors import StoreError
 from ratekeeper.core.wording import many
 
-log = logging.getLogger("ratekeeper.store")
+#: The count's own logger: a change of count at info; a roll call that failed at debug only,
+#: as the store's breaker already logs the outage (``ratekeeper.store``).
+log = logging.getLogger("ratekeeper.fleet")
 
 #: Seconds between two roll calls of one process.
 INTERVAL = 1.0
@@ -100,7 +102,6 @@ class Fleet:
         self.member = member or member_name()
         self.interval = interval
         self.ttl = ttl
-        self._failing = False
 
     async def call(self) -> int | None:
         """One roll call: the count, also kept in ``size``; None when the store failed (the
@@ -108,24 +109,20 @@ class Fleet:
         try:
             counted = await self.store.count_fleet(self.member, self.ttl)
         except StoreError as error:
-            if not self._failing:
-                log.warning(
-                    "could not count the instances sharing the store (%s); the local policy "
-                    "keeps its last count, %s",
-                    error,
-                    "none yet" if self.size.counted is None else self.size.counted,
-                )
-            self._failing = True
+            log.debug(
+                "could not count the instances sharing the store (%s); keeping %s",
+                error,
+                "none yet" if self.size.counted is None else self.size.counted,
+            )
             return None
         before = self.size.counted
         self.size.count(counted)
-        if self._failing or before != self.size.counted:
+        if before != self.size.counted:
             log.info(
                 "%s sharing the request store%s",
                 many(self.size.counted or 1, "instance"),
-                " (counted by the store)" if before is None else f" (was {before})",
+                " (counted through the store)" if before is None else f" (was {before})",
             )
-        self._failing = False
         return counted
 
     async def run(self) -> None:
