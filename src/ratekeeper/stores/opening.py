@@ -65,7 +65,7 @@ def _redis_options(
         options.setdefault(name, value)
     policy = options.pop("on_store_error", "local")
     instances = options.pop("instances", 1)
-    if instances == "auto":
+    if isinstance(instances, str) and instances.strip().lower() == "auto":
         if not asyncio:
             raise StoreConfigError(
                 'instances="auto" counts the processes through an asyncio store '

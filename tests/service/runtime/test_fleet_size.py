@@ -143,3 +143,22 @@ def test_an_instance_started_while_the_store_is_down_is_not_ready(tmp_path: Path
         for one in fleet:
             one.stop()
         redis.stop()
+
+
+def test_a_misconfigured_store_leaves_the_count_unknown_and_the_stop_clean(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """An unknown database: the roll calls fail and say so at debug only (the decisions and
+    /readyz tell the misconfiguration), and the service stops with no traceback."""
+    store = redis_server.url.replace("/0", "/99")
+    served = Served(tmp_path, "--store", store, stderr=subprocess.PIPE, ready="/healthz")
+    try:
+        time.sleep(1.5)  # two roll calls
+        ready = httpx.get(f"{served.url}/readyz", timeout=5)
+        check = httpx.post(f"{served.url}/v1/check", json=CHECK, timeout=5)
+    finally:
+        assert served.stop() == 0
+    assert ready.status_code == check.status_code == 503
+    assert "DB index is out of range" in check.json()["detail"]
+    log = served.log()
+    assert "Traceback" not in log, log

@@ -322,3 +322,11 @@ def test_pyvoy_runs_one_worker() -> None:
         match=r"--workers \(from \$RATEKEEPER_WORKERS\): --server pyvoy runs one process",
     ):
         read(["--server", "pyvoy", *redis], {"RATEKEEPER_WORKERS": "2"})
+
+
+def test_instances_past_ten_thousand_are_a_typo() -> None:
+    assert read(["--instances", "10000"]).instances == 10_000
+    with pytest.raises(ConfigError, match=r"--instances: .* at most 10,000, not '10001'"):
+        read(["--instances", "10001"])
+    with pytest.raises(ConfigError, match=r"at most 10,000, not '99999999999999999999999'"):
+        read([], {"RATEKEEPER_INSTANCES": "99999999999999999999999"})

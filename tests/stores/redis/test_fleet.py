@@ -176,3 +176,37 @@ def test_a_cluster_that_requires_full_coverage_is_named(redis_cluster: RedisClus
     assert warning.startswith("cluster-require-full-coverage is yes on 3 of 3 masters (127.0.0.1:")
     assert "refuses every key on every master (CLUSTERDOWN)" in warning
     assert "not only a failing shard's" in str(failure(ClusterDownError("The cluster is down")))
+
+
+def test_a_misconfigured_store_fails_the_roll_call_quietly(redis_server: RedisServer) -> None:
+    """An unknown database: the roll call answers None (the count stays unknown) instead of
+    ending the task that makes it; the decisions say what is wrong."""
+    url = redis_server.url.replace("/0", "/99")
+
+    async def main() -> tuple[int | None, str]:
+        store, _ = opened(url, "fleet")
+        try:
+            assert store.fleet is not None
+            counted = await store.fleet.call()
+            await store.fleet.leave()  # nothing to take off, nothing raised
+            return counted, store.policy.fleet.source  # type: ignore[attr-defined]
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == (None, "unknown")
+
+
+@pytest.mark.parametrize("spelling", ["auto", "AUTO", " Auto "])
+def test_auto_is_read_as_the_command_line_reads_it(
+    redis_server: RedisServer, spelling: str
+) -> None:
+    store = open_async_store(redis_server.url, instances=spelling)
+    assert getattr(store, "fleet", None) is not None
+    asyncio.run(store.close())
+
+
+def test_a_fleet_of_more_than_ten_million_processes_is_refused(redis_server: RedisServer) -> None:
+    from ratekeeper import StoreConfigError
+
+    with pytest.raises(StoreConfigError, match=r"instances must be at most 10,000,000, not 100000000"):
+        open_async_store(redis_server.url, instances=100_000_000)

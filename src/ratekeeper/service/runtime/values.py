@@ -23,6 +23,8 @@ ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit
 STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
 CONFIG_SCHEMES = ("sqlite", "postgres", "postgresql")
 MAX_WORKERS = 512
+#: The most instances ``--instances`` takes (each of up to ``MAX_WORKERS`` processes).
+MAX_INSTANCES = 10_000
 #: The most plans a worker may cache: about 0.5 KB each, so some 50 GB.
 MAX_PLAN_CACHE_SIZE = 100_000_000
 
@@ -101,8 +103,11 @@ def instances(value: str | int | None) -> int | None:
     text = "auto" if value is None else str(value).strip()
     if text.lower() == "auto":
         return None
-    if not decimal(text) or int(text) < 1:
-        raise ValueError(f"expected auto or a whole number of at least 1, not {value!r}")
+    if not decimal(text) or not 1 <= int(text) <= MAX_INSTANCES:
+        raise ValueError(
+            f"expected auto or a whole number of at least 1 and at most {MAX_INSTANCES:,}, "
+            f"not {value!r}"
+        )
     return int(text)
 
 

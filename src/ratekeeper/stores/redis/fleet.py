@@ -16,7 +16,7 @@ from typing import Any
 from redis.crc import key_slot
 
 from ratekeeper.core.errors import StoreError
-from ratekeeper.stores.redis.errors import ERRORS, failure
+from ratekeeper.stores.redis.errors import ERRORS, client_fault, failure
 
 #: KEYS[1] the roll; ARGV the member and its time to live in seconds: the member's entry
 #: renewed, the expired ones dropped, the roll's size returned. The key itself expires when
@@ -92,7 +92,7 @@ async def count(
     if isinstance(error, ERRORS):
         raise failure(error) from error
     assert isinstance(error, BaseException)
-    raise error
+    raise client_fault(error) or error
 
 
 async def leave(

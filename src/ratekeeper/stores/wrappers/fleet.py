@@ -28,7 +28,7 @@ import socket
 import time
 from typing import Protocol
 
-from ratekeeper.core.errors import StoreError
+from ratekeeper.core.errors import StoreConfigError, StoreError
 from ratekeeper.core.wording import many
 
 #: The count's own logger: a change of count at info; a roll call that failed at debug only,
@@ -108,7 +108,7 @@ class Fleet:
         last count stays)."""
         try:
             counted = await self.store.count_fleet(self.member, self.ttl)
-        except StoreError as error:
+        except (StoreError, StoreConfigError) as error:  # a misconfigured store: said elsewhere
             log.debug(
                 "could not count the instances sharing the store (%s); keeping %s",
                 error,
@@ -128,10 +128,13 @@ class Fleet:
     async def run(self) -> None:
         """Roll calls every ``interval`` seconds, until cancelled."""
         while True:
-            await self.call()
+            try:
+                await self.call()
+            except Exception:  # a background duty must outlive a surprise
+                log.exception("the roll call failed")
             await asyncio.sleep(self.interval)
 
     async def leave(self) -> None:
         """Take this process off the roll (as it stops), as far as the store answers."""
-        with contextlib.suppress(StoreError):
+        with contextlib.suppress(StoreError, StoreConfigError):
             await self.store.leave_fleet(self.member)

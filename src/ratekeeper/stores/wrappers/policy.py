@@ -25,10 +25,17 @@ UNREFUNDED = "could not refund %s of %r (they stay counted): %s"
 POLICIES = ("allow", "deny", "local")
 
 
+#: The most processes a fleet may be told it has: more is a typo, not a fleet.
+MAX_INSTANCES = 10_000_000
+
+
 def check_instances(instances: Any) -> int:
-    """``instances``: an ``int`` (not ``bool``) of at least 1, else ``StoreConfigError``."""
+    """``instances``: an ``int`` (not ``bool``) from 1 to ``MAX_INSTANCES``, else
+    ``StoreConfigError``."""
     if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
         raise StoreConfigError(f"instances must be an integer of at least 1, not {instances!r}")
+    if instances > MAX_INSTANCES:
+        raise StoreConfigError(f"instances must be at most {MAX_INSTANCES:,}, not {instances!r}")
     return int(instances)
 
 
