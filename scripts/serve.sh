@@ -22,7 +22,7 @@ HTTP="$("$VENV/bin/python" - "$@" 2>/dev/null <<'PY' || true
 import argparse
 import sys
 
-from ratekeeper.service.runtime.settings import Address, Settings, add_arguments
+from ratekeeper.service.runtime.settings import ListenAddress, Settings, add_arguments
 
 parser = argparse.ArgumentParser(add_help=False)
 add_arguments(parser)
@@ -30,7 +30,7 @@ args, _ = parser.parse_known_args()
 if {"-h", "--help"} & set(sys.argv[1:]):
     sys.exit(1)
 http = Settings.read(args).http
-print(Address({"0.0.0.0": "127.0.0.1", "::": "::1"}.get(http.host, http.host), http.port))
+print(ListenAddress({"0.0.0.0": "127.0.0.1", "::": "::1"}.get(http.host, http.host), http.port))
 PY
 )"
 if [ -n "$HTTP" ]; then

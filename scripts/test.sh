@@ -49,6 +49,11 @@ if ! command -v h2load >/dev/null 2>&1 || ! command -v nghttp >/dev/null 2>&1; t
   apt_install nghttp2-client
 fi
 
+# A test reads the tracked files with git (a clone has it; a copied tree may not).
+if ! command -v git >/dev/null 2>&1; then
+  apt_install git
+fi
+
 # The Redis TLS tests make their certificate authority and certificates with openssl.
 if ! command -v openssl >/dev/null 2>&1; then
   apt_install openssl

@@ -35,6 +35,7 @@ TOOLS = {
     "prometheus": "prometheus",
     "chromium": "chromium",
     "openssl": "openssl",  # the Redis TLS tests' certificates
+    "git": "git",  # the tracked files, read by a test
     **load.PACKAGES,  # the service benchmark's tests: wrk, h2load, nghttp
 }
 
