@@ -10,18 +10,15 @@ one paragraph: ``DefinitionLists``, a griffe extension, writes it as Markdown's 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import griffe
-
-_INTRODUCES_CODE = re.compile(r"::</p>")
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
     """The page's HTML, with the API pages' ``Example::`` read as ``Example:``."""
     if page.file.src_uri.startswith("api/"):
-        return _INTRODUCES_CODE.sub(":</p>", html)
+        return html.replace("::</p>", ":</p>")
     return html
 
 

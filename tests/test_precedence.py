@@ -25,6 +25,7 @@ from ratekeeper.rules import parse_rules
 from ratekeeper.service.runtime.flags import add_arguments
 from ratekeeper.service.runtime.settings import Settings
 from ratekeeper.testing import FakeClock
+from tests.service.runtime.command_line import read
 
 #: A boundary of the clock's minute windows (a multiple of 60 s since the epoch).
 BOUNDARY = 1_700_000_040.0
@@ -129,12 +130,6 @@ def test_redis_py_options_in_the_url_win_over_those_given_in_code() -> None:
 
 
 # -- the service's settings ------------------------------------------------------------------
-
-
-def read(argv: list[str], environ: dict[str, str]) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return Settings.read(parser.parse_args(argv), environ)
 
 
 @pytest.fixture

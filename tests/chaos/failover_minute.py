@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 from redis.crc import key_slot
 
-from tests.chaos.fleet import INSTANCES, Fleet
+from tests.chaos.fleet import INSTANCES, Fleet, owners
 from tests.servers import RedisCluster, command
 
 HOT_LIMIT = 300
@@ -133,13 +133,6 @@ def dead_names(promoted: int, names: list[str]) -> set[str]:
     }
 
 
-def owner(cluster: RedisCluster, name: str) -> int:
-    for master in cluster.masters():
-        if any(name in key for key in command(master.port, "KEYS", f"*{name}*")):
-            return master.port
-    raise AssertionError(f"{name} is on no master")
-
-
 async def measure(
     directory: Path, fourth: bool, full_coverage: str, seconds: float
 ) -> dict[str, Any]:
@@ -160,7 +153,7 @@ async def measure(
             load.urls = fleet.urls
             running = asyncio.create_task(load.run(WARM_UP + seconds))
             await asyncio.sleep(WARM_UP)
-            victim_port = owner(cluster, hot)
+            victim_port = owners(cluster, [hot])[hot]
             victim = next(node for node in cluster.nodes if node.port == victim_port)
             killed = time.monotonic() - load.started
             cluster.kill(victim)
@@ -212,7 +205,7 @@ async def measure(
             "hot_admitted_while_degraded_per_instance": [
                 per_instance[i] for i in range(len(load.urls))
             ],
-            "bound_with_three": HOT_LIMIT + HOT_LIMIT,
+            "bound_with_three": HOT_LIMIT + INSTANCES * (HOT_LIMIT // INSTANCES),
             "healthy_masters_degraded": f"{sum(one[5] for one in healthy)} of {len(healthy)}",
             "healthy_masters_degraded_per_instance": [
                 sum(one[5] for one in healthy if one[1] == i) for i in range(len(load.urls))
@@ -236,7 +229,6 @@ def main() -> None:
             measure(Path(directory), args.fourth, args.full_coverage, args.seconds)
         )
     print(json.dumps(result, indent=2))
-    assert INSTANCES == 3
 
 
 if __name__ == "__main__":

@@ -17,11 +17,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.service.served import Served
+from tests.servers import RedisCluster, command
+from tests.service.served import Served, instances, settle
 
 INSTANCES = 3
 #: A line of the breaker's log for an opening, the first or again after a probe; the
@@ -80,20 +82,13 @@ class Fleet:
         self.instances.append(one)
         return one
 
-    def counted(self) -> list[object]:
+    def counted(self) -> list[dict[str, Any]]:
         """What each live instance's ``/readyz`` says of the fleet's size."""
-        return [
-            httpx.get(f"{one.url}/readyz", timeout=10).json()["store"]["instances"]
-            for one in self.instances
-            if _alive(one)
-        ]
+        return [instances(one) for one in self.instances if _alive(one)]
 
     def wait_counted(self, size: int, timeout: float = 15.0) -> None:
         """Wait until every live instance has counted ``size`` through the store."""
-        deadline = time.monotonic() + timeout
-        while (seen := self.counted()) != [{"size": size, "source": "counted"}] * len(seen):
-            assert time.monotonic() < deadline, f"expected {size} counted, saw {seen}"
-            time.sleep(0.2)
+        settle([one for one in self.instances if _alive(one)], size, timeout)
 
     @property
     def urls(self) -> list[str]:
@@ -105,9 +100,6 @@ class Fleet:
 
     def openings_logged(self) -> list[int]:
         return [openings(log.read_text(errors="replace")) for log in self.logs]
-
-    def log_tail(self, index: int, lines: int = 20) -> str:
-        return "\n".join(self.logs[index].read_text(errors="replace").splitlines()[-lines:])
 
     def kill_one(self, index: int) -> None:
         """SIGKILL one instance, as a crash would."""
@@ -183,3 +175,14 @@ class Timer:
     def mark(self, name: str) -> float:
         self.marks[name] = self()
         return self.marks[name]
+
+
+def owners(cluster: RedisCluster, names: list[str]) -> dict[str, int]:
+    """Which master's port holds each of ``names`` (a substring of its Redis key)."""
+    found = {}
+    for master in cluster.masters():
+        for key in command(master.port, "KEYS", "*"):
+            for name in names:
+                if name in key:
+                    found[name] = master.port
+    return found

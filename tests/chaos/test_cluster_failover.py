@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.fleet import INSTANCES, Timer, fleet
+from tests.chaos.fleet import INSTANCES, Timer, fleet, owners
 from tests.chaos.limits import HOT, SHARE, check, mixed
 from tests.chaos.load import Answer, Load, allowed, between, report, summary
 from tests.servers import RedisCluster, command
@@ -41,17 +41,6 @@ WARM_UP = 3.0
 MOST = 45.0
 #: Seconds after the promotion by which every decision must be exact again.
 SETTLE = 3.0
-
-
-def owners(cluster: RedisCluster, names: list[str]) -> dict[str, int]:
-    """Which master's port holds each of ``names`` (a substring of its Redis key)."""
-    found = {}
-    for master in cluster.masters():
-        for key in command(master.port, "KEYS", "*"):
-            for name in names:
-                if name in key:
-                    found[name] = master.port
-    return found
 
 
 def test_a_master_killed_under_load(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -91,3 +92,19 @@ class Served:
         """What the process wrote on its stderr pipe; call once it has ended."""
         _, stderr = self.process.communicate(timeout=10)
         return (stderr or b"").decode()
+
+
+def instances(served: Served) -> dict[str, Any]:
+    """What ``served``'s ``/readyz`` says of the processes sharing its store."""
+    found: dict[str, Any] = httpx.get(f"{served.url}/readyz", timeout=10).json()["store"]
+    return dict(found["instances"])
+
+
+def settle(fleet: list[Served], size: int, timeout: float = 15.0) -> None:
+    """Wait until every one of ``fleet`` has counted ``size`` instances through the store."""
+    deadline = time.monotonic() + timeout
+    while (seen := [instances(one) for one in fleet]) != [
+        {"size": size, "source": "counted"}
+    ] * len(fleet):
+        assert time.monotonic() < deadline, f"expected {size} counted instances, saw {seen}"
+        time.sleep(0.2)

@@ -55,7 +55,8 @@ def _redis_options(
     """The URL of a Redis store without the options its query gave, what to stack on the
     store, and the store's own options; ``options`` keeps the client's."""
     from ratekeeper.stores.redis.clients import check_url, split_leases, split_prefix
-    from ratekeeper.stores.wrappers import leasing, resilience
+    from ratekeeper.stores.wrappers import leasing
+    from ratekeeper.stores.wrappers.policy import check_instances
 
     url, prefix = split_prefix(url)
     if prefix is not None:
@@ -73,7 +74,7 @@ def _redis_options(
             )
         instances = None
     else:
-        resilience.check_instances(instances)
+        check_instances(instances)
     cache = options.pop("over_limit_cache", False)
     leases = leasing.check_options(
         options.pop("lease_ttl", leasing.TTL),
@@ -144,9 +145,8 @@ def _open_async_redis(url: str, options: dict[str, Any]) -> AsyncStore:
     store_options["timeout"] = timeout_of(url, options.get("timeout"))
     options["capped"] = True
 
-    redis_store = _connected(
-        url, lambda: AsyncRedisStore(open_client(url, True, **options), **store_options)
-    )
+    connect = store_options["connect"]
+    redis_store = _connected(url, lambda: AsyncRedisStore(connect(), **store_options))
     store: AsyncLeasingStore = redis_store
     if stack.cache:
         store = AsyncOverLimitCache(store)

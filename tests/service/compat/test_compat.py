@@ -3,7 +3,6 @@ checked or ignored, as ``Settings.read`` sees them (no server runs here)."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import os
@@ -19,18 +18,12 @@ from ratekeeper.service.runtime.settings import (
     EXAMPLE_RULES,
     ListenAddress,
     Settings,
-    add_arguments,
 )
+from tests.service.runtime.command_line import read
 
 RULE = (
     "domain: rl\ndescriptors:\n  - key: foo\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
 )
-
-
-def read(argv: list[str], environ: dict[str, str]) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return Settings.read(parser.parse_args(argv), environ)
 
 
 def errors_of(argv: list[str], environ: dict[str, str]) -> list[str]:

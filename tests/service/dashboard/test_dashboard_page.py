@@ -10,7 +10,8 @@ Python API through ``executable_path``: Playwright's own browsers are never down
 
 The README's images are this test's screenshots; from the repository's root:
 
-    RATEKEEPER_SCREENSHOTS=docs/images .venv/bin/pytest tests/service/test_dashboard_page.py
+    RATEKEEPER_SCREENSHOTS=docs/images \
+        .venv/bin/pytest tests/service/dashboard/test_dashboard_page.py
 
 writes ``docs/images/dashboard.png`` (1280x800, the whole page) and
 ``docs/images/dashboard-phone.png`` (390x844, the first screen).

@@ -471,14 +471,17 @@ def test_the_openapi_document_covers_every_route(client: AppClient) -> None:
     dashboard = {
         path for path in document["paths"] if path.startswith(("/dashboard", "/v1/s", "/v1/top"))
     }
-    assert dashboard == {  # served with --dashboard only (tests/service/test_dashboard.py)
-        "/dashboard",
-        "/dashboard/login",
-        "/dashboard/logout",
-        "/dashboard/assets/{name}",
-        "/v1/stats",
-        "/v1/top",
-    }
+    assert (
+        dashboard
+        == {  # served with --dashboard only (tests/service/dashboard/test_dashboard.py)
+            "/dashboard",
+            "/dashboard/login",
+            "/dashboard/logout",
+            "/dashboard/assets/{name}",
+            "/v1/stats",
+            "/v1/top",
+        }
+    )
     assert set(document["paths"]) - dashboard == routes
     for path, methods in document["paths"].items():
         for method, operation in methods.items():

@@ -3,9 +3,10 @@ and values all hold ``SECRET`` (which no line may show), and the engine over the
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from ratekeeper import AsyncEngine, Limit
+from ratekeeper import AsyncEngine, Limit, StoreError
 from ratekeeper.rules import parse_rules
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
@@ -43,3 +44,17 @@ def engine_of(clock: FakeClock, store: Any = None) -> AsyncEngine:
         domain="keys",
         clock=clock,
     )
+
+
+def no_secret(records: list[logging.LogRecord]) -> None:
+    """No record says ``SECRET``, in its message or in any of its fields."""
+    for record in records:
+        assert SECRET not in record.getMessage()
+        assert not any(SECRET in str(value) for value in vars(record).values()), vars(record)
+
+
+class Down(AsyncMemoryStore):
+    """A store whose every decision fails."""
+
+    async def apply(self, *args: Any, **options: Any) -> Any:
+        raise StoreError("down")

@@ -11,17 +11,15 @@ from typing import Any
 import grpc
 import pytest
 
-from ratekeeper.core.errors import StoreError
 from ratekeeper.service.grpc import serve_grpc
 from ratekeeper.service.observe.access import AccessLog
 from ratekeeper.service.observe.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.runtime.app import create_app
-from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.stores.wrappers.resilience import AsyncResilient
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient
-from tests.service.observe.logged import SECRET, check, engine_of
+from tests.service.observe.logged import Down, check, engine_of, no_secret
 
 
 @pytest.fixture(autouse=True)
@@ -45,12 +43,6 @@ def logged(records: list[logging.LogRecord]) -> list[dict[str, Any]]:
         assert record.levelno == logging.INFO
         entries.append({"request": record.getMessage(), **fields})
     return entries
-
-
-def no_secret(records: list[logging.LogRecord]) -> None:
-    for record in records:
-        assert SECRET not in record.getMessage()
-        assert not any(SECRET in str(value) for value in vars(record).values()), vars(record)
 
 
 def test_every_http_surface_logs_its_requests_with_the_deciding_rule(
@@ -134,10 +126,6 @@ def test_of_several_descriptors_the_one_closest_to_its_limit_decides(
 def test_a_decision_of_the_failure_policy_is_degraded(
     clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    class Down(AsyncMemoryStore):
-        async def apply(self, *args: Any, **options: Any) -> Any:
-            raise StoreError("down")
-
     engine = engine_of(clock, AsyncResilient(Down(clock=clock), on_store_error="allow"))
     app = create_app(engine, close_engine=True, access_log=AccessLog(engine))
     with AppClient(app) as client:

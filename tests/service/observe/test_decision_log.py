@@ -12,18 +12,16 @@ from typing import Any
 import grpc
 import pytest
 
-from ratekeeper.core.errors import StoreError
 from ratekeeper.service.grpc import serve_grpc
 from ratekeeper.service.observe.decision_log import DecisionLog
 from ratekeeper.service.observe.metrics import Metrics
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.service.runtime.app import build_parts, create_app
 from ratekeeper.service.runtime.settings import Settings
-from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.stores.wrappers.resilience import AsyncResilient
 from ratekeeper.testing import FakeClock
 from tests.service.asgi import AppClient
-from tests.service.observe.logged import RULES, SECRET, check, engine_of
+from tests.service.observe.logged import RULES, Down, check, engine_of, no_secret
 
 LOGGER = "ratekeeper.decisions"
 PER_USER = "2/minute (fixed_window)"
@@ -50,12 +48,6 @@ def line(result: str, rule: str, limit: str, remaining: int | None, **more: Any)
     if remaining is not None:
         fields["remaining"] = remaining
     return {"message": result, **fields, **more}
-
-
-def no_secret(records: list[logging.LogRecord]) -> None:
-    for record in records:
-        assert SECRET not in record.getMessage()
-        assert not any(SECRET in str(value) for value in vars(record).values()), vars(record)
 
 
 def test_every_http_surface_logs_each_descriptor_and_no_key(
@@ -145,10 +137,6 @@ def test_the_keys_are_logged_when_asked_for(
 def test_a_decision_of_the_failure_policy_is_degraded_and_says_what_it_decided(
     clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    class Down(AsyncMemoryStore):
-        async def apply(self, *args: Any, **options: Any) -> Any:
-            raise StoreError("down")
-
     for policy, said in (("allow", "allowed"), ("deny", "limited")):
         caplog.clear()
         engine = engine_of(clock, AsyncResilient(Down(clock=clock), on_store_error=policy))

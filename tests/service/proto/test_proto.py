@@ -4,7 +4,7 @@ Three checks bind them to the protocol: the generated modules are exactly what t
 generators write from the ``.proto`` files; every message has Envoy's field names, numbers and
 types (the reference list below, checked against Envoy 1.40); and a request and a response
 serialize to bytes built here by hand from the wire format. A gRPC round trip on loopback is in
-tests/service/test_proto_grpc.py.
+tests/service/proto/test_proto_grpc.py.
 """
 
 from __future__ import annotations

@@ -8,13 +8,12 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.servers import RedisCluster, RedisServer
-from tests.service.served import Served
+from tests.service.served import Served, instances, settle
 
 #: The limit of the key the survivors share once the store is gone.
 LIMIT = 60
@@ -24,28 +23,12 @@ CHECK = {
 }
 
 
-def instances(served: Served) -> dict[str, Any]:
-    return httpx.get(f"{served.url}/readyz", timeout=5).json()["store"]["instances"]
-
-
 def gauge(served: Served) -> float:
     text = httpx.get(f"{served.url}/metrics", timeout=5).text
     for family in text_string_to_metric_families(text):
         if family.name == "ratekeeper_store_instances":
             return family.samples[0].value
     raise AssertionError("no ratekeeper_store_instances in /metrics")
-
-
-def settle(fleet: list[Served], size: int, timeout: float = 15.0) -> None:
-    """Wait until every one of ``fleet`` reports ``size`` instances, counted."""
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = [instances(one) for one in fleet]
-        if all(one == {"size": size, "source": "counted"} for one in seen):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"expected {size} counted instances, saw {seen}")
-        time.sleep(0.2)
 
 
 def admitted(served: Served, tries: int) -> int:

@@ -3,21 +3,13 @@ engine."""
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.service.runtime.app import build_engine
 from ratekeeper.service.runtime.serve import _environment
-from ratekeeper.service.runtime.settings import Settings, add_arguments
 from ratekeeper.service.runtime.values import MAX_PLAN_CACHE_SIZE
-
-
-def read(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return Settings.read(parser.parse_args(argv), environ or {})
+from tests.service.runtime.command_line import read
 
 
 def test_the_default_flag_and_variable() -> None:

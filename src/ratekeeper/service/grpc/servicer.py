@@ -117,6 +117,7 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
     ) -> None:
         self.engine = engine
         self.metrics = metrics
+        self._observe = None if metrics is None else metrics.latency_observer("grpc")
         self.in_flight_bound = in_flight_bound
         self.header_names = header_names
 
@@ -166,8 +167,8 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
             raise
         finally:
-            if self.metrics is not None:
-                self.metrics.observe_latency("grpc", time.perf_counter() - started)
+            if self._observe is not None:
+                self._observe(time.perf_counter() - started)
         return response_of(answer, self.header_names)
 
 

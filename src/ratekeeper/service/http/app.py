@@ -38,7 +38,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -117,7 +116,7 @@ def http_app(
     ) -> Route:
         # A route of a surface is bounded in flight; one that decides is timed as a decision.
         if surface and decides and metrics is not None:
-            handler = timed(handler, partial(metrics.observe_latency, surface))
+            handler = timed(handler, metrics.latency_observer(surface))
         if surface and in_flight_bound is not None:
             handler = bounded(handler, in_flight_bound, surface)
         return Route(path, answering(handler), methods=methods)

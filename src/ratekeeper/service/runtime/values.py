@@ -98,9 +98,9 @@ def workers(value: str | int) -> int:
     return int(text)
 
 
-def instances(value: str | int | None) -> int | None:
+def instances(value: str | int) -> int | None:
     """A whole number of at least 1, or ``auto`` (None: counted through the store)."""
-    text = "auto" if value is None else str(value).strip()
+    text = str(value).strip()
     if text.lower() == "auto":
         return None
     if not decimal(text) or not 1 <= int(text) <= MAX_INSTANCES:

@@ -333,14 +333,14 @@ class AsyncRedisStore(Base):
         members it holds (``fleet``): on a cluster, the most any master's copy holds."""
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
-        where = fleet.roll_keys(self.client, self.prefix, self.clustered)
+        where = fleet.roll_keys(self.client, self.prefix, self._owner if self.clustered else None)
         return await fleet.count(self.client, where, member, ttl)
 
     async def leave_fleet(self, member: str) -> None:
         """Take ``member`` off the fleet's roll, as far as the store answers."""
         if asyncio.get_running_loop() is not self._loop:
             await self._serve(asyncio.get_running_loop())
-        where = fleet.roll_keys(self.client, self.prefix, self.clustered)
+        where = fleet.roll_keys(self.client, self.prefix, self._owner if self.clustered else None)
         await fleet.leave(self.client, where, member)
 
     async def _ping(self) -> None:

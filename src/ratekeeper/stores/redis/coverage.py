@@ -15,13 +15,13 @@ import asyncio
 import logging
 from typing import Any
 
+from ratekeeper.stores.redis.fleet import TIMEOUT, on_master
+
 log = logging.getLogger("ratekeeper.store")
 
 SETTING = "cluster-require-full-coverage"
 #: Seconds between two readings of the setting: it changes seldom, and a ping may be frequent.
 EVERY = 60.0
-#: Seconds each master is given to answer.
-TIMEOUT = 2.0
 
 
 def _value(reply: Any) -> str | None:
@@ -40,7 +40,7 @@ async def full_coverage(client: Any) -> dict[str, str | None]:
 
     async def one(node: Any) -> str | None:
         try:
-            reply = await asyncio.wait_for(client.config_get(SETTING, target_nodes=node), TIMEOUT)
+            reply = await on_master(client, node, TIMEOUT, "CONFIG GET", SETTING)
         except Exception as error:  # any refusal: the setting stays unknown
             log.debug("could not read %s on %s: %s", SETTING, node.name, error)
             return None

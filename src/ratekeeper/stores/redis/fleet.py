@@ -11,6 +11,7 @@ called straight, on its own connections, not through the cluster client's routin
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from redis.crc import key_slot
@@ -45,28 +46,27 @@ def roll_key(prefix: str, tag: int | None = None) -> str:
     return f"{prefix}:fleet" if tag is None else f"{prefix}:fleet:{{{tag}}}"
 
 
-def roll_keys(client: Any, prefix: str, clustered: bool) -> list[tuple[Any, str]]:
-    """Where the roll is kept: ``(None, key)`` on one server; on a cluster, each master the
-    client's slot map knows now with a key it serves (the first candidate tag whose slot is
-    that master's)."""
-    if not clustered:
+def roll_keys(
+    client: Any, prefix: str, owner: Callable[[int], str] | None
+) -> list[tuple[Any, str]]:
+    """Where the roll is kept: ``(None, key)`` on one server (``owner`` None); on a cluster,
+    each master the client's slot map knows now with a key it serves: the first candidate
+    tag whose slot ``owner`` (the store's ``_owner``) names that master."""
+    if owner is None:
         return [(None, roll_key(prefix))]
     masters = {node.name: node for node in client.get_primaries()}
     found: dict[str, tuple[Any, str]] = {}
     for tag in range(_CANDIDATES):
         key = roll_key(prefix, tag)
-        try:
-            owner = client.nodes_manager.get_node_from_slot(key_slot(key.encode())).name
-        except Exception:  # a slot no node covers now (a failover under way)
-            continue
-        if owner in masters and owner not in found:
-            found[owner] = (masters[owner], key)
+        name = owner(key_slot(key.encode()))
+        if name in masters and name not in found:
+            found[name] = (masters[name], key)
             if len(found) == len(masters):
                 break
     return list(found.values())
 
 
-async def _run(client: Any, node: Any, timeout: float, *command: Any) -> Any:
+async def on_master(client: Any, node: Any, timeout: float, *command: Any) -> Any:
     """``command`` on one server, or on one cluster master straight: not through the cluster
     client, whose slot map a failing master makes it refresh, failing the calls in flight."""
     target = client if node is None else node
@@ -80,7 +80,7 @@ async def count(
     gave; the ``StoreError`` of the first failure when none answered."""
 
     async def one(node: Any, key: str) -> int:
-        return int(await _run(client, node, timeout, "EVAL", HEARTBEAT, 1, key, member, ttl))
+        return int(await on_master(client, node, timeout, "EVAL", HEARTBEAT, 1, key, member, ttl))
 
     answers = await asyncio.gather(*(one(node, key) for node, key in where), return_exceptions=True)
     counted = [answer for answer in answers if isinstance(answer, int)]
@@ -101,6 +101,6 @@ async def leave(
     """Take ``member`` off every copy of the roll, as far as the store answers (a member that
     could not leave expires with its time to live)."""
     await asyncio.gather(
-        *(_run(client, node, timeout, "ZREM", key, member) for node, key in where),
+        *(on_master(client, node, timeout, "ZREM", key, member) for node, key in where),
         return_exceptions=True,
     )

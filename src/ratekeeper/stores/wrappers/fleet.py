@@ -22,14 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import secrets
-import socket
-import time
 from typing import Protocol
 
 from ratekeeper.core.errors import StoreConfigError, StoreError
 from ratekeeper.core.wording import many
+from ratekeeper.stores.wrappers.slices import holder_name
 
 #: The count's own logger: a change of count at info; a roll call that failed at debug only,
 #: as the store's breaker already logs the outage (``ratekeeper.store``).
@@ -50,21 +47,15 @@ class Counting(Protocol):
     async def leave_fleet(self, member: str) -> None: ...
 
 
-def member_name() -> str:
-    """This process's name on the roll: its host, its pid and a random part (pids repeat)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
 class FleetSize:
     """The number of processes the ``local`` policy divides each limit by (``size``).
 
-    ``configured`` (``instances=N``) is used as given; else the last count (``counted``, at
-    ``counted_at``, ``time.time()``), else 1 (``source`` ``"unknown"``: never counted)."""
+    ``configured`` (``instances=N``) is used as given; else the last count (``counted``),
+    else 1 (``source`` ``"unknown"``: never counted)."""
 
     def __init__(self, configured: int | None = None) -> None:
         self.configured = configured
         self.counted: int | None = None
-        self.counted_at: float | None = None
 
     @property
     def size(self) -> int:
@@ -79,10 +70,9 @@ class FleetSize:
             return "configured"
         return "unknown" if self.counted is None else "counted"
 
-    def count(self, counted: int, at: float | None = None) -> None:
+    def count(self, counted: int) -> None:
         """A roll call answered ``counted`` (this process included: at least 1)."""
         self.counted = max(int(counted), 1)
-        self.counted_at = time.time() if at is None else at
 
 
 class Fleet:
@@ -99,7 +89,7 @@ class Fleet:
     ) -> None:
         self.store = store
         self.size = size if size is not None else FleetSize()
-        self.member = member or member_name()
+        self.member = member or holder_name()
         self.interval = interval
         self.ttl = ttl
 
@@ -120,7 +110,7 @@ class Fleet:
         if before != self.size.counted:
             log.info(
                 "%s sharing the request store%s",
-                many(self.size.counted or 1, "instance"),
+                many(self.size.size, "instance"),
                 " (counted through the store)" if before is None else f" (was {before})",
             )
         return counted

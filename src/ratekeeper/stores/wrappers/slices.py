@@ -174,7 +174,7 @@ class Slices(Generic[S]):
         self.background = background  # sweep every ttl on our own (a thread, or a task)
         self.sharded: bool = is_sharded(store)
         self.slices: dict[tuple[str, str], Slice] = {}
-        self.holder = _holder()
+        self.holder = holder_name()
         self.exchanges = 0  # exchanges that took a slice (its hit's, or in vain)
         self.returns = 0  # exchanges that only gave back (sweep, close, eviction)
         self.granted = 0  # units granted from slices, without the store
@@ -184,7 +184,7 @@ class Slices(Generic[S]):
         # The parent's slices are the parent's: a child that granted from them would grant
         # them twice.
         self.slices = {}
-        self.holder = _holder()
+        self.holder = holder_name()
 
     def _want(self, piece: Slice, cost: int, now: float) -> int:
         """The slice to ask for: the hit's cost at first, then ``horizon`` seconds at the rate
@@ -311,8 +311,9 @@ class Slices(Generic[S]):
         return getattr(self.store, name)
 
 
-def _holder() -> str:
-    """A name for this process's slices: its host, pid and a random part."""
+def holder_name() -> str:
+    """A name for this process (its slices, its entry on the fleet's roll): its host, pid and
+    a random part (pids repeat)."""
     return f"{os.uname().nodename[:60]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
