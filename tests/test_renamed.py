@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,17 @@ def test_ratekeeper_its_tests_and_benchmarks_never_use_an_old_name() -> None:
         if path != Path(__file__)
     }
     assert {path: olds for path, olds in users.items() if olds} == {}
+
+
+def test_the_scripts_python_never_uses_an_old_name(tmp_path: Path) -> None:
+    """The Python the shell scripts run (``<<'PY' ... PY``) is held to the same: a warning
+    there is hidden by the script, and the name's removal would break it without a word."""
+    heredoc = re.compile(r"<<'PY'[^\n]*\n(.*?)\nPY\n", re.DOTALL)
+    users = {}
+    for script in sorted((ROOT / "scripts").glob("*.sh")):
+        for index, code in enumerate(heredoc.findall(script.read_text(encoding="utf-8"))):
+            path = tmp_path / f"{script.stem}-{index}.py"
+            path.write_text(code, encoding="utf-8")
+            users[f"{script.name} #{index}"] = sorted(_uses(path) | _keywords(path))
+    assert users, "no script runs Python: the heredoc's marker changed"
+    assert {name: olds for name, olds in users.items() if olds} == {}
