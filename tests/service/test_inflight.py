@@ -269,7 +269,7 @@ def test_grpc_answers_past_the_bound_unavailable_at_once() -> None:
     answered, refused, bound = asyncio.run(shed_over_grpc())
     assert answered.overall_code == rls_pb2.RateLimitResponse.OK
     assert refused.code() == grpc.StatusCode.UNAVAILABLE
-    assert refused.details().startswith("overloaded: deciding 1 request, ")
+    assert refused.details().startswith("overloaded: the service is deciding 1 request, ")
     assert dict(refused.trailing_metadata() or ())["retry-after"] == "1"
     assert (bound.in_flight, bound.shed) == (0, {"http": 0, "nginx": 0, "grpc": 1})
 

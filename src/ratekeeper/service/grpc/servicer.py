@@ -26,7 +26,6 @@ from google.protobuf.message import DecodeError
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.moved import deprecated_name, keywords_renamed
-from ratekeeper.core.wording import many
 from ratekeeper.service.inflight import RETRY_AFTER, InFlightBound
 from ratekeeper.service.proto import ratelimit_unit_pb2, rls_pb2, rls_pb2_grpc
 from ratekeeper.wire.problems import UNAVAILABLE_ERRORS
@@ -146,8 +145,7 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
         context.set_trailing_metadata((("retry-after", str(RETRY_AFTER)),))
         await context.abort(
             grpc.StatusCode.UNAVAILABLE,
-            f"overloaded: deciding {many(bound.limit, 'request')}, the most this service takes "
-            f"at once; try again in {RETRY_AFTER} s",
+            f"overloaded: {bound.why()}; try again in {RETRY_AFTER} s",
         )
         raise AssertionError("abort raises; this line is never reached")
 

@@ -48,7 +48,6 @@ from starlette.routing import BaseRoute, Route
 
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.moved import keywords_renamed
-from ratekeeper.core.wording import many
 from ratekeeper.service.asgi import Receive, Scope, Send
 from ratekeeper.service.http.admin import Admin
 from ratekeeper.service.http.checks import Checks
@@ -65,6 +64,7 @@ from ratekeeper.service.http.responses import (
     send_raw,
     timed,
 )
+from ratekeeper.service.http.shed import PREPAID
 from ratekeeper.service.inflight import RETRY_AFTER, InFlightBound
 from ratekeeper.wire.problems import Problem
 
@@ -152,11 +152,7 @@ def http_app(
 
 def overloaded(bound: InFlightBound) -> Problem:
     """The answer to a request the in-flight ``bound`` turned away."""
-    return Problem.of(
-        "overloaded",
-        f"the service is deciding {many(bound.limit, 'request')}, the most it takes at once; "
-        f"try again in {RETRY_AFTER} s",
-    )
+    return Problem.of("overloaded", f"{bound.why()}; try again in {RETRY_AFTER} s")
 
 
 def bounded(handler: Handler, bound: InFlightBound, surface: str) -> Handler:
@@ -165,7 +161,7 @@ def bounded(handler: Handler, bound: InFlightBound, surface: str) -> Handler:
     retry = {"Retry-After": str(RETRY_AFTER)}
 
     async def within(request: Request) -> Response:
-        if not bound.enter(surface):
+        if not bound.enter(surface, prepaid=PREPAID in request.scope):
             return problem_response(overloaded(bound), retry)
         try:
             return await handler(request)
@@ -219,7 +215,7 @@ class _CheckFirst(Starlette):
             await super().__call__(scope, receive, send)
             return
         bound = self._in_flight_bound
-        if bound is not None and not bound.enter("http"):
+        if bound is not None and not bound.enter("http", prepaid=PREPAID in scope):
             headers, payload = problem_raw(overloaded(bound))
             headers.append((b"retry-after", str(RETRY_AFTER).encode()))
             await send_raw(send, 503, headers, payload)

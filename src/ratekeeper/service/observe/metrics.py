@@ -99,6 +99,8 @@ ALLOWED, LIMITED, SHADOWED, DEGRADED = "allowed", "limited", "shadowed", "degrad
 UNKNOWN = "unknown"
 #: The ``domain`` and ``rule`` labels of decisions past ``max_label_sets``.
 OTHER = "other"
+#: Seconds a scrape waits for the request store's ping before it reports the store down.
+PING_TIMEOUT = 2.0
 
 _UNTRACKED = object()  # the default limit while no engine is tracked: any limit may be it
 
@@ -291,12 +293,16 @@ class Metrics:
 
     async def refresh(self) -> None:
         """Ping an ``AsyncEngine``'s store, for the next scrape to report (``MetricsApp``
-        does this first; a sync engine's store is pinged when scraped)."""
+        does this first; a sync engine's store is pinged when scraped). A store that does not
+        answer within ``PING_TIMEOUT`` seconds is reported down, so that no scrape waits on
+        it for longer."""
         engine = self.engine
         if not isinstance(engine, AsyncEngine):
             return
         try:
-            self._health = await engine.store.ping()
+            self._health = await asyncio.wait_for(engine.store.ping(), PING_TIMEOUT)
+        except TimeoutError:
+            self._health = Health(False, error=f"no answer within {PING_TIMEOUT:g} s")
         except RatekeeperError as error:
             self._health = Health(False, error=str(error))
 

@@ -33,6 +33,8 @@ COMBINE: dict[str, Mode] = {
     "ratekeeper_store_instances": "livemax",
     "ratekeeper_decisions_in_flight": "livesum",
     "ratekeeper_decisions_in_flight_max": "livesum",
+    "ratekeeper_event_loop_lag_seconds": "livemax",
+    "ratekeeper_decisions_admitted_share": "livemin",
     "ratekeeper_plan_cache_entries": "livesum",
 }
 
@@ -144,8 +146,9 @@ def _store(health: Health | None) -> Iterator[Metric]:
 def _in_flight(bound: InFlightBound) -> Iterator[Metric]:
     shed = CounterMetricFamily(
         "ratekeeper_requests_shed",
-        "Requests turned away at once, the most decisions in flight being under way "
-        "(503 overloaded, gRPC UNAVAILABLE); no store error.",
+        "Requests turned away at once, the most decisions in flight being under way or "
+        "requests waiting longer than --max-wait (503 overloaded, gRPC UNAVAILABLE); no "
+        "store error.",
         labels=["surface"],
     )
     for surface, count in bound.shed.items():
@@ -156,6 +159,18 @@ def _in_flight(bound: InFlightBound) -> Iterator[Metric]:
         "ratekeeper_decisions_in_flight_max",
         "The most decisions under way at once (--max-in-flight).",
         bound.limit,
+    )
+    yield _gauge(
+        "ratekeeper_event_loop_lag_seconds",
+        "How far behind the event loop ran at its last reading: about how long a request "
+        "waits for it (--max-wait bounds it).",
+        bound.waiting.lag,
+    )
+    yield _gauge(
+        "ratekeeper_decisions_admitted_share",
+        "The share of decision requests let in, from 0.01 to 1; the rest are shed while "
+        "requests wait longer than --max-wait.",
+        bound.waiting.admitting,
     )
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.rules import RuleSet
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
@@ -93,6 +94,7 @@ def create_app(
     envoy_headers: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
     dashboard: Dashboard | None = None,
+    probe_copies: ProbeCopies | None = None,
 ) -> Starlette:
     """The service's app over ``engine``: the HTTP app (``ratekeeper.service.http``), with
     what runs beside it wired in. ``admin_token`` turns the override endpoints on;
@@ -106,7 +108,9 @@ def create_app(
     over gRPC and ``POST /json`` (``response_headers_to_add``). ``access_log`` (over
     ``engine``) logs every decision request, over HTTP and gRPC. ``dashboard`` (over
     ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
-    from startup to shutdown."""
+    from startup to shutdown. ``probe_copies`` keeps copies of the probes' answers while
+    ``in_flight_bound`` sheds, for the server's protocol to answer from
+    (``runtime.protocol``)."""
     from ratekeeper.service.http.app import http_app
 
     if metrics is not None and in_flight_bound is not None:
@@ -129,6 +133,7 @@ def create_app(
             envoy_headers=envoy_headers,
             access_log=access_log,
             dashboard=dashboard,
+            probe_copies=probe_copies,
         ),
     )
 
@@ -136,7 +141,23 @@ def create_app(
 def build_app(settings: Settings) -> Starlette:
     """The HTTP app of ``settings``, which closes its engine when it shuts down and runs the
     gRPC server (grpc.aio) from its startup to its shutdown."""
-    return build_parts(settings, grpc_aio=True).http
+    parts = build_parts(settings, grpc_aio=True)
+    if shed_first_protocol() is not None:
+        from ratekeeper.service.runtime.protocol import ShedFirst
+
+        # this process's: one app per process
+        ShedFirst.bound, ShedFirst.copies = parts.in_flight_bound, parts.probe_copies
+    return parts.http
+
+
+def shed_first_protocol() -> str | None:
+    """uvicorn's ``http`` protocol for the service, ``runtime.protocol.ShedFirst``, as an
+    import string; None without httptools (uvicorn then parses with h11, shedding in the app)."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return None
+    return "ratekeeper.service.runtime.protocol:ShedFirst"
 
 
 class Parts(NamedTuple):
@@ -148,6 +169,8 @@ class Parts(NamedTuple):
     metrics: Metrics
     in_flight_bound: InFlightBound
     access_log: AccessLog | None
+    #: The probes' answers copied while the process sheds, for uvicorn's protocol (``grpc_aio``).
+    probe_copies: ProbeCopies | None = None
 
 
 def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
@@ -180,6 +203,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     log.info("configuration store: %s%s", redacted(settings.config), _kept(settings.config))
     if settings.admin_token is None:
         log.info("admin endpoints: off (no admin token)")
+    from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.metrics import Metrics
 
@@ -188,7 +212,8 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     dashboard = _dashboard(engine, metrics, settings)
     _decision_log(engine, settings)
     access_log = _access_log(engine, settings)
-    in_flight_bound = InFlightBound(settings.max_in_flight)
+    in_flight_bound = InFlightBound(settings.max_in_flight, max_wait=settings.max_wait)
+    probe_copies = ProbeCopies() if grpc_aio and shed_first_protocol() is not None else None
     http = create_app(
         engine,
         admin_token=settings.admin_token,
@@ -200,8 +225,9 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         envoy_headers=envoy_header_names(settings),
         access_log=access_log,
         dashboard=dashboard,
+        probe_copies=probe_copies,
     )
-    return Parts(http, engine, metrics, in_flight_bound, access_log)
+    return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies)
 
 
 def _say_leases_exact(rules: RuleSet) -> None:

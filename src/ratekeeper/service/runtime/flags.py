@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
 from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES
+from ratekeeper.service.waiting import DEFAULT_MAX_WAIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,15 @@ FLAGS = (
         (
             f"decisions under way at once in each process; past it, requests are answered "
             f"503 overloaded (gRPC UNAVAILABLE) at once (default {DEFAULT_MAX_IN_FLIGHT})"
+        ),
+    ),
+    Flag(
+        "--max-wait",
+        "SECONDS",
+        (
+            f"the longest requests should wait for a process: past it, only part of its "
+            f"decisions is let in, the rest answered 503 overloaded (gRPC UNAVAILABLE) at once; "
+            f"0 lets every one in (default {DEFAULT_MAX_WAIT:g})"
         ),
     ),
     Flag("--ietf-headers", None, "add the IETF RateLimit and RateLimit-Policy fields to answers"),

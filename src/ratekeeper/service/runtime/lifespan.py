@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
@@ -48,10 +49,13 @@ def lifespan(
     envoy_headers: tuple[str, str, str] | None,
     access_log: AccessLog | None,
     dashboard: Dashboard | None,
+    probe_copies: ProbeCopies | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
     started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
-    metrics published every second; the dashboard's recording; the roll calls that count the
+    metrics published every second; the dashboard's recording; the in-flight bound's reading
+    of the loop's lag, when it bounds the wait, and the copies of the probes' answers kept
+    while it sheds (``probe_copies``); the roll calls that count the
     instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
     shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
     tasks cancelled, this process off the fleet's roll, the metrics' last figures published,
@@ -79,6 +83,13 @@ def lifespan(
             tasks.append(asyncio.create_task(metrics.publish_every()))
         if dashboard is not None:
             tasks.append(asyncio.create_task(dashboard.run()))
+        if in_flight_bound is not None:
+            if in_flight_bound.waiting.max_wait:
+                tasks.append(asyncio.create_task(in_flight_bound.watch()))  # the loop's lag
+            if probe_copies is not None:
+                bound = in_flight_bound
+                copying = probe_copies.keep(app, lambda: bound.shedding)  # type: ignore[arg-type]
+                tasks.append(asyncio.create_task(copying))
         fleet = getattr(engine.store, "fleet", None)  # instances="auto": counted by the store
         if fleet is not None:
             tasks.append(asyncio.create_task(fleet.run()))

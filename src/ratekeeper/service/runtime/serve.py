@@ -7,7 +7,9 @@ ends as an interrupt). With ``workers`` above 1, each worker process builds its 
 the same settings (``app.from_environment``), and their gRPC servers share the port. An
 address something else listens on, or no address of this machine, is refused before anything
 listens (exit 3, one line naming the address and the flag or variable it came from), HTTP's
-and gRPC's alike. With ``--server pyvoy`` the service runs in Envoy (``pyvoy_server``).
+and gRPC's alike. uvicorn runs on ``runtime.loop``'s event loop, which accepts every waiting
+connection at once, with ``runtime.protocol``'s HTTP protocol, which answers at the door while
+the process sheds. With ``--server pyvoy`` the service runs in Envoy (``pyvoy_server``).
 
 The workers write their metrics into a directory made for the run (``PROMETHEUS_MULTIPROC_DIR``,
 removed at exit), so that every scrape of ``/metrics`` reports the totals of them all (see
@@ -28,7 +30,12 @@ from typing import Any
 from ratekeeper.core.errors import ConfigStoreError
 from ratekeeper.core.wording import many
 from ratekeeper.service.observe.logs import configure_logging
-from ratekeeper.service.runtime.app import build_app, require_server_extra, run_config
+from ratekeeper.service.runtime.app import (
+    build_app,
+    require_server_extra,
+    run_config,
+    shed_first_protocol,
+)
 from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, ListenAddress, Settings
 
 log = logging.getLogger("ratekeeper.service")
@@ -52,6 +59,7 @@ def _environment(settings: Settings) -> dict[str, str]:
         "IETF_HEADERS": _flag(settings.ietf_headers),
         "PLAN_CACHE_SIZE": str(settings.plan_cache_size),
         "MAX_IN_FLIGHT": str(settings.max_in_flight),
+        "MAX_WAIT": repr(settings.max_wait),
         "LOG_LEVEL": settings.log_level,
         "LOG_KEYS": _flag(settings.log_keys),
         "LOG_LIBRARIES": ",".join(settings.log_libraries),
@@ -139,6 +147,29 @@ def _unopenable(config: str) -> str | None:
     return None
 
 
+def _serve_workers(settings: Settings, options: dict[str, Any]) -> int:
+    """Serve with ``settings.workers`` uvicorn worker processes, each building its app from
+    the environment (``app.from_environment``), with uvicorn ``options``."""
+    import uvicorn
+
+    from ratekeeper.service.observe.multiprocess import shared_directory
+
+    os.environ.update(_environment(settings))
+    log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
+    _say_dashboard(settings)
+    with shared_directory() as run:  # the workers' metrics files, for this run only
+        if settings.config == IN_MEMORY_CONFIG:
+            os.environ["RATEKEEPER_CONFIG"] = run_config(run)
+        uvicorn.run(
+            "ratekeeper.service.runtime.app:from_environment",
+            factory=True,
+            workers=settings.workers,
+            **options,
+        )
+    log.info("stopped")
+    return 0
+
+
 def serve(settings: Settings) -> int:
     """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
     require_server_extra()
@@ -183,24 +214,15 @@ def serve(settings: Settings) -> int:
         return pyvoy_server.run(settings, _environment(settings), GRACE)
     import uvicorn
 
-    common = uvicorn_options(settings)
+    common = {
+        **uvicorn_options(settings),
+        # every waiting connection accepted at once, under load too (runtime.loop), and a
+        # request answered at the door while the process sheds (runtime.protocol)
+        "loop": "ratekeeper.service.runtime.loop:new_event_loop",
+        "http": shed_first_protocol() or "auto",
+    }
     if settings.workers > 1:
-        from ratekeeper.service.observe.multiprocess import shared_directory
-
-        os.environ.update(_environment(settings))
-        log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
-        _say_dashboard(settings)
-        with shared_directory() as run:  # the workers' metrics files, for this run only
-            if settings.config == IN_MEMORY_CONFIG:
-                os.environ["RATEKEEPER_CONFIG"] = run_config(run)
-            uvicorn.run(
-                "ratekeeper.service.runtime.app:from_environment",
-                factory=True,
-                workers=settings.workers,
-                **common,
-            )
-        log.info("stopped")
-        return 0
+        return _serve_workers(settings, common)
     app = build_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, **common))
     # Until uvicorn takes the signals, a SIGTERM asks the server to stop as soon as it has

@@ -23,6 +23,10 @@ flag                      variable                      default
 ``--workers N``           ``RATEKEEPER_WORKERS``        ``1``
 ``--max-in-flight N``     ``RATEKEEPER_MAX_IN_FLIGHT``  ``1000`` decisions under way at once in
                                                         each process; past it, 503 / UNAVAILABLE
+``--max-wait SECONDS``    ``RATEKEEPER_MAX_WAIT``       ``0.1``: while requests wait longer for
+                                                        a process, only part of its decisions
+                                                        is let in, the rest 503 / UNAVAILABLE;
+                                                        ``0`` lets every one in
 ``--ietf-headers``        ``RATEKEEPER_IETF_HEADERS``   off; adds the IETF ``RateLimit`` and
                           (``true``/``false``, ...)     ``RateLimit-Policy`` fields
 ========================  ============================  =====================================
@@ -90,6 +94,7 @@ from ratekeeper.core.moved import renamed
 from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
 from ratekeeper.service.runtime.flags import add_arguments
 from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, ListenAddress
+from ratekeeper.service.waiting import DEFAULT_MAX_WAIT
 
 __all__ = ["EXAMPLE_RULES", "IN_MEMORY_CONFIG", "ListenAddress", "Settings", "add_arguments"]
 
@@ -117,6 +122,7 @@ class Settings:
     ietf_headers: bool = False
     plan_cache_size: int = 100_000
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    max_wait: float = DEFAULT_MAX_WAIT
     log_level: str = "info"
     log_keys: bool = False
     log_libraries: tuple[str, ...] = ()

@@ -12,6 +12,7 @@ from typing import Any
 
 from ratekeeper.core.inputs import decimal
 from ratekeeper.service.inflight import check_limit
+from ratekeeper.service.waiting import check_wait
 
 POLICIES = ("allow", "deny", "local")
 LOG_FORMATS = ("text", "json")
@@ -189,6 +190,7 @@ PARSERS: dict[str, Any] = {
     "ietf_headers": switch,
     "plan_cache_size": plan_cache_size,
     "max_in_flight": check_limit,
+    "max_wait": check_wait,
     "log_level": log_level,
     "log_keys": switch,
     "log_libraries": log_libraries,

@@ -234,7 +234,11 @@ class AsyncRedisStore(Base):
             )
 
     async def _reload(self, error: ResponseError, script: Any) -> bool:
-        missing = missing_from(error)
+        return await self._load(missing_from(error), script)
+
+    async def _load(self, missing: str | None, script: Any) -> bool:
+        """Load what the server is ``missing`` (``missing_from``: the library, or a script);
+        False for anything else."""
         if missing == "library":
             try:
                 await self.client.function_load(LIBRARY, replace=True)
@@ -325,6 +329,7 @@ class AsyncRedisStore(Base):
             if isinstance(mapped, StoreConfigError):
                 raise mapped from error
             return Health(False, error=str(mapped))
+        await self._batcher.warm()
         said = await self._coverage.check(self.client) if self.clustered else None
         return Health(True, warnings=() if said is None else (said,))
 

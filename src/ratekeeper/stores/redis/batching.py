@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from contextlib import suppress
 from math import inf
 from typing import Any, Protocol
 
@@ -52,14 +53,15 @@ Flight = tuple[list[Hit], list["asyncio.Future[Decision]"], list[str]]
 
 class Sender(Protocol):
     """What a ``Batcher`` asks of its store (an ``AsyncRedisStore``): its client and the loop it
-    serves, how a batch is split by slot and named, how one slot's run is sent, and how a
-    failure and a shard are told."""
+    serves, how a batch is split by slot and named, how one slot's run is sent, how its script
+    is loaded, and how a failure and a shard are told."""
 
     client: Any
     clustered: bool
     _call: str
     _batch: str
     _loop: asyncio.AbstractEventLoop | None
+    _script: Any
 
     def shard_of(self, key: str, limit: Limit) -> str: ...
 
@@ -70,6 +72,8 @@ class Sender(Protocol):
     ) -> list[Batch]: ...
 
     def _failure_of(self, keys: list[str], error: BaseException) -> Exception: ...
+
+    async def _load(self, missing: str | None, script: Any) -> bool: ...
 
     async def _run(self, keys: list[str], argv: list[str]) -> Any: ...
 
@@ -91,6 +95,7 @@ class Batcher:
         self.failed_at = -inf  # when a pipe last failed to open (the loop's time)
         self.pipeable = False  # whether the batches may go on a pipe
         self.deadline: Deadline | None = None  # what times a batch on the pipe
+        self.warmed = False  # the script loaded and the pipe opened at the first ping
 
     def timed(self, batch: bool, deadline: Deadline | None) -> None:
         """Whether the batches may go on a pipe to the store's client (with ``batch``, to one
@@ -188,6 +193,18 @@ class Batcher:
             self.close_pipe()
         if self.hits:
             self.flush()
+
+    async def warm(self) -> None:
+        """At the store's first ping that succeeds: load the batches' script and open the
+        pipe now, not with the first batches, which may be a burst's (through redis-py, they
+        took seconds under one). A script that fails to load is loaded by the first batch."""
+        if not self.pipeable or self.warmed:
+            return
+        self.warmed = True
+        store = self.store
+        with suppress(*ERRORS):
+            await store._load("library" if store._call == "FCALL" else "script", store._script)
+        self.open_soon()
 
     def open_soon(self) -> None:
         """Open a pipe in the background, unless one is open or opening, or the last attempt

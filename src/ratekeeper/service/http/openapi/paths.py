@@ -58,7 +58,7 @@ _BAD = problems(
         "unavailable",
         "a store failed and no failure policy answers; or, of type "
         "urn:ratekeeper:problem:overloaded with Retry-After, --max-in-flight decisions are "
-        "under way",
+        "under way, or requests wait longer than --max-wait and this one was shed",
     ),
 )
 
