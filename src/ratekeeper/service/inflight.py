@@ -129,9 +129,15 @@ class InFlightBound:
         self._count_shed(surface, not room)
         return True
 
+    @property
+    def reason(self) -> str:
+        """Why decisions are shed now (the last one was): ``"full"``, the bound reached, or
+        ``"wait"``, only a share let in. ``why()`` says it in words."""
+        return "full" if self._full or self.full else "wait"
+
     def why(self) -> str:
         """Why decisions are shed now (the last one was), as the answer to one says it."""
-        if self._full or self.full:
+        if self.reason == "full":
             return (
                 f"the service is deciding {many(self.limit, 'request')}, the most it takes at once"
             )

@@ -167,15 +167,7 @@ def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:
 
 
 def _bound(info: tuple[Any, ...], backlog: int) -> socket.socket:
+    """A socket listening on ``info`` (a family and an address), as asyncio binds one:
+    ``SO_REUSEADDR``, and IPv6 only on an IPv6 address."""
     family, address = info
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind(address)
-        sock.listen(backlog)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    return socket.create_server(address, family=family, backlog=backlog)

@@ -42,9 +42,10 @@ BURST = 256
 
 
 class Turn:
-    """What the door counts over one turn of the loop, on every connection: kept on an object
-    of its own, since writing a class's attributes on every read would slow every lookup on
-    its instances (CPython's caches of a type's attributes are reset by each write)."""
+    """What the door counts over one turn of the loop, on every connection, and the last 503
+    it made: kept on an object of its own, since writing a class's attributes on every read
+    would slow every lookup on its instances (CPython's caches of a type's attributes are
+    reset by each write)."""
 
     __slots__ = ("answered", "loop", "owed", "reads", "unweighed")
 
@@ -55,7 +56,7 @@ class Turn:
         #: as decisions, which the door counts toward the bound before letting one through.
         self.unweighed = 0
         self.owed: list[tuple[ShedFirst, bytes, bool]] = []  # answers for the next turn
-        self.answered: tuple[object, str, bytes] = (None, "", b"")  # defaults, why, answer
+        self.answered: tuple[object, str, bytes] = (None, "", b"")  # defaults, reason, 503
 
     def next(self) -> None:
         """A new turn of the loop: nothing read in it yet."""
@@ -191,9 +192,10 @@ class ShedFirst(HttpToolsProtocol):
 
     def _answer(self, bound: InFlightBound, close: bool) -> bytes:
         """The 503 for ``bound``'s reason now, made again when the reason or the server's
-        default headers (its ``date``, every second) change, or to close the connection."""
+        default headers (its ``date``, every second) change, or to close the connection:
+        the words of ``bound.why()`` are written once for each, not for every answer."""
         defaults, why, made = ShedFirst.turn.answered
-        now_defaults, now_why = self.server_state.default_headers, bound.why()
+        now_defaults, now_why = self.server_state.default_headers, bound.reason
         if defaults is not now_defaults or why != now_why or close:
             headers, payload = problem_raw(overloaded(bound))
             made = answer(now_defaults, [*headers, _RETRY], payload, close=close)
