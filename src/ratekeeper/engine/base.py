@@ -125,9 +125,15 @@ class EngineBase:
         shadow: bool = False,
         merge_domains: bool = False,
         debt: bool = False,
+        quota_mode: bool = False,
     ) -> None:
         domain = check_text(domain, "domain")
-        switches = {"shadow": shadow, "merge_domains": merge_domains, "debt": debt}
+        switches = {
+            "shadow": shadow,
+            "merge_domains": merge_domains,
+            "debt": debt,
+            "quota_mode": quota_mode,
+        }
         _check_options(cache_size, cache_ttl, reload_interval, switches)
         ruleset, paths = _rules(rules, merge_domains)
         if store is None or isinstance(store, str):
@@ -158,6 +164,8 @@ class EngineBase:
         self.observer = observer
         #: Every refusal of ``check`` is let through and marked ``shadowed``.
         self.shadow = shadow
+        #: Every descriptor of ``check`` is in quota mode, whatever its rule says.
+        self.quota_mode = quota_mode
         cache = self.planner.cache
         self._lookup = cache.lookup
         self._block = self.planner.blocks.get

@@ -26,7 +26,7 @@ from ratekeeper.core.limits import Limit, charged
 from ratekeeper.engine.base import EngineBase
 from ratekeeper.engine.checks import prepare, requests
 from ratekeeper.engine.plans import Plan
-from ratekeeper.engine.statuses import shadowed, single, verdict
+from ratekeeper.engine.statuses import in_quota_mode, shadowed, single, verdict
 from ratekeeper.engine.verdict import Descriptor, Status, Verdict, unlimited
 from ratekeeper.rules.model import Entry
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
@@ -49,10 +49,13 @@ class Engine(EngineBase, Closing):
     files may share a domain (``load_rules``). ``shadow``: ``check`` lets every refusal through,
     marked ``shadowed`` and logged at DEBUG, as if every limit were a rule's in ``shadow_mode``
     (everything is counted as usual; ``decide``, ``is_allowed`` and ``hit`` answer the store's
-    decision as it is). ``debt``: every limit the engine applies (rules, overrides, the default,
-    a limit sent with a descriptor or given to ``hit``) counts every hit, refused or not, as
-    Envoy's reference service counts (``Limit(debt=True)``; a limit that cannot hold a debt
-    decides as without). Example::
+    decision as it is). ``quota_mode``: every descriptor of ``check`` is in quota mode, as if
+    every rule had ``quota_mode: true`` (a request is refused only when every descriptor not
+    ``unlimited`` is over its limit; a descriptor no limit applies to is never over), as
+    Envoy's reference service with ``QUOTA_MODE=true``. ``debt``: every limit the engine
+    applies (rules, overrides, the default, a limit sent with a descriptor or given to
+    ``hit``) counts every hit, refused or not, as Envoy's reference service counts
+    (``Limit(debt=True)``; a limit that cannot hold a debt decides as without). Example::
 
         engine = Engine(rules="ratelimit.yaml", config="sqlite:///ratekeeper.db")
         engine.is_allowed("user:241531")
@@ -151,6 +154,8 @@ class Engine(EngineBase, Closing):
         else:
             decisions = self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
         result = verdict(plans, decisions)
+        if self.quota_mode and not result[0]:
+            result = in_quota_mode(result)
         if self.shadow:
             result = shadowed(domain, result)
         if self.observer is not None:
@@ -307,6 +312,8 @@ class AsyncEngine(EngineBase, AsyncClosing):
                 await self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
             )
         result = verdict(plans, decisions)
+        if self.quota_mode and not result[0]:
+            result = in_quota_mode(result)
         if self.shadow:
             result = shadowed(domain, result)
         if self.observer is not None:

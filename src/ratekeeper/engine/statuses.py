@@ -1,6 +1,6 @@
 """A check's outcome: each descriptor's ``Status`` from its plan and the store's decision,
 and the ``Verdict`` Envoy's semantics make of them (``quota_mode``, ``shadow_mode``, the
-engine's ``shadow``)."""
+engine's ``shadow`` and ``quota_mode``)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,16 @@ def shadowed(domain: str, result: Verdict) -> Verdict:
             log.debug("shadow mode: domain %s, %s: over its limit, let through", domain, what)
         let_through.append(_new(Status, (True, *one[1:5], True, one[6])))
     return _new(Verdict, (True, tuple(let_through)))
+
+
+def in_quota_mode(result: Verdict) -> Verdict:
+    """``result`` as the engine's ``quota_mode`` decides it: refused only when every
+    descriptor but the ``unlimited`` ones is over its limit (one no limit applies to never
+    is); each descriptor's status stays as it is."""
+    for one in result.statuses:
+        if one.allowed and (one.rule is None or not one.rule.unlimited):
+            return _new(Verdict, (True, result.statuses))
+    return result
 
 
 def _refused(plan: Plan) -> Status:
