@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ratekeeper.core.errors import InvalidInputError, InvalidLimitError
 from ratekeeper.core.inputs import MAX_COST
@@ -22,6 +22,7 @@ from ratekeeper.core.limits import Limit
 from ratekeeper.engine.verdict import UNLIMITED, Descriptor, Status, Verdict
 from ratekeeper.rules.model import UNITS, Entry
 from ratekeeper.wire.headers import RETRY_AFTER, rate_limit_headers
+from ratekeeper.wire.metadata import dynamic_metadata
 from ratekeeper.wire.statuses import OK, OVER_LIMIT, Limited, WireStatus
 
 if TYPE_CHECKING:
@@ -56,11 +57,13 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """The overall code and a status per descriptor, in the request's order."""
+    """The overall code and a status per descriptor, in the request's order; ``metadata`` is
+    the answer's dynamic metadata when asked for (``wire.metadata``), else None."""
 
     code: str
     statuses: tuple[WireStatus, ...]
     degraded: bool = False
+    metadata: dict[str, Any] | None = None
 
 
 def costs(call: Call) -> list[int]:
@@ -131,12 +134,14 @@ def sent_limit(sent: tuple[int, str] | None) -> Limit | None:
         raise InvalidInputError(f"a limit sent with a descriptor: {error}") from None
 
 
-def answer(verdict: Verdict) -> Answer:
-    """Envoy's answer for the engine's ``verdict``."""
+def answer(verdict: Verdict, call: Call | None = None) -> Answer:
+    """Envoy's answer for the engine's ``verdict``; given the ``call`` it decides, with its
+    dynamic metadata (``wire.metadata``)."""
     return Answer(
         OK if verdict.allowed else OVER_LIMIT,
         tuple(_status(one) for one in verdict.statuses),
         verdict.degraded,
+        None if call is None else dynamic_metadata(call, verdict.statuses),
     )
 
 
@@ -206,34 +211,42 @@ def _over(call: Call, domains: Container[str]) -> list[bool] | None:
     return over if any(over) else None
 
 
-def _joined(call: Call, over: list[bool], verdict: Verdict | None) -> Answer:
+def _joined(call: Call, over: list[bool], verdict: Verdict | None, metadata: bool) -> Answer:
     """The answer of the engine's ``verdict`` on the descriptors not ``over``, with an
-    always-over status put back in place of each of the others: over its limit, as one is."""
+    always-over status put back in place of each of the others: over its limit, as one is;
+    with its dynamic metadata if ``metadata``."""
     decided = iter(() if verdict is None else answer(verdict).statuses)
     statuses = tuple(
         _always_over(one.limit) if refused and one.limit is not None else next(decided)
         for one, refused in zip(call.descriptors, over, strict=True)
     )
-    return Answer(OVER_LIMIT, statuses, verdict is not None and verdict.degraded)
+    found = None
+    if metadata:
+        engine_statuses = iter(() if verdict is None else verdict.statuses)
+        found = dynamic_metadata(
+            call, [None if refused else next(engine_statuses) for refused in over]
+        )
+    return Answer(OVER_LIMIT, statuses, verdict is not None and verdict.degraded, found)
 
 
 def _always_over(limit: tuple[int, str]) -> WireStatus:
     return WireStatus(OVER_LIMIT, Limited(0, str(limit[1]).upper()), 0, None, float("inf"))
 
 
-def decide(engine: Engine, call: Call) -> Answer:
-    """``call`` decided by ``engine``."""
+def decide(engine: Engine, call: Call, *, metadata: bool = False) -> Answer:
+    """``call`` decided by ``engine``; with ``metadata``, the answer carries its dynamic
+    metadata (``Answer.metadata``)."""
     found, hits, over = _prepared(call, engine.rules.domains)
     if over is None:
-        return answer(engine.check(call.domain, found, hits))
+        return answer(engine.check(call.domain, found, hits), call if metadata else None)
     rest = [one for one, refused in zip(found, over, strict=True) if not refused]
-    return _joined(call, over, engine.check(call.domain, rest) if rest else None)
+    return _joined(call, over, engine.check(call.domain, rest) if rest else None, metadata)
 
 
-async def decide_async(engine: AsyncEngine, call: Call) -> Answer:
-    """``call`` decided by the asyncio ``engine``."""
+async def decide_async(engine: AsyncEngine, call: Call, *, metadata: bool = False) -> Answer:
+    """``call`` decided by the asyncio ``engine``; see ``decide``."""
     found, hits, over = _prepared(call, engine.rules.domains)
     if over is None:
-        return answer(await engine.check(call.domain, found, hits))
+        return answer(await engine.check(call.domain, found, hits), call if metadata else None)
     rest = [one for one, refused in zip(found, over, strict=True) if not refused]
-    return _joined(call, over, await engine.check(call.domain, rest) if rest else None)
+    return _joined(call, over, await engine.check(call.domain, rest) if rest else None, metadata)

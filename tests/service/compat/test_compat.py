@@ -97,6 +97,8 @@ def test_every_honoured_variable_reaches_its_setting(reference: dict[str, str]) 
             "LOG_LEVEL": "WARN",
             "LOG_FORMAT": "JSON",
             "SHADOW_MODE": "true",
+            "QUOTA_MODE": "T",
+            "RESPONSE_DYNAMIC_METADATA": "1",
             "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "True",
             "LIMIT_RESPONSE_HEADERS_ENABLED": "1",
             "LIMIT_LIMIT_HEADER": "X-Limit",
@@ -114,6 +116,7 @@ def test_every_honoured_variable_reaches_its_setting(reference: dict[str, str]) 
     assert (settings.shadow_mode, settings.debt, settings.envoy_headers) == (True, False, True)
     assert settings.envoy_header_names == ("X-Limit", "X-Left", "X-Reset")
     assert settings.merge_domains is True
+    assert (settings.quota_mode, settings.dynamic_metadata) == (True, True)
     assert settings.store == (
         "redis://ratelimit:p%40ss%3Aword@redis.internal:6379/0?timeout=90&prefix=team-a:rk"
     )
@@ -250,16 +253,6 @@ MSG = "(docs/migrating.md says what ratekeeper reads)"
             f"terminate TLS in front of it (a sidecar) {MSG}",
         ),
         (
-            {"QUOTA_MODE": "true"},
-            "$QUOTA_MODE=true: not supported: ratekeeper has no global quota mode: set "
-            f"quota_mode: true on the rules instead {MSG}",
-        ),
-        (
-            {"RESPONSE_DYNAMIC_METADATA": "true"},
-            "$RESPONSE_DYNAMIC_METADATA=true: not supported: ratekeeper's gRPC answer carries "
-            f"no dynamic_metadata {MSG}",
-        ),
-        (
             {"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"},
             "$REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true: not supported: ratekeeper's "
             "/healthcheck answers OK while the process runs: /readyz is the probe that follows "
@@ -324,6 +317,11 @@ MSG = "(docs/migrating.md says what ratekeeper reads)"
             f"keys' Redis Cluster hash tag {MSG}",
         ),
         ({"SHADOW_MODE": "yes"}, "$SHADOW_MODE: expected true or false, not 'yes'"),
+        ({"QUOTA_MODE": "on"}, "$QUOTA_MODE: expected true or false, not 'on'"),
+        (
+            {"RESPONSE_DYNAMIC_METADATA": "yes"},
+            "$RESPONSE_DYNAMIC_METADATA: expected true or false, not 'yes'",
+        ),
         ({"PORT": "http"}, "$PORT: expected a port from 1 to 65535, not 'http'"),
         ({"GRPC_PORT": "0"}, "$GRPC_PORT: expected a port from 1 to 65535, not '0'"),
         (

@@ -1,10 +1,10 @@
 """The gRPC app (``ratekeeper.service.grpc.asgi.GrpcApp``) on pyvoy for the tests, over an
 engine each test makes afresh: ``POST /engine`` with ``{"now": SECONDS, "header_names":
-[LIMIT, REMAINING, RESET] or null}`` closes the engine of the test before and makes one over
-a memory store on a ``FakeClock`` stopped at ``now``, with the gRPC tests' rules
-(``tests/service/grpc/rules.py``). ``GET /pid`` answers the pid of the process that started
-pyvoy (this app's process's parent), for the server's readiness check. Run by
-``tests.gateways.PyvoyApp``."""
+[LIMIT, REMAINING, RESET] or null, "dynamic_metadata": BOOLEAN, "debt": BOOLEAN}`` closes the
+engine of the test before and makes one over a memory store on a ``FakeClock`` stopped at
+``now``, with the gRPC tests' rules (``tests/service/grpc/rules.py``). ``GET /pid`` answers
+the pid of the process that started pyvoy (this app's process's parent), for the server's
+readiness check. Run by ``tests.gateways.PyvoyApp``."""
 
 from __future__ import annotations
 
@@ -57,9 +57,15 @@ class Engines:
             if self.engine is not None:
                 await self.engine.close()
             store = AsyncMemoryStore(clock=FakeClock(given["now"]))
-            self.engine = AsyncEngine(store, rules=parse_rules(self.rules, "rules.yaml"))
+            self.engine = AsyncEngine(
+                store, rules=parse_rules(self.rules, "rules.yaml"), debt=given.get("debt", False)
+            )
             names = given.get("header_names")
-            servicer = RateLimitServicer(self.engine, header_names=names and tuple(names))
+            servicer = RateLimitServicer(
+                self.engine,
+                header_names=names and tuple(names),
+                dynamic_metadata=given.get("dynamic_metadata", False),
+            )
             self.grpc = GrpcApp(servicer)
             answer, status = b"made", 200
         await send({"type": "http.response.start", "status": status, "headers": []})

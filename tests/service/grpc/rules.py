@@ -13,4 +13,17 @@ descriptors:
   - key: path
     value: /health
     rate_limit: {unlimited: true}
+  - key: service
+    value: service_1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata:
+      service_with_quota: {name: service_1}
+  - key: service
+    value: service_2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    metadata:
+      service_with_quota: {name: service_2, weight: 2}
+      zone: east
 """

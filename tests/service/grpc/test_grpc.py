@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 import grpc
 import httpx
 import pytest
-from google.protobuf import wrappers_pb2
+from google.protobuf import json_format, wrappers_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ratekeeper import AsyncEngine
@@ -56,20 +56,34 @@ Talk = Callable[[rls_pb2_grpc.RateLimitServiceStub, grpc.aio.Channel], Awaitable
 
 
 class WithServer(Protocol):
-    """``with_server(clock, talk, header_names)``: a fresh engine on ``clock`` behind the stack
-    under test, ``talk``'s result over a channel to it."""
+    """``with_server(clock, talk, header_names, dynamic_metadata, debt)``: a fresh engine on
+    ``clock`` (counting every hit with ``debt``) behind the stack under test, ``talk``'s result
+    over a channel to it."""
 
     def __call__(
-        self, clock: FakeClock, talk: Talk[T], header_names: tuple[str, str, str] | None = None
+        self,
+        clock: FakeClock,
+        talk: Talk[T],
+        header_names: tuple[str, str, str] | None = None,
+        dynamic_metadata: bool = False,
+        debt: bool = False,
     ) -> T: ...
 
 
 def on_grpc_aio(
-    clock: FakeClock, talk: Talk[T], header_names: tuple[str, str, str] | None = None
+    clock: FakeClock,
+    talk: Talk[T],
+    header_names: tuple[str, str, str] | None = None,
+    dynamic_metadata: bool = False,
+    debt: bool = False,
 ) -> T:
     async def main() -> T:
-        engine = AsyncEngine(AsyncMemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"))
-        server, port = await serve_grpc(engine, "127.0.0.1:0", header_names=header_names)
+        engine = AsyncEngine(
+            AsyncMemoryStore(clock=clock), rules=parse_rules(RULES, "rules.yaml"), debt=debt
+        )
+        server, port = await serve_grpc(
+            engine, "127.0.0.1:0", header_names=header_names, dynamic_metadata=dynamic_metadata
+        )
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 return await talk(rls_pb2_grpc.RateLimitServiceStub(channel), channel)
@@ -96,11 +110,19 @@ def with_server(request: pytest.FixtureRequest) -> WithServer:
     server: PyvoyApp = request.getfixturevalue("pyvoy")
 
     def on_pyvoy(
-        clock: FakeClock, talk: Talk[T], header_names: tuple[str, str, str] | None = None
+        clock: FakeClock,
+        talk: Talk[T],
+        header_names: tuple[str, str, str] | None = None,
+        dynamic_metadata: bool = False,
+        debt: bool = False,
     ) -> T:
-        made = httpx.post(
-            f"{server.url}/engine", json={"now": clock(), "header_names": header_names}, timeout=10
-        )
+        given = {
+            "now": clock(),
+            "header_names": header_names,
+            "dynamic_metadata": dynamic_metadata,
+            "debt": debt,
+        }
+        made = httpx.post(f"{server.url}/engine", json=given, timeout=10)
         assert made.status_code == 200, made.text
 
         async def main() -> T:
@@ -304,6 +326,65 @@ def test_no_headers_unless_named(with_server: WithServer, clock: FakeClock) -> N
         return len(answer.response_headers_to_add)
 
     assert with_server(clock, talk) == 0
+
+
+SERVICE_1, SERVICE_2 = ("service", "service_1"), ("service", "service_2")
+ON_REQUEST = [
+    {"entries": ["service=service_1"], "hitsAddend": 0},
+    {"entries": ["service=service_2"], "hitsAddend": 0},
+]
+#: The rules' metadata merged: service_1's first (it wins), then service_2's.
+BOTH = {"service_with_quota": {"name": "service_1", "weight": 2}, "zone": "east"}
+ONLY_2 = {"service_with_quota": {"name": "service_2", "weight": 2}, "zone": "east"}
+
+
+def test_dynamic_metadata_routes_each_request_to_a_service_with_quota_left(
+    with_server: WithServer, clock: FakeClock
+) -> None:
+    """The reference's multiservice-tokenquota example, as Envoy calls the service: on the
+    request path both services' descriptors with ``hits_addend`` 0 (only looking), the
+    answer's metadata naming the service to route to; when the request is done, the service
+    that served it with 1, counted past the limit as the reference counts it (``debt``).
+    service_1 serves 2 requests a minute, service_2 3."""
+
+    async def talk(
+        stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel
+    ) -> list[tuple[int, dict[str, object]]]:
+        looking = wrappers_pb2.UInt64Value(value=0)
+        sent = request(
+            descriptor(SERVICE_1, hits_addend=looking), descriptor(SERVICE_2, hits_addend=looking)
+        )
+        found = []
+        for _ in range(6):
+            answer = await stub.ShouldRateLimit(sent, timeout=10)
+            metadata = json_format.MessageToDict(answer.dynamic_metadata)
+            found.append((answer.overall_code, metadata))
+            served = metadata.get("metadata", {}).get("service_with_quota", {}).get("name")
+            if served is not None:  # the request is done: its service is debited
+                one = wrappers_pb2.UInt64Value(value=1)
+                await stub.ShouldRateLimit(
+                    request(descriptor(("service", served), hits_addend=one)), timeout=10
+                )
+        return found
+
+    routed = with_server(clock, talk, dynamic_metadata=True, debt=True)
+    common = {"domain": "test", "descriptors": ON_REQUEST}
+    assert routed == [
+        (Response.OK, {**common, "metadata": BOTH}),
+        (Response.OK, {**common, "metadata": BOTH}),
+        (Response.OK, {**common, "metadata": ONLY_2}),
+        (Response.OK, {**common, "metadata": ONLY_2}),
+        (Response.OK, {**common, "metadata": ONLY_2}),
+        (Response.OVER_LIMIT, common),
+    ]
+
+
+def test_no_dynamic_metadata_unless_asked(with_server: WithServer, clock: FakeClock) -> None:
+    async def talk(stub: rls_pb2_grpc.RateLimitServiceStub, _: grpc.aio.Channel) -> bool:
+        answer = await stub.ShouldRateLimit(request(descriptor(SERVICE_1)), timeout=10)
+        return answer.HasField("dynamic_metadata")
+
+    assert with_server(clock, talk) is False
 
 
 def test_the_wire_decides_as_the_engine_does_in_process(

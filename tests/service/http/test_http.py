@@ -461,6 +461,66 @@ def test_envoys_json_endpoint(client: AppClient) -> None:
         assert (answer.status_code, answer.text) == (400, "Bad Request\n")
 
 
+QUOTA_RULES = """
+domain: test
+descriptors:
+  - key: service
+    value: service_1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata: {service_with_quota: {name: service_1}}
+  - key: service
+    value: service_2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    metadata: {service_with_quota: {name: service_2}, zone: east}
+"""
+
+
+def test_envoys_json_endpoint_answers_dynamic_metadata_when_asked(
+    fake: FakeClock, tmp_path: Path
+) -> None:
+    """``dynamicMetadata``, as the reference's ``/json`` answers it (protobuf's JSON of the
+    response's ``dynamic_metadata``): the first passing descriptor's rule metadata wins."""
+    both = {
+        "domain": "test",
+        "hitsAddend": 1,
+        "descriptors": [
+            {"entries": [{"key": "service", "value": "service_1"}]},
+            {
+                "entries": [{"key": "service", "value": "service_2"}],
+                "limit": {"requestsPerUnit": 2, "unit": "MINUTE"},
+                "hits_addend": 0,
+            },
+        ],
+    }
+    app = service_app(QUOTA_RULES, tmp_path, fake, dynamic_metadata=True)
+    with AppClient(app) as client:
+        answers = [client.post("/json", json=both) for _ in range(2)]
+    descriptors = [
+        {"entries": ["service=service_1"]},
+        {
+            "entries": ["service=service_2"],
+            "limit": "requests_per_unit:2 unit:MINUTE",
+            "hitsAddend": 0,
+        },
+    ]
+    # service_1, the one descriptor in quota mode (a sent limit never is), is over at once
+    assert [a.status_code for a in answers] == [200, 429]
+    assert [a.json()["dynamicMetadata"] for a in answers] == [
+        {
+            "domain": "test",
+            "descriptors": descriptors,
+            "hitsAddend": 1,
+            "metadata": {"service_with_quota": {"name": "service_1"}},
+        },
+        # service_1 over its limit; service_2's limit is the one sent, without its metadata
+        {"domain": "test", "descriptors": descriptors, "hitsAddend": 1},
+    ]
+    with AppClient(service_app(QUOTA_RULES, tmp_path, fake)) as client:
+        assert "dynamicMetadata" not in client.post("/json", json=both).json()
+
+
 def test_the_openapi_document_covers_every_route(client: AppClient) -> None:
     document = client.get("/openapi.json").json()
     assert document["openapi"].startswith("3.")

@@ -156,6 +156,22 @@ def test_without_instances_the_processes_count_themselves(flags: list[str]) -> N
     assert store.policy.fleet.source == "unknown"  # type: ignore[attr-defined]
 
 
+def test_quota_mode_and_dynamic_metadata_reach_the_engine_and_the_answers() -> None:
+    from ratekeeper.service.runtime.app import build_engine, build_parts
+    from tests.service.asgi import AppClient
+
+    assert build_engine(read([])).quota_mode is False
+    assert build_engine(read(["--quota-mode"])).quota_mode is True
+    body = {"domain": "d", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]}
+    for flags, expected in (
+        ([], None),
+        (["--dynamic-metadata"], {"domain": "d", "descriptors": [{"entries": ["k=v"]}]}),
+    ):
+        parts = build_parts(read([*flags, "--config", "sqlite://:memory:"]), grpc_aio=False)
+        with AppClient(parts.http) as client:
+            assert client.post("/json", json=body).json().get("dynamicMetadata") == expected
+
+
 def test_the_production_switches_from_flags_or_variables() -> None:
     defaults = read([])
     assert (defaults.log_level, defaults.access_log, defaults.shadow_mode) == ("info", False, False)
@@ -224,7 +240,15 @@ def test_bad_envoy_header_names_are_refused(bad: str) -> None:
 
 @pytest.mark.parametrize("bad", ["maybe", "2", "nan"])
 def test_a_switch_that_is_neither_true_nor_false_is_refused(bad: str) -> None:
-    for name in ("ACCESS_LOG", "SHADOW_MODE", "DEBT", "ENVOY_HEADERS", "LOG_KEYS"):
+    for name in (
+        "ACCESS_LOG",
+        "SHADOW_MODE",
+        "DEBT",
+        "ENVOY_HEADERS",
+        "LOG_KEYS",
+        "DYNAMIC_METADATA",
+        "QUOTA_MODE",
+    ):
         with pytest.raises(ConfigError, match=f"RATEKEEPER_{name}"):
             read([], {f"RATEKEEPER_{name}": bad})
 
@@ -256,9 +280,12 @@ def test_the_workers_read_back_every_setting_serve_was_given(tmp_path: Path) -> 
             "--log-keys",
             "--log-libraries",
             "grpc, redis.asyncio",
+            "--dynamic-metadata",
+            "--quota-mode",
         ]
     )
     assert (given.log_keys, given.log_libraries) == (True, ("grpc", "redis.asyncio"))
+    assert (given.dynamic_metadata, given.quota_mode) == (True, True)
     assert Settings.read(None, _environment(given)) == given
 
 

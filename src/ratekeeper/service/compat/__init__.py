@@ -197,6 +197,8 @@ _SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
     "merge_domains": (_switch("MERGE_DOMAIN_CONFIG"), _group("--merge-domains")),
     "store": (_store, _group("--store")),
     "shadow_mode": (_switch("SHADOW_MODE"), _group("--shadow-mode")),
+    "quota_mode": (_switch("QUOTA_MODE"), _group("--quota-mode")),
+    "dynamic_metadata": (_switch("RESPONSE_DYNAMIC_METADATA"), _group("--dynamic-metadata")),
     "debt": (_debt, _group("--debt")),
     "envoy_headers": (_switch("LIMIT_RESPONSE_HEADERS_ENABLED"), _group("--envoy-headers")),
     "envoy_header_names": (_header_names, _group("--envoy-header-names")),
@@ -231,8 +233,6 @@ _CHECKS = (
     _only("GRPC_UDS", ""),
     _off("GRPC_SERVER_USE_TLS"),
     _only("CONFIG_TYPE", "FILE"),
-    _off("QUOTA_MODE"),
-    _off("RESPONSE_DYNAMIC_METADATA"),
     _off("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"),
 )
 

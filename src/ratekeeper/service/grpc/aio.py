@@ -55,14 +55,18 @@ async def serve_grpc(
     *,
     header_names: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
+    dynamic_metadata: bool = False,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
     free one); return the started server and the port it listens on. ``metrics`` records each
     call's time as the ``grpc`` surface's; ``in_flight_bound`` bounds the calls in flight;
     ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
-    ``access_log`` logs each call."""
+    ``access_log`` logs each call; ``dynamic_metadata`` puts the dynamic metadata in every
+    answer."""
     server = grpc.aio.server()
-    servicer = RateLimitServicer(engine, metrics, in_flight_bound, header_names)
+    servicer = RateLimitServicer(
+        engine, metrics, in_flight_bound, header_names, dynamic_metadata=dynamic_metadata
+    )
     _add_servicer(servicer, server, access_log)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -9,8 +9,9 @@ that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE`
 ``failure_mode_deny`` then decides), and so is a call past the bound of an ``InFlightBound``
 (``ratekeeper.service.inflight``), at once. Told the names of the rate-limit headers, the
 response carries them in ``response_headers_to_add`` (``translate.headers_to_add``), for Envoy
-to add to its client's answer, 429 or the application's. grpc.aio serves it (``aio``), and so
-does the ASGI app pyvoy runs (``asgi``).
+to add to its client's answer, 429 or the application's; told to, it carries the answer's
+dynamic metadata in ``dynamic_metadata`` (``ratekeeper.wire.metadata``). grpc.aio serves it
+(``aio``), and so does the ASGI app pyvoy runs (``asgi``).
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ def response_of(
     answer: Answer, header_names: tuple[str, str, str] | None = None
 ) -> rls_pb2.RateLimitResponse:
     """The ``RateLimitResponse`` of an ``Answer``; with ``header_names`` (the limit, remaining
-    and reset headers'), it carries the rate-limit headers in ``response_headers_to_add``."""
+    and reset headers'), it carries the rate-limit headers in ``response_headers_to_add``, and
+    the answer's metadata, if any, in ``dynamic_metadata``."""
     response = Response(overall_code=Response.OK if answer.code == OK else Response.OVER_LIMIT)
+    if answer.metadata is not None:
+        response.dynamic_metadata.update(answer.metadata)
     if header_names is not None:
         for key, value in headers_to_add(answer, header_names):
             response.response_headers_to_add.add(key=key, value=value)
@@ -102,9 +106,10 @@ def response_of(
 
 class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
     """``ShouldRateLimit`` over ``engine``; each call's time goes to ``metrics``, if given,
-    ``in_flight_bound`` (``admission`` before), if given, bounds the calls in flight, and
+    ``in_flight_bound`` (``admission`` before), if given, bounds the calls in flight,
     ``header_names``, if given, name the rate-limit headers each response carries
-    (``response_of``)."""
+    (``response_of``), and ``dynamic_metadata`` has each response carry its dynamic
+    metadata."""
 
     @keywords_renamed("RateLimitServicer", {"admission": "in_flight_bound"})
     def __init__(
@@ -113,8 +118,11 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
         metrics: Metrics | None = None,
         in_flight_bound: InFlightBound | None = None,
         header_names: tuple[str, str, str] | None = None,
+        *,
+        dynamic_metadata: bool = False,
     ) -> None:
         self.engine = engine
+        self.dynamic_metadata = dynamic_metadata
         self.metrics = metrics
         self._observe = None if metrics is None else metrics.latency_observer("grpc")
         self.in_flight_bound = in_flight_bound
@@ -154,7 +162,9 @@ class RateLimitServicer(rls_pb2_grpc.RateLimitServiceServicer):
     ) -> rls_pb2.RateLimitResponse:
         started = time.perf_counter()
         try:
-            answer = await decide_async(self.engine, call_of(request))
+            answer = await decide_async(
+                self.engine, call_of(request), metadata=self.dynamic_metadata
+            )
         except (InvalidInputError, InvalidLimitError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
             raise  # abort raises; this line is never reached

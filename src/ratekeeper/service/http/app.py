@@ -94,6 +94,7 @@ def http_app(
     metrics: Metrics | None = None,
     in_flight_bound: InFlightBound | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
+    dynamic_metadata: bool = False,
     access_log: AccessLog | None = None,
     routes: Sequence[BaseRoute] = (),
     lifespan: Lifespan | None = None,
@@ -104,10 +105,16 @@ def http_app(
     ``in_flight_bound`` (``admission`` before) bounds the decisions in flight.
     ``envoy_headers`` (the names of the limit,
     remaining and reset headers) puts the rate-limit headers in Envoy's ``POST /json``
-    answers (``response_headers_to_add``). ``access_log`` (over ``engine``) logs every
+    answers (``response_headers_to_add``); ``dynamic_metadata`` puts the dynamic metadata
+    there (``dynamicMetadata``). ``access_log`` (over ``engine``) logs every
     decision request. ``routes`` are served after the app's own (the dashboard's), and
     ``lifespan`` runs from startup to shutdown."""
-    checks = Checks(engine, ietf_headers=ietf_headers, envoy_headers=envoy_headers)
+    checks = Checks(
+        engine,
+        ietf_headers=ietf_headers,
+        envoy_headers=envoy_headers,
+        dynamic_metadata=dynamic_metadata,
+    )
     admin = Admin(engine, admin_token=admin_token)
     health = HealthRoutes(engine)
 

@@ -56,7 +56,8 @@ class Checks:
     """The decision routes' handlers over one engine; ``ietf_headers`` adds ``RateLimit`` and
     ``RateLimit-Policy`` to the rate-limit headers; ``envoy_headers`` (the names of the limit,
     remaining and reset headers) puts them in Envoy's ``POST /json`` answers too, as
-    ``responseHeadersToAdd``."""
+    ``responseHeadersToAdd``; ``dynamic_metadata`` puts the dynamic metadata there, as
+    ``dynamicMetadata``."""
 
     def __init__(
         self,
@@ -64,10 +65,12 @@ class Checks:
         *,
         ietf_headers: bool = False,
         envoy_headers: tuple[str, str, str] | None = None,
+        dynamic_metadata: bool = False,
     ) -> None:
         self.engine = engine
         self.ietf_headers = ietf_headers
         self.envoy_headers = envoy_headers
+        self.dynamic_metadata = dynamic_metadata
 
     async def _decide(self, check: bodies.Check) -> Decision | Answer:
         engine = self.engine
@@ -184,7 +187,7 @@ class Checks:
         """``POST /json``: 200, 429 or 400 ``Bad Request``, as Envoy's service answers."""
         try:
             call = envoy_json.request(bodies.loads(await read_body(request)))
-            answer = await decide_async(self.engine, call)
+            answer = await decide_async(self.engine, call, metadata=self.dynamic_metadata)
         except (Problem, InvalidInputError):  # a store's failure is answered as the API's
             return PlainTextResponse("Bad Request\n", 400)
         status = 429 if answer.code == OVER_LIMIT else 200

@@ -5,8 +5,8 @@ Envoy's rate-limit service takes the same request over HTTP as over gRPC, a
 enums by name or number, 64-bit integers possibly quoted; an unknown field is an error), and
 answers a ``RateLimitResponse`` in that mapping: lowerCamelCase, default values left out,
 durations as ``"60s"``. The request becomes a ``translate.Call``; the answer comes from a
-``translate.Answer``, with the rate-limit headers in ``responseHeadersToAdd`` when asked, as
-over gRPC.
+``translate.Answer``, with the rate-limit headers in ``responseHeadersToAdd`` and the dynamic
+metadata in ``dynamicMetadata`` when asked, as over gRPC.
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ def duration(seconds: float) -> str:
 def response(answer: Answer, header_names: tuple[str, str, str] | None = None) -> dict[str, Any]:
     """A ``RateLimitResponse`` in protobuf's JSON, as Envoy's service sends it: default
     values left out. With ``header_names`` (the limit, remaining and reset headers'), the
-    rate-limit headers are in ``responseHeadersToAdd``, as ``{"key": ..., "value": ...}``."""
+    rate-limit headers are in ``responseHeadersToAdd``, as ``{"key": ..., "value": ...}``; the
+    answer's dynamic metadata, if any, is ``dynamicMetadata``."""
     statuses = []
     for status in answer.statuses:
         one: dict[str, Any] = {"code": status.code}
@@ -156,4 +157,6 @@ def response(answer: Answer, header_names: tuple[str, str, str] | None = None) -
         added = headers_to_add(answer, header_names)
         if added:
             body["responseHeadersToAdd"] = [{"key": k, "value": v} for k, v in added]
+    if answer.metadata is not None:
+        body["dynamicMetadata"] = answer.metadata
     return body

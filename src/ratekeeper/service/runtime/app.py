@@ -76,6 +76,7 @@ def build_engine(settings: Settings) -> AsyncEngine:
         config=settings.config,
         cache_size=settings.plan_cache_size,
         shadow=settings.shadow_mode,
+        quota_mode=settings.quota_mode,
         merge_domains=settings.merge_domains,
         debt=settings.debt,
     )
@@ -92,6 +93,7 @@ def create_app(
     grpc_address: str | None = None,
     in_flight_bound: InFlightBound | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
+    dynamic_metadata: bool = False,
     access_log: AccessLog | None = None,
     dashboard: Dashboard | None = None,
     probe_copies: ProbeCopies | None = None,
@@ -105,7 +107,8 @@ def create_app(
     ``admission`` before) bounds the decisions in flight, over HTTP and gRPC (``metrics`` then
     count those shed). ``envoy_headers`` (the names of
     the limit, remaining and reset headers) puts the rate-limit headers in Envoy's answers,
-    over gRPC and ``POST /json`` (``response_headers_to_add``). ``access_log`` (over
+    over gRPC and ``POST /json`` (``response_headers_to_add``); ``dynamic_metadata`` puts the
+    dynamic metadata there (``ratekeeper.wire.metadata``). ``access_log`` (over
     ``engine``) logs every decision request, over HTTP and gRPC. ``dashboard`` (over
     ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
     from startup to shutdown. ``probe_copies`` keeps copies of the probes' answers while
@@ -122,6 +125,7 @@ def create_app(
         metrics=metrics,
         in_flight_bound=in_flight_bound,
         envoy_headers=envoy_headers,
+        dynamic_metadata=dynamic_metadata,
         access_log=access_log,
         routes=() if dashboard is None else dashboard.routes(),
         lifespan=lifespan(
@@ -131,6 +135,7 @@ def create_app(
             grpc_address=grpc_address,
             in_flight_bound=in_flight_bound,
             envoy_headers=envoy_headers,
+            dynamic_metadata=dynamic_metadata,
             access_log=access_log,
             dashboard=dashboard,
             probe_copies=probe_copies,
@@ -223,6 +228,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         grpc_address=str(settings.grpc) if grpc_aio else None,
         in_flight_bound=in_flight_bound,
         envoy_headers=envoy_header_names(settings),
+        dynamic_metadata=settings.dynamic_metadata,
         access_log=access_log,
         dashboard=dashboard,
         probe_copies=probe_copies,

@@ -138,6 +138,23 @@ FLAGS = (
         "the names of --envoy-headers (default " + ",".join(ENVOY_HEADER_NAMES) + ")",
     ),
     Flag(
+        "--dynamic-metadata",
+        None,
+        (
+            "Envoy's answers (gRPC and POST /json) carry dynamic metadata: the request's "
+            "domain, descriptors and hits_addend, and the metadata of the rules that let it "
+            "through, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA"
+        ),
+    ),
+    Flag(
+        "--quota-mode",
+        None,
+        (
+            "every descriptor is in quota mode, as if each rule had quota_mode: true: a "
+            "request is refused only when all its limited descriptors are over"
+        ),
+    ),
+    Flag(
         "--compat",
         "MODE",
         (

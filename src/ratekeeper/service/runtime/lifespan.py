@@ -50,6 +50,7 @@ def lifespan(
     access_log: AccessLog | None,
     dashboard: Dashboard | None,
     probe_copies: ProbeCopies | None = None,
+    dynamic_metadata: bool = False,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
     started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
@@ -76,6 +77,7 @@ def lifespan(
                 in_flight_bound,
                 header_names=envoy_headers,
                 access_log=access_log,
+                dynamic_metadata=dynamic_metadata,
             )
         tasks = []
         if metrics is not None and metrics.multiprocess:

@@ -49,7 +49,11 @@ def build(settings: Settings) -> App:
     """The service of ``settings`` as one app (see the module)."""
     parts = build_parts(settings, grpc_aio=False)
     servicer = RateLimitServicer(
-        parts.engine, parts.metrics, parts.in_flight_bound, envoy_header_names(settings)
+        parts.engine,
+        parts.metrics,
+        parts.in_flight_bound,
+        envoy_header_names(settings),
+        dynamic_metadata=settings.dynamic_metadata,
     )
     return grpc_or_http(GrpcApp(servicer, parts.access_log), parts.http)
 

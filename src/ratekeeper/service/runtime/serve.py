@@ -68,6 +68,8 @@ def _environment(settings: Settings) -> dict[str, str]:
         "DEBT": _flag(settings.debt),
         "ENVOY_HEADERS": _flag(settings.envoy_headers),
         "ENVOY_HEADER_NAMES": ",".join(settings.envoy_header_names),
+        "DYNAMIC_METADATA": _flag(settings.dynamic_metadata),
+        "QUOTA_MODE": _flag(settings.quota_mode),
         # what --compat read is in the variables above: the workers do not read it again
         "COMPAT": "none",
         "MERGE_DOMAINS": _flag(settings.merge_domains),

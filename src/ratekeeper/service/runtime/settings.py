@@ -49,6 +49,10 @@ flag                      variable                      default
                                                         rate-limit headers for Envoy to add
 ``--envoy-header-names``  ``RATEKEEPER_ENVOY_HEADER_``  ``X-RateLimit-Limit,X-RateLimit-``
 ``LIMIT,REMAINING,RESET`` ``NAMES``                     ``Remaining,X-RateLimit-Reset``
+``--dynamic-metadata``    ``RATEKEEPER_DYNAMIC_``       off; Envoy's answers carry dynamic
+                          ``METADATA``                  metadata: the request and the passing
+                                                        rules' ``metadata``
+``--quota-mode``          ``RATEKEEPER_QUOTA_MODE``     off; every descriptor in quota mode
 ``--dashboard``           ``RATEKEEPER_DASHBOARD``      off; ``/dashboard``, ``/v1/stats`` and
                                                         ``/v1/top``, behind the admin token
                                                         (which it needs)
@@ -131,6 +135,8 @@ class Settings:
     debt: bool = False
     envoy_headers: bool = False
     envoy_header_names: tuple[str, str, str] = ENVOY_HEADER_NAMES
+    dynamic_metadata: bool = False
+    quota_mode: bool = False
     # -- compatibility with envoyproxy/ratelimit's settings (service.compat) --
     compat: str = "none"
     merge_domains: bool = False

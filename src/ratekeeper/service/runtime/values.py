@@ -199,6 +199,8 @@ PARSERS: dict[str, Any] = {
     "debt": switch,
     "envoy_headers": switch,
     "envoy_header_names": header_names,
+    "dynamic_metadata": switch,
+    "quota_mode": switch,
     "merge_domains": switch,
     "dashboard": switch,
     "server": one_of(SERVERS),
