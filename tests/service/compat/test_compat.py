@@ -99,6 +99,8 @@ def test_every_honoured_variable_reaches_its_setting(reference: dict[str, str]) 
             "SHADOW_MODE": "true",
             "QUOTA_MODE": "T",
             "RESPONSE_DYNAMIC_METADATA": "1",
+            "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true",
+            "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "TRUE",
             "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "True",
             "LIMIT_RESPONSE_HEADERS_ENABLED": "1",
             "LIMIT_LIMIT_HEADER": "X-Limit",
@@ -117,6 +119,7 @@ def test_every_honoured_variable_reaches_its_setting(reference: dict[str, str]) 
     assert settings.envoy_header_names == ("X-Limit", "X-Left", "X-Reset")
     assert settings.merge_domains is True
     assert (settings.quota_mode, settings.dynamic_metadata) == (True, True)
+    assert (settings.healthcheck_store, settings.healthcheck_rules) == (True, True)
     assert settings.store == (
         "redis://ratelimit:p%40ss%3Aword@redis.internal:6379/0?timeout=90&prefix=team-a:rk"
     )
@@ -251,12 +254,6 @@ MSG = "(docs/migrating.md says what ratekeeper reads)"
             {"GRPC_SERVER_USE_TLS": "true"},
             "$GRPC_SERVER_USE_TLS=true: not supported: ratekeeper's gRPC serves plain HTTP/2: "
             f"terminate TLS in front of it (a sidecar) {MSG}",
-        ),
-        (
-            {"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"},
-            "$REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true: not supported: ratekeeper's "
-            "/healthcheck answers OK while the process runs: /readyz is the probe that follows "
-            f"the store (503 while it is down); point the check there {MSG}",
         ),
         (
             {"REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "/run/persecond.sock"},
@@ -547,16 +544,16 @@ def test_compat_mode_keeps_the_overrides_in_memory_unless_told(
     assert read(["--compat", "none"], reference).config == "sqlite:///ratekeeper.db"
 
 
-def test_healthy_with_at_least_one_config_loaded_needs_a_rule_file(
+def test_healthy_with_at_least_one_config_loaded_starts_without_a_rule_file(
     reference: dict[str, str], runtime: Path
 ) -> None:
+    """It starts unhealthy instead, as the reference does (``tests/service/test_healthcheck.py``
+    runs it)."""
     environ = {**reference, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"}
-    assert read([], environ).rules == (str(runtime / "ratelimit" / "config"),)
     empty = runtime.parent / "v1" / "ratelimit" / "config"
     (empty / "rl.yaml").unlink()
-    assert errors_of([], environ) == [
-        f"$HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true: {runtime / 'ratelimit' / 'config'} "
-        "holds no *.yaml or *.yml rule file, and the reference would report unhealthy until "
-        "one is loaded: ratekeeper does not start without one (and refuses a reload to no rule)"
-    ]
-    assert read([], reference).rules == (str(runtime / "ratelimit" / "config"),)
+    for variables in (environ, reference):
+        settings = read([], variables)
+        assert settings.rules == (str(runtime / "ratelimit" / "config"),)
+        assert settings.healthcheck_rules is (variables is environ)
+    assert read(["--healthcheck-rules"], reference).healthcheck_rules is True

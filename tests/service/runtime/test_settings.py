@@ -248,6 +248,8 @@ def test_a_switch_that_is_neither_true_nor_false_is_refused(bad: str) -> None:
         "LOG_KEYS",
         "DYNAMIC_METADATA",
         "QUOTA_MODE",
+        "HEALTHCHECK_STORE",
+        "HEALTHCHECK_RULES",
     ):
         with pytest.raises(ConfigError, match=f"RATEKEEPER_{name}"):
             read([], {f"RATEKEEPER_{name}": bad})
@@ -282,10 +284,13 @@ def test_the_workers_read_back_every_setting_serve_was_given(tmp_path: Path) -> 
             "grpc, redis.asyncio",
             "--dynamic-metadata",
             "--quota-mode",
+            "--healthcheck-store",
+            "--healthcheck-rules",
         ]
     )
     assert (given.log_keys, given.log_libraries) == (True, ("grpc", "redis.asyncio"))
     assert (given.dynamic_metadata, given.quota_mode) == (True, True)
+    assert (given.healthcheck_store, given.healthcheck_rules) == (True, True)
     assert Settings.read(None, _environment(given)) == given
 
 

@@ -199,6 +199,14 @@ _SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
     "shadow_mode": (_switch("SHADOW_MODE"), _group("--shadow-mode")),
     "quota_mode": (_switch("QUOTA_MODE"), _group("--quota-mode")),
     "dynamic_metadata": (_switch("RESPONSE_DYNAMIC_METADATA"), _group("--dynamic-metadata")),
+    "healthcheck_store": (
+        _switch("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"),
+        _group("--healthcheck-store"),
+    ),
+    "healthcheck_rules": (
+        _switch("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"),
+        _group("--healthcheck-rules"),
+    ),
     "debt": (_debt, _group("--debt")),
     "envoy_headers": (_switch("LIMIT_RESPONSE_HEADERS_ENABLED"), _group("--envoy-headers")),
     "envoy_header_names": (_header_names, _group("--envoy-header-names")),
@@ -233,7 +241,6 @@ _CHECKS = (
     _only("GRPC_UDS", ""),
     _off("GRPC_SERVER_USE_TLS"),
     _only("CONFIG_TYPE", "FILE"),
-    _off("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"),
 )
 
 

@@ -11,9 +11,9 @@ written.
 ratekeeper is given the directory itself, through the symlink: it loads the ``*.yaml`` and
 ``*.yml`` files directly in it, never hidden ones, and polls them every second, so that both an
 edit and a swap of the symlink take effect within a second, whatever ``RUNTIME_WATCH_ROOT``
-says. A file the reference would load and ratekeeper would not stops the start, by name; so
-does a directory without rule files when ``HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`` is true
-(the reference would be unhealthy until one loads).
+says. A file the reference would load and ratekeeper would not stops the start, by name. A
+directory without rule files starts with no rule (with ``HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED``
+true, unhealthy until one loads: ``--healthcheck-rules``).
 """
 
 from __future__ import annotations
@@ -46,14 +46,6 @@ def runtime_rules(env: Reader) -> str:
                 "RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY is the rule directory"
             )
     directory = os.path.join(root, sub, app)
-    if env.switch("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED") and not (
-        os.path.isdir(directory) and _loaded(directory)
-    ):
-        raise Refused(
-            f"$HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true: {directory} holds no *.yaml or "
-            "*.yml rule file, and the reference would report unhealthy until one is loaded: "
-            "ratekeeper does not start without one (and refuses a reload to no rule)"
-        )
     if os.path.isdir(directory):
         strays = sorted(
             _loaded_by_reference(root, sub, app, watch_root, ignore_dotfiles) - _loaded(directory)

@@ -166,7 +166,7 @@ VARIABLES: dict[str, Variable] = {
     "LIMIT_LIMIT_HEADER": Variable("RateLimit-Limit", HONOURED, "--envoy-header-names"),
     "LIMIT_REMAINING_HEADER": Variable("RateLimit-Remaining", HONOURED, "--envoy-header-names"),
     "LIMIT_RESET_HEADER": Variable("RateLimit-Reset", HONOURED, "--envoy-header-names"),
-    "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": Variable("false", HONOURED, "--rules"),
+    "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": Variable("false", HONOURED, "--healthcheck-rules"),
     "REDIS_SOCKET_TYPE": Variable("unix", HONOURED, "--store"),
     "REDIS_TYPE": Variable("SINGLE", HONOURED, "--store"),
     "REDIS_URL": Variable("/var/run/nutcracker/ratelimit.sock", HONOURED, "--store"),
@@ -205,13 +205,7 @@ VARIABLES: dict[str, Variable] = {
     "REDIS_PERSECOND_PIPELINE_WINDOW": Variable("0", IGNORED, note=_PIPELINE),
     "REDIS_PERSECOND_PIPELINE_LIMIT": Variable("0", IGNORED, note="unused by the reference itself"),
     "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM": Variable("1", IGNORED, note=_PIPELINE),
-    "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": Variable(
-        "false",
-        CHECKED,
-        note="ratekeeper's /healthcheck answers OK while the process runs: /readyz is the "
-        "probe that follows the store (503 while it is down); point the check there",
-        accepts="false",
-    ),
+    "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": Variable("false", HONOURED, "--healthcheck-store"),
     "REDIS_TIMEOUT": Variable("10s", HONOURED, "--store"),
     "REDIS_PERSECOND_TIMEOUT": Variable("10s", CHECKED, note=_PER_SECOND, accepts=_SAME),
     "REDIS_POOL_ON_EMPTY_BEHAVIOR": Variable("WAIT", IGNORED, note=_POOL),

@@ -4,8 +4,8 @@
 request parsed so that bytes that are no ``RateLimitRequest`` are answered
 ``INVALID_ARGUMENT``, and the health service reporting SERVING for the overall server
 (``""``), the rate-limit service by its full name, and ``ratelimit``, the name Envoy's own
-rate-limit service registers. The asyncio server lets concurrent requests share the request
-store's batching.
+rate-limit service registers (the last two NOT_SERVING while a health check followed fails).
+The asyncio server lets concurrent requests share the request store's batching.
 """
 
 from __future__ import annotations
@@ -17,16 +17,25 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ratekeeper.core.moved import keywords_renamed
-from ratekeeper.service.grpc.servicer import HEALTH_NAMES, SERVICE, RateLimitServicer, _parse
+from ratekeeper.service.grpc.servicer import (
+    FOLLOWING,
+    HEALTH_NAMES,
+    SERVICE,
+    RateLimitServicer,
+    _parse,
+)
 from ratekeeper.service.proto import rls_pb2
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
 
 log = logging.getLogger("ratekeeper.service")
+
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 def _add_servicer(
@@ -56,13 +65,15 @@ async def serve_grpc(
     header_names: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
     dynamic_metadata: bool = False,
+    health_check: HealthCheck | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
     free one); return the started server and the port it listens on. ``metrics`` records each
     call's time as the ``grpc`` surface's; ``in_flight_bound`` bounds the calls in flight;
     ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
     ``access_log`` logs each call; ``dynamic_metadata`` puts the dynamic metadata in every
-    answer."""
+    answer; the health service's ``ratelimit`` and service names follow ``health_check``, if
+    given (``ratekeeper.service.healthcheck``)."""
     server = grpc.aio.server()
     servicer = RateLimitServicer(
         engine, metrics, in_flight_bound, header_names, dynamic_metadata=dynamic_metadata
@@ -79,5 +90,14 @@ async def serve_grpc(
     await server.start()
     for name in HEALTH_NAMES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    if health_check is not None:
+
+        async def follow(healthy: bool) -> None:
+            status = health_pb2.HealthCheckResponse.SERVING if healthy else NOT_SERVING
+            for name in FOLLOWING:
+                await health_servicer.set(name, status)
+
+        health_check.listeners.append(follow)
+        await follow(health_check.healthy)
     log.info("gRPC (Envoy's rate-limit protocol, health) listening on %s", address)
     return server, port

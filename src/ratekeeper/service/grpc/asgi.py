@@ -9,10 +9,12 @@ trailers. The methods:
 
 - ``/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit``: the servicer's, bytes that
   are no ``RateLimitRequest`` ``INVALID_ARGUMENT``;
-- ``/grpc.health.v1.Health/Check``: ``SERVING`` for each of ``HEALTH_NAMES``, ``NOT_FOUND``
-  for any other name;
+- ``/grpc.health.v1.Health/Check``: ``SERVING`` for each of ``HEALTH_NAMES`` (for those of
+  ``FOLLOWING``, ``NOT_SERVING`` while the service's health check fails), ``NOT_FOUND`` for
+  any other name;
 - ``/grpc.health.v1.Health/Watch``: the status once (``SERVICE_UNKNOWN`` for another name),
-  then the stream stays open, as grpcio's health servicer keeps it, until the client leaves;
+  then the stream stays open, as grpcio's health servicer keeps it, until the client leaves
+  (a later change of a followed status is not sent on it);
 - any other path: ``UNIMPLEMENTED``.
 
 A compressed message (its flag set; ``grpc-encoding`` other than ``identity``) is answered
@@ -37,10 +39,11 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
 from ratekeeper.service.asgi import Receive, Scope, Send
-from ratekeeper.service.grpc.servicer import HEALTH_NAMES, SERVICE, _parse
+from ratekeeper.service.grpc.servicer import FOLLOWING, HEALTH_NAMES, SERVICE, _parse
 
 if TYPE_CHECKING:
     from ratekeeper.service.grpc.servicer import RateLimitServicer
+    from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.observe.access import AccessLog
 
 log = logging.getLogger("ratekeeper.service")
@@ -164,13 +167,29 @@ async def read_message(receive: Receive, encoding: bytes) -> bytes | None:
 
 class GrpcApp:
     """The gRPC methods of the module over ``servicer``, each ``ShouldRateLimit`` call logged
-    by ``access_log``, if given. An ASGI app for ``http`` scopes; the lifespan is the HTTP
-    app's (``ratekeeper.service.runtime.pyvoy_app`` runs both)."""
+    by ``access_log``, if given, the health of ``FOLLOWING`` following ``health_check``, if
+    given. An ASGI app for ``http`` scopes; the lifespan is the HTTP app's
+    (``ratekeeper.service.runtime.pyvoy_app`` runs both)."""
 
-    def __init__(self, servicer: RateLimitServicer, access_log: AccessLog | None = None) -> None:
+    def __init__(
+        self,
+        servicer: RateLimitServicer,
+        access_log: AccessLog | None = None,
+        health_check: HealthCheck | None = None,
+    ) -> None:
         method = servicer.ShouldRateLimit
         self._method = method if access_log is None else access_log.grpc(method)
-        self._statuses = dict.fromkeys(HEALTH_NAMES, _Health.SERVING)
+        self._statuses: dict[str, int] = dict.fromkeys(HEALTH_NAMES, _Health.SERVING)
+        if health_check is not None:
+            health_check.listeners.append(self._follow)
+            self._set(health_check.healthy)
+
+    async def _follow(self, healthy: bool) -> None:
+        self._set(healthy)
+
+    def _set(self, healthy: bool) -> None:
+        for name in FOLLOWING:
+            self._statuses[name] = _Health.SERVING if healthy else _Health.NOT_SERVING
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         encoding, timeout = b"", None
@@ -245,8 +264,8 @@ class GrpcApp:
         await send(_START)
         message = frame(_Health(status=found[1]).SerializeToString())
         await send({"type": "http.response.body", "body": message, "more_body": True})
-        # The statuses never change while the app runs: the stream stays open, sending
-        # nothing more, until the client leaves (or the server stops).
+        # The stream stays open, sending nothing more (a followed status's change included),
+        # until the client leaves (or the server stops).
         while (await receive())["type"] != "http.disconnect":
             pass
 

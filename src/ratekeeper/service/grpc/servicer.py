@@ -52,6 +52,10 @@ SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
 #: The names the health service answers SERVING for: the whole server, the service, and the
 #: name Envoy's own rate-limit service registers (health checks copied from its deployments).
 HEALTH_NAMES = ("", SERVICE, "ratelimit")
+#: The names whose status follows the service's health check, when it has one
+#: (``ratekeeper.service.healthcheck``); the overall server's, ``""``, stays SERVING, as in
+#: Envoy's own rate-limit service.
+FOLLOWING = (SERVICE, "ratelimit")
 
 Response = rls_pb2.RateLimitResponse
 #: ``RateLimitUnit``'s names, by number.

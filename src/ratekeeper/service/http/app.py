@@ -70,6 +70,7 @@ from ratekeeper.wire.problems import Problem
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
 
@@ -95,6 +96,7 @@ def http_app(
     in_flight_bound: InFlightBound | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
     dynamic_metadata: bool = False,
+    health_check: HealthCheck | None = None,
     access_log: AccessLog | None = None,
     routes: Sequence[BaseRoute] = (),
     lifespan: Lifespan | None = None,
@@ -106,9 +108,9 @@ def http_app(
     ``envoy_headers`` (the names of the limit,
     remaining and reset headers) puts the rate-limit headers in Envoy's ``POST /json``
     answers (``response_headers_to_add``); ``dynamic_metadata`` puts the dynamic metadata
-    there (``dynamicMetadata``). ``access_log`` (over ``engine``) logs every
-    decision request. ``routes`` are served after the app's own (the dashboard's), and
-    ``lifespan`` runs from startup to shutdown."""
+    there (``dynamicMetadata``). ``health_check`` answers ``/healthcheck``. ``access_log``
+    (over ``engine``) logs every decision request. ``routes`` are served after the app's own
+    (the dashboard's), and ``lifespan`` runs from startup to shutdown."""
     checks = Checks(
         engine,
         ietf_headers=ietf_headers,
@@ -116,7 +118,7 @@ def http_app(
         dynamic_metadata=dynamic_metadata,
     )
     admin = Admin(engine, admin_token=admin_token)
-    health = HealthRoutes(engine)
+    health = HealthRoutes(engine, health_check)
 
     def route(
         path: str, handler: Handler, methods: list[str], surface: str = "", decides: bool = True

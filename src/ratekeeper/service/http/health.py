@@ -1,6 +1,6 @@
 """The HTTP surface's probes and self-description: ``GET /healthz`` (the process answers),
-``GET /readyz`` (the request store answers; else 503), Envoy's ``GET /healthcheck`` and
-``GET /openapi.json``.
+``GET /readyz`` (the request store answers; else 503), Envoy's ``GET /healthcheck``
+(``ratekeeper.service.healthcheck``) and ``GET /openapi.json``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ratekeeper.wire.problems import Problem
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.healthcheck import HealthCheck
 
 #: Seconds ``/readyz`` waits for each store.
 READY_TIMEOUT = 2.0
@@ -49,10 +50,11 @@ def stamp(at: float) -> str:
 
 class HealthRoutes:
     """The probes' handlers over one engine (what the request store says of its own health is
-    ``ratekeeper.stores.Health``)."""
+    ``ratekeeper.stores.Health``); ``health_check``, if given, answers ``/healthcheck``."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, health_check: HealthCheck | None = None) -> None:
         self.engine = engine
+        self.health_check = health_check
 
     async def healthz(self, request: Request) -> Response:
         """``GET /healthz``: the process answers."""
@@ -100,7 +102,10 @@ class HealthRoutes:
         )
 
     async def healthcheck(self, request: Request) -> Response:
-        """``GET /healthcheck``: ``OK``, as Envoy's rate-limit service answers it."""
+        """``GET /healthcheck``: ``OK``, as Envoy's rate-limit service answers it; 500 with an
+        empty body while the health check followed fails, as it answers then."""
+        if self.health_check is not None and not self.health_check.healthy:
+            return Response(status_code=500)
         return PlainTextResponse("OK")
 
     async def openapi(self, request: Request) -> Response:

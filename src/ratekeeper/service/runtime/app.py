@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.rules import RuleSet
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
@@ -94,6 +95,7 @@ def create_app(
     in_flight_bound: InFlightBound | None = None,
     envoy_headers: tuple[str, str, str] | None = None,
     dynamic_metadata: bool = False,
+    health_check: HealthCheck | None = None,
     access_log: AccessLog | None = None,
     dashboard: Dashboard | None = None,
     probe_copies: ProbeCopies | None = None,
@@ -108,7 +110,9 @@ def create_app(
     count those shed). ``envoy_headers`` (the names of
     the limit, remaining and reset headers) puts the rate-limit headers in Envoy's answers,
     over gRPC and ``POST /json`` (``response_headers_to_add``); ``dynamic_metadata`` puts the
-    dynamic metadata there (``ratekeeper.wire.metadata``). ``access_log`` (over
+    dynamic metadata there (``ratekeeper.wire.metadata``). ``health_check`` answers Envoy's
+    health checks, ``/healthcheck`` and gRPC's (``ratekeeper.service.healthcheck``), and runs
+    from startup to shutdown. ``access_log`` (over
     ``engine``) logs every decision request, over HTTP and gRPC. ``dashboard`` (over
     ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
     from startup to shutdown. ``probe_copies`` keeps copies of the probes' answers while
@@ -126,6 +130,7 @@ def create_app(
         in_flight_bound=in_flight_bound,
         envoy_headers=envoy_headers,
         dynamic_metadata=dynamic_metadata,
+        health_check=health_check,
         access_log=access_log,
         routes=() if dashboard is None else dashboard.routes(),
         lifespan=lifespan(
@@ -136,6 +141,7 @@ def create_app(
             in_flight_bound=in_flight_bound,
             envoy_headers=envoy_headers,
             dynamic_metadata=dynamic_metadata,
+            health_check=health_check,
             access_log=access_log,
             dashboard=dashboard,
             probe_copies=probe_copies,
@@ -176,6 +182,8 @@ class Parts(NamedTuple):
     access_log: AccessLog | None
     #: The probes' answers copied while the process sheds, for uvicorn's protocol (``grpc_aio``).
     probe_copies: ProbeCopies | None = None
+    #: What Envoy's health checks are answered with, when they follow the store or the rules.
+    health_check: HealthCheck | None = None
 
 
 def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
@@ -219,6 +227,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     access_log = _access_log(engine, settings)
     in_flight_bound = InFlightBound(settings.max_in_flight, max_wait=settings.max_wait)
     probe_copies = ProbeCopies() if grpc_aio and shed_first_protocol() is not None else None
+    health_check = _health_check(engine, settings)
     http = create_app(
         engine,
         admin_token=settings.admin_token,
@@ -229,11 +238,22 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         in_flight_bound=in_flight_bound,
         envoy_headers=envoy_header_names(settings),
         dynamic_metadata=settings.dynamic_metadata,
+        health_check=health_check,
         access_log=access_log,
         dashboard=dashboard,
         probe_copies=probe_copies,
     )
-    return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies)
+    return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies, health_check)
+
+
+def _health_check(engine: AsyncEngine, settings: Settings) -> HealthCheck | None:
+    """What Envoy's health checks follow, if anything beside the process: the store, the
+    rules (``ratekeeper.service.healthcheck``)."""
+    if not (settings.healthcheck_store or settings.healthcheck_rules):
+        return None
+    from ratekeeper.service.healthcheck import HealthCheck
+
+    return HealthCheck(engine, store=settings.healthcheck_store, rules=settings.healthcheck_rules)
 
 
 def _say_leases_exact(rules: RuleSet) -> None:

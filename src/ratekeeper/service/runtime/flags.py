@@ -147,6 +147,23 @@ FLAGS = (
         ),
     ),
     Flag(
+        "--healthcheck-store",
+        None,
+        (
+            "GET /healthcheck answers 500 and gRPC health NOT_SERVING (for ratelimit) while "
+            "the request store does not answer, as envoyproxy/ratelimit's "
+            "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"
+        ),
+    ),
+    Flag(
+        "--healthcheck-rules",
+        None,
+        (
+            "GET /healthcheck answers 500 and gRPC health NOT_SERVING (for ratelimit) while no "
+            "rule is loaded, as envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"
+        ),
+    ),
+    Flag(
         "--quota-mode",
         None,
         (

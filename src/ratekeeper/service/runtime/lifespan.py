@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
@@ -51,13 +52,15 @@ def lifespan(
     dashboard: Dashboard | None,
     probe_copies: ProbeCopies | None = None,
     dynamic_metadata: bool = False,
+    health_check: HealthCheck | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
     started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
     metrics published every second; the dashboard's recording; the in-flight bound's reading
     of the loop's lag, when it bounds the wait, and the copies of the probes' answers kept
     while it sheds (``probe_copies``); the roll calls that count the
-    instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
+    instances sharing the store (``stores.wrappers.fleet``), when they are not configured; the
+    health check Envoy's probes are answered with (``health_check``), every second. At
     shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
     tasks cancelled, this process off the fleet's roll, the metrics' last figures published,
     and the engine closed if ``close_engine``."""
@@ -66,6 +69,8 @@ def lifespan(
     async def running(app: object) -> AsyncIterator[None]:
         await asyncio.to_thread(engine.start)
         await warn_of_the_store(engine)
+        if health_check is not None:  # its first finding, before the first probe
+            await health_check.check()
         server = None
         if grpc_address is not None:
             from ratekeeper.service.grpc.aio import serve_grpc
@@ -78,6 +83,7 @@ def lifespan(
                 header_names=envoy_headers,
                 access_log=access_log,
                 dynamic_metadata=dynamic_metadata,
+                health_check=health_check,
             )
         tasks = []
         if metrics is not None and metrics.multiprocess:
@@ -85,6 +91,8 @@ def lifespan(
             tasks.append(asyncio.create_task(metrics.publish_every()))
         if dashboard is not None:
             tasks.append(asyncio.create_task(dashboard.run()))
+        if health_check is not None:
+            tasks.append(asyncio.create_task(health_check.run()))
         if in_flight_bound is not None:
             if in_flight_bound.waiting.max_wait:
                 tasks.append(asyncio.create_task(in_flight_bound.watch()))  # the loop's lag

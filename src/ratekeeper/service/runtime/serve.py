@@ -70,6 +70,8 @@ def _environment(settings: Settings) -> dict[str, str]:
         "ENVOY_HEADER_NAMES": ",".join(settings.envoy_header_names),
         "DYNAMIC_METADATA": _flag(settings.dynamic_metadata),
         "QUOTA_MODE": _flag(settings.quota_mode),
+        "HEALTHCHECK_STORE": _flag(settings.healthcheck_store),
+        "HEALTHCHECK_RULES": _flag(settings.healthcheck_rules),
         # what --compat read is in the variables above: the workers do not read it again
         "COMPAT": "none",
         "MERGE_DOMAINS": _flag(settings.merge_domains),

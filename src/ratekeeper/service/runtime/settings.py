@@ -53,6 +53,10 @@ flag                      variable                      default
                           ``METADATA``                  metadata: the request and the passing
                                                         rules' ``metadata``
 ``--quota-mode``          ``RATEKEEPER_QUOTA_MODE``     off; every descriptor in quota mode
+``--healthcheck-store``   ``RATEKEEPER_HEALTHCHECK_``   off; ``/healthcheck`` and gRPC health
+                          ``STORE``                     fail while the store does not answer
+``--healthcheck-rules``   ``RATEKEEPER_HEALTHCHECK_``   off; ``/healthcheck`` and gRPC health
+                          ``RULES``                     fail while no rule is loaded
 ``--dashboard``           ``RATEKEEPER_DASHBOARD``      off; ``/dashboard``, ``/v1/stats`` and
                                                         ``/v1/top``, behind the admin token
                                                         (which it needs)
@@ -137,6 +141,8 @@ class Settings:
     envoy_header_names: tuple[str, str, str] = ENVOY_HEADER_NAMES
     dynamic_metadata: bool = False
     quota_mode: bool = False
+    healthcheck_store: bool = False
+    healthcheck_rules: bool = False
     # -- compatibility with envoyproxy/ratelimit's settings (service.compat) --
     compat: str = "none"
     merge_domains: bool = False

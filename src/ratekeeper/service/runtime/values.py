@@ -201,6 +201,8 @@ PARSERS: dict[str, Any] = {
     "envoy_header_names": header_names,
     "dynamic_metadata": switch,
     "quota_mode": switch,
+    "healthcheck_store": switch,
+    "healthcheck_rules": switch,
     "merge_domains": switch,
     "dashboard": switch,
     "server": one_of(SERVERS),
