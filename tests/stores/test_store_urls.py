@@ -63,6 +63,22 @@ def test_a_number_not_written_in_0_to_9_is_refused(url: str, message: str) -> No
 
 
 @pytest.mark.parametrize("asyncio", [False, True])
+def test_the_sentinels_own_password_goes_to_the_sentinels_only(asyncio: bool) -> None:
+    url = "redis+sentinel://u:master@127.0.0.1:1/m?sentinel_username=s&sentinel_password=p%26w"
+    client = open_client(url, asyncio=asyncio)
+    sentinel = client.connection_pool.sentinel_manager
+    assert {
+        (pool.connection_kwargs.get("username"), pool.connection_kwargs.get("password"))
+        for pool in (one.connection_pool for one in sentinel.sentinels)
+    } == {("s", "p&w")}
+    master = client.connection_pool.connection_kwargs
+    assert (master["username"], master["password"]) == ("u", "master")
+    for other in ("redis://127.0.0.1:1/0", "redis+cluster://127.0.0.1:1"):
+        with pytest.raises(StoreConfigError, match=r"sentinel_password: only a redis\+sentinel"):
+            open_client(f"{other}?sentinel_password=x", asyncio=asyncio)
+
+
+@pytest.mark.parametrize("asyncio", [False, True])
 def test_a_cluster_client_retries_a_lost_connection_but_never_a_timeout(asyncio: bool) -> None:
     """A script that timed out may have run: sent again, its hits would count twice."""
     import redis

@@ -12,7 +12,9 @@
                                      ``REDIS_URL``, ``master,host:port,...``
 ===================================  ===================================================
 
-``REDIS_AUTH`` is ``password`` or ``user:password``; ``REDIS_TIMEOUT`` becomes ``?timeout=``
+``REDIS_AUTH`` is ``password`` or ``user:password``; so is ``REDIS_SENTINEL_AUTH``, the
+sentinels' own (with ``REDIS_TYPE=SENTINEL`` only, as the reference reads it), which becomes
+``?sentinel_password=`` (and ``&sentinel_username=``); ``REDIS_TIMEOUT`` becomes ``?timeout=``
 when set (unset, ratekeeper's own 0.25 s stands rather than the reference's 10 s, so that a
 store that fails is answered by the failure policy at once); ``CACHE_KEY_PREFIX`` becomes
 ``?prefix=CACHE_KEY_PREFIXrk``; ``REDIS_TLS_CACERT``, ``REDIS_TLS_CLIENT_CERT``,
@@ -77,14 +79,7 @@ def _redis(env: Reader, prefix: str) -> str:
             env.text(prefix + "TLS"),
             f"ratekeeper opens no TLS connection to {where}",
         )
-    sentinel_auth = env.text(prefix + "SENTINEL_AUTH")
-    if sentinel_auth:
-        raise refusal(
-            prefix + "SENTINEL_AUTH",
-            "***",
-            "ratekeeper's Sentinel client authenticates to the master, not to the sentinels",
-        )
-    query = _query(env, prefix, tls)
+    query = _query(env, prefix, tls, sentinel=kind == "sentinel")
     userinfo = _userinfo(env.text(prefix + "AUTH"))
     if kind == "cluster":
         hosts = _hosts(prefix + "URL", address.split(","))
@@ -137,8 +132,14 @@ def _userinfo(auth: str) -> str:
     return f"{quote(user, safe='')}:{quote(password, safe='')}@"
 
 
-def _query(env: Reader, prefix: str, tls: bool) -> str:
+def _query(env: Reader, prefix: str, tls: bool, *, sentinel: bool) -> str:
     options: list[tuple[str, str]] = []
+    sentinel_auth = env.text(prefix + "SENTINEL_AUTH")
+    if sentinel and sentinel_auth:  # as REDIS_AUTH: password, or user:password
+        user, separator, password = sentinel_auth.partition(":")
+        if separator:
+            options.append(("sentinel_username", user))
+        options.append(("sentinel_password", password if separator else sentinel_auth))
     if env.given(prefix + "TIMEOUT"):
         seconds = env.seconds(prefix + "TIMEOUT")
         if not 0 < seconds < MAX_TIMEOUT:

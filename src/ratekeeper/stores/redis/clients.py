@@ -4,6 +4,7 @@
     unix://[[user]:password@]/path/redis.sock?db=0
                                                one server on a Unix socket (redis-py's form)
     redis+sentinel://[[user]:password@]host:port,host:port/service[/db]
+        [?sentinel_password=...[&sentinel_username=...]]
     redis+cluster://[[user]:password@]host:port,host:port
 
 Every client gets a socket timeout (``timeout`` seconds, default 0.25) and no blind retries, so
@@ -11,12 +12,15 @@ that no call waits much longer than its timeout; a cluster client still follows 
 redirections and refreshes its view of the cluster after a failover, retrying once after a
 lost connection but never after a timeout (a script that timed out may have run). Every form
 takes the timeout in its query too, ``?timeout=2`` (what ``ratekeeper serve --store`` can
-set); a ``timeout`` option given in code wins over it. Every form takes the store's key
-prefix (``ratekeeper.core.store_keys``) the same way, ``?prefix=team-a``, which the store's
-opener reads (``split_prefix``), and the lease options, ``?lease_horizon=0.02``
-(``split_leases``). The other query options of ``redis://``, ``rediss://`` and
-``unix://`` go to redis-py as its ``from_url`` reads them: ``rediss://...?ssl_ca_certs=
-/ca.pem&ssl_certfile=/client.pem&ssl_keyfile=/client.key&ssl_check_hostname=false``.
+set); a ``timeout`` option given in code wins over it. The user information of a
+``redis+sentinel://`` URL is the master's; the sentinels' own, when they ask for one
+(``requirepass``), is ``?sentinel_password=`` (and ``&sentinel_username=``). Every form
+takes the store's key prefix (``ratekeeper.core.store_keys``) the same way,
+``?prefix=team-a``, which the store's opener reads (``split_prefix``), and the lease options,
+``?lease_horizon=0.02`` (``split_leases``). The other query options of ``redis://``,
+``rediss://`` and ``unix://`` go to redis-py as its ``from_url`` reads them:
+``rediss://...?ssl_ca_certs=/ca.pem&ssl_certfile=/client.pem&ssl_keyfile=/client.key&
+ssl_check_hostname=false``.
 
 An asyncio store times its round trips itself, so that the event loop's own lag does not count
 against the store (``deadlines``): its client, opened ``capped``, gets ``CAP`` times the
@@ -118,11 +122,30 @@ def split_leases(url: str) -> tuple[str, dict[str, float]]:
     return url, given
 
 
+#: The options of a ``redis+sentinel://`` URL that go to the sentinels, by redis-py's names.
+SENTINEL_OPTIONS = {"sentinel_username": "username", "sentinel_password": "password"}
+
+
+def split_sentinel(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without the sentinels' options (``SENTINEL_OPTIONS``), and those given, by
+    redis-py's names. Raises ``StoreConfigError`` for one given to another kind of URL."""
+    given: dict[str, str] = {}
+    for option, name in SENTINEL_OPTIONS.items():
+        url, value = _split(url, option)
+        if value is not None:
+            given[name] = value
+    if given and not url.startswith("redis+sentinel:"):
+        options = ", ".join(option for option, name in SENTINEL_OPTIONS.items() if name in given)
+        raise StoreConfigError(f"{options}: only a redis+sentinel:// URL has sentinels")
+    return url, given
+
+
 def check_url(url: str) -> None:
     """Raise ``StoreConfigError`` unless ``url`` is a well-formed Redis store URL; no I/O."""
     url, _ = split_timeout(url)
     url, _ = split_prefix(url)
     url, _ = split_leases(url)
+    url, _ = split_sentinel(url)
     parts = urlsplit(url)
     path = [piece for piece in parts.path.split("/") if piece]
     if parts.scheme == "unix":
@@ -190,6 +213,7 @@ def open_client(
     check_url(url)
     timeout = timeout_of(url, timeout)
     url, _ = split_timeout(url)
+    url, sentinels = split_sentinel(url)
     if capped:
         timeout *= CAP
     try:
@@ -237,6 +261,7 @@ def open_client(
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
             "retry": Retry(NoBackoff(), 0),
+            **sentinels,
         },
         **common,
     )
