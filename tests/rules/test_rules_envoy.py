@@ -357,20 +357,50 @@ def test_value_to_metric(entries: list[tuple[str, str]], amount: int) -> None:
 
 
 def test_metadata() -> None:
-    """TestMetadata: metadata is carried with the rule as written, and changes nothing else."""
+    """TestMetadata: metadata is carried with the rule as written, and changes nothing else:
+    the domain loads, an empty descriptor matches nothing, ``key1_value1.subkey1`` is 5 a
+    second with ``{name: service_1}``, ``key2`` 20 a minute with ``{service_with_quota: {name:
+    service_2}}`` (an object inside the object), and a rule without metadata has none."""
     rules = load("metadata.yaml")
+    assert list(rules.domains) == ["test-domain"]
+    assert rules.match("test-domain", []) is None
     subkey = rules.match("test-domain", [("key1", "value1"), ("subkey1", "something")])
     key2 = rules.match("test-domain", [("key2", "something")])
     plain = rules.match("test-domain", [("key1", "value1"), ("subkey1", "subvalue1")])
     assert subkey is not None
     assert key2 is not None
     assert plain is not None
-    assert (subkey.requests_per_unit, subkey.metadata) == (5, {"name": "service_1"})
-    assert (key2.requests_per_unit, key2.metadata) == (
+    assert (subkey.requests_per_unit, subkey.unit, subkey.metadata) == (
+        5,
+        "second",
+        {"name": "service_1"},
+    )
+    assert (key2.requests_per_unit, key2.unit, key2.metadata) == (
         20,
+        "minute",
         {"service_with_quota": {"name": "service_2"}},
     )
-    assert plain.metadata is None
+    assert (plain.requests_per_unit, plain.metadata) == (10, None)
+
+
+def test_metadata_comes_back_in_the_answer_as_the_reference_builds_it() -> None:
+    """The same file's metadata in Envoy's answer (``RESPONSE_DYNAMIC_METADATA``): each
+    passing descriptor's rule's, the first one's winning."""
+    from ratekeeper import Engine
+    from ratekeeper.wire.translate import Call, WireDescriptor, decide
+
+    engine = Engine(rules=load("metadata.yaml"))
+    subkey = WireDescriptor((("key1", "value1"), ("subkey1", "something")))
+    key2 = WireDescriptor((("key2", "something"),))
+    found = decide(engine, Call("test-domain", (subkey, key2)), metadata=True).metadata
+    assert found == {
+        "domain": "test-domain",
+        "descriptors": [
+            {"entries": ["key1=value1", "subkey1=something"]},
+            {"entries": ["key2=something"]},
+        ],
+        "metadata": {"name": "service_1", "service_with_quota": {"name": "service_2"}},
+    }
 
 
 SHARE = load("share_threshold.yaml")
