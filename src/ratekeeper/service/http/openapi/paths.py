@@ -225,7 +225,16 @@ def gateways() -> dict[str, Any]:
         "/healthcheck": {
             "get": {
                 "summary": "Envoy's service's health check",
-                "responses": {"200": {"description": "OK", "content": {"text/plain": {}}}},
+                "responses": {
+                    "200": {"description": "OK", "content": {"text/plain": {}}},
+                    "500": {
+                        "description": (
+                            "unhealthy, with an empty body: with --healthcheck-rules while no "
+                            "rule is loaded, with --healthcheck-store while the store does not "
+                            "answer"
+                        )
+                    },
+                },
             }
         },
         "/v1/nginx": {
