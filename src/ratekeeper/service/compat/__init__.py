@@ -149,8 +149,14 @@ def _tls(name: str) -> Callable[[Reader, Notes], str | None]:
     variable = _TLS_FILES[name]
 
     def read(env: Reader, notes: Notes) -> str | None:
+        try:
+            use_tls = env.switch("GRPC_SERVER_USE_TLS")
+        except Refused:
+            if name == "grpc_tls_cert":
+                raise
+            return None  # the certificate's translation says why, once
         cert, key = env.text("GRPC_SERVER_TLS_CERT"), env.text("GRPC_SERVER_TLS_KEY")
-        if not env.switch("GRPC_SERVER_USE_TLS"):
+        if not use_tls:
             if name == "grpc_tls_cert":
                 for unread in _TLS_FILES.values():
                     if env.text(unread):

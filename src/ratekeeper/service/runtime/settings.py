@@ -201,7 +201,7 @@ class Settings:
                 errors.append(f"{where}: {error}")
             sources[name] = where
         settings = cls(**values, sources=sources)
-        errors.extend(_grpc_errors(settings))
+        errors.extend(_grpc_errors(settings, failed=set(sources) - set(values)))
         if _overlap(settings.http, settings.grpc):
             errors.append(
                 f"{settings.sources.get('http', '--http')} and "
@@ -245,10 +245,12 @@ def _overlap(one: ListenAddress, other: ListenAddress | UnixAddress) -> bool:
     )
 
 
-def _grpc_errors(settings: Settings) -> list[str]:
+def _grpc_errors(settings: Settings, failed: set[str]) -> list[str]:
     """What is wrong with gRPC's listener as a whole: its TLS files apart or not matching, a
     Unix socket shared by workers (each would replace the last one's), what pyvoy does not
-    serve."""
+    serve; nothing more once one of its settings has ``failed`` to parse."""
+    if failed & {"grpc", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_client_ca"}:
+        return []
     names = settings.sources
     cert, key = settings.grpc_tls_cert, settings.grpc_tls_key
     ca, san = settings.grpc_tls_client_ca, settings.grpc_tls_client_san
