@@ -12,7 +12,9 @@ service cleanly, exit 0, and a Unix socket is removed.
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.certificates import make_certificates
 from tests.gateways import EnvoyServer, UpstreamServer, envoy_config, http_request
-from tests.servers import RedisServer
+from tests.servers import RedisServer, free_port
 from tests.service.served import Served
 
 RULES = """
@@ -172,3 +174,30 @@ def test_every_worker_serves_mtls(
     assert all(
         line.endswith(f"127.0.0.1:{service.grpc} (mTLS, client SAN {SAN})") for line in listening
     )
+
+
+def test_a_unix_socket_another_service_answers_on_is_refused_and_a_stale_one_replaced(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rk.sock"
+    first = Served(tmp_path, grpc=f"unix:{path}")
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "ratekeeper.cli", "serve", "--grpc", f"unix:{path}",
+             "--http", f"127.0.0.1:{free_port()}"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        assert first.stop() == 0
+    assert second.returncode == 3
+    assert second.stderr.splitlines()[-1].endswith(
+        f"could not listen on gRPC unix:{path} (--grpc): another process listens on this socket"
+    )
+    with socket.socket(socket.AF_UNIX) as stale:  # bound, never listening: left behind
+        stale.bind(str(path))
+    third = Served(tmp_path, grpc=f"unix:{path}")
+    try:
+        assert path.is_socket()
+    finally:
+        assert third.stop() == 0
+    assert not path.exists()
