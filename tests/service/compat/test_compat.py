@@ -240,14 +240,14 @@ MSG = "(docs/migrating.md says what ratekeeper reads)"
             f"server {MSG}",
         ),
         (
-            {"GRPC_UDS": "/run/ratelimit.sock"},
-            "$GRPC_UDS=/run/ratelimit.sock: not supported: ratekeeper's gRPC listens on a TCP "
-            f"address (GRPC_HOST, GRPC_PORT) only {MSG}",
+            {"GRPC_UDS": "/nowhere/ratelimit.sock"},
+            "--grpc (from $GRPC_UDS): no such directory: '/nowhere' (for "
+            "'unix:/nowhere/ratelimit.sock')",
         ),
         (
             {"GRPC_SERVER_USE_TLS": "true"},
-            "$GRPC_SERVER_USE_TLS=true: not supported: ratekeeper's gRPC serves plain HTTP/2: "
-            f"terminate TLS in front of it (a sidecar) {MSG}",
+            "$GRPC_SERVER_USE_TLS=true: TLS needs $GRPC_SERVER_TLS_CERT and "
+            "$GRPC_SERVER_TLS_KEY, the server's certificate and key files",
         ),
         (
             {"QUOTA_MODE": "true"},

@@ -126,6 +126,56 @@ def translate(environ: Mapping[str, str], given: Collection[str] = ()) -> Transl
 # -- the settings ---------------------------------------------------------------------------
 
 
+def _grpc(env: Reader, notes: Notes) -> str:
+    """``GRPC_UDS``, a Unix socket's path, wins over ``GRPC_HOST`` and ``GRPC_PORT``."""
+    if env.text("GRPC_UDS"):
+        return "unix:" + env.text("GRPC_UDS")
+    return _address(env, "GRPC_HOST", "GRPC_PORT")
+
+
+#: The reference's TLS files, by the setting each feeds; read only with GRPC_SERVER_USE_TLS.
+_TLS_FILES = {
+    "grpc_tls_cert": "GRPC_SERVER_TLS_CERT",
+    "grpc_tls_key": "GRPC_SERVER_TLS_KEY",
+    "grpc_tls_client_ca": "GRPC_CLIENT_TLS_CACERT",
+    "grpc_tls_client_san": "GRPC_CLIENT_TLS_SAN",
+}
+
+
+def _tls(name: str) -> Callable[[Reader, Notes], str | None]:
+    """The translation of ``_TLS_FILES[name]``: its value when ``GRPC_SERVER_USE_TLS`` is
+    true and the certificate and key are both given, else None. The certificate's says why
+    not: the reference stops without them, and reads none of the files without TLS."""
+    variable = _TLS_FILES[name]
+
+    def read(env: Reader, notes: Notes) -> str | None:
+        try:
+            use_tls = env.switch("GRPC_SERVER_USE_TLS")
+        except Refused:
+            if name == "grpc_tls_cert":
+                raise
+            return None  # the certificate's translation says why, once
+        cert, key = env.text("GRPC_SERVER_TLS_CERT"), env.text("GRPC_SERVER_TLS_KEY")
+        if not use_tls:
+            if name == "grpc_tls_cert":
+                for unread in _TLS_FILES.values():
+                    if env.text(unread):
+                        message = f"${unread}: not read: $GRPC_SERVER_USE_TLS is not true"
+                        notes.append((logging.INFO, message))
+            return None
+        if not cert or not key:
+            if name == "grpc_tls_cert":
+                raise Refused(
+                    f"$GRPC_SERVER_USE_TLS={env.text('GRPC_SERVER_USE_TLS')}: TLS needs "
+                    "$GRPC_SERVER_TLS_CERT and $GRPC_SERVER_TLS_KEY, the server's certificate "
+                    "and key files"
+                )
+            return None
+        return env.text(variable)
+
+    return read
+
+
 def _address(env: Reader, host: str, port: str) -> str:
     name = env.text(host) or "0.0.0.0"  # Go listens on every address for ":8080"
     number = env.port(port)
@@ -190,7 +240,8 @@ def _group(flag: str) -> tuple[str, ...]:
 #: Each ``Settings`` field the reference's variables feed: how, and from which variables.
 _SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
     "http": (lambda env, notes: _address(env, "HOST", "PORT"), _group("--http")),
-    "grpc": (lambda env, notes: _address(env, "GRPC_HOST", "GRPC_PORT"), _group("--grpc")),
+    "grpc": (_grpc, _group("--grpc")),
+    **{name: (_tls(name), _group("--" + name.replace("_", "-"))) for name in _TLS_FILES},
     "log_level": (_log_level, _group("--log-level")),
     "log_format": (_log_format, _group("--log-format")),
     "rules": (_rules, _group("--rules")),
@@ -228,8 +279,6 @@ def _off(variable: str) -> Callable[[Reader], None]:
 
 #: The checked variables that feed no setting (the Redis ones are checked with the store).
 _CHECKS = (
-    _only("GRPC_UDS", ""),
-    _off("GRPC_SERVER_USE_TLS"),
     _only("CONFIG_TYPE", "FILE"),
     _off("QUOTA_MODE"),
     _off("RESPONSE_DYNAMIC_METADATA"),

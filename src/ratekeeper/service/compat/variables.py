@@ -40,7 +40,6 @@ _XDS = "only read with CONFIG_TYPE=GRPC_XDS_SOTW, which is not supported"
 _MEMCACHE = "only read with BACKEND_TYPE=memcache, which is not supported"
 _PER_SECOND = "only read with REDIS_PERSECOND=true (see there)"
 _SAME = "any, with REDIS_PERSECOND=true: the same as the REDIS_ one"
-_GRPC_TLS = "only read with GRPC_SERVER_USE_TLS=true, which is not supported"
 _TRACING = "only read with TRACING_ENABLED=true; ratekeeper exports no traces"
 _STATSD = "StatsD is not sent; ratekeeper's Prometheus metrics are on the HTTP port's /metrics"
 _PIPELINE = (
@@ -61,12 +60,7 @@ VARIABLES: dict[str, Variable] = {
         note="no debug listener: /metrics and the probes are on the HTTP port",
         warn=True,
     ),
-    "GRPC_UDS": Variable(
-        "",
-        CHECKED,
-        note="ratekeeper's gRPC listens on a TCP address (GRPC_HOST, GRPC_PORT) only",
-        accepts="empty",
-    ),
+    "GRPC_UDS": Variable("", HONOURED, "--grpc"),
     "GRPC_HOST": Variable("0.0.0.0", HONOURED, "--grpc"),
     "GRPC_PORT": Variable("8081", HONOURED, "--grpc"),
     "GRPC_MAX_CONNECTION_AGE": Variable(
@@ -75,16 +69,11 @@ VARIABLES: dict[str, Variable] = {
     "GRPC_MAX_CONNECTION_AGE_GRACE": Variable(
         "1h", IGNORED, note="connections stay open; Envoy balances its calls over them"
     ),
-    "GRPC_SERVER_USE_TLS": Variable(
-        "false",
-        CHECKED,
-        note="ratekeeper's gRPC serves plain HTTP/2: terminate TLS in front of it (a sidecar)",
-        accepts="false",
-    ),
-    "GRPC_SERVER_TLS_CERT": Variable("", IGNORED, note=_GRPC_TLS),
-    "GRPC_SERVER_TLS_KEY": Variable("", IGNORED, note=_GRPC_TLS),
-    "GRPC_CLIENT_TLS_CACERT": Variable("", IGNORED, note=_GRPC_TLS),
-    "GRPC_CLIENT_TLS_SAN": Variable("", IGNORED, note=_GRPC_TLS),
+    "GRPC_SERVER_USE_TLS": Variable("false", HONOURED, "--grpc-tls-cert"),
+    "GRPC_SERVER_TLS_CERT": Variable("", HONOURED, "--grpc-tls-cert"),
+    "GRPC_SERVER_TLS_KEY": Variable("", HONOURED, "--grpc-tls-key"),
+    "GRPC_CLIENT_TLS_CACERT": Variable("", HONOURED, "--grpc-tls-client-ca"),
+    "GRPC_CLIENT_TLS_SAN": Variable("", HONOURED, "--grpc-tls-client-san"),
     "LOG_LEVEL": Variable("WARN", HONOURED, "--log-level"),
     "LOG_FORMAT": Variable("text", HONOURED, "--log-format"),
     "CONFIG_TYPE": Variable(

@@ -5,7 +5,8 @@ request parsed so that bytes that are no ``RateLimitRequest`` are answered
 ``INVALID_ARGUMENT``, and the health service reporting SERVING for the overall server
 (``""``), the rate-limit service by its full name, and ``ratelimit``, the name Envoy's own
 rate-limit service registers. The asyncio server lets concurrent requests share the request
-store's batching.
+store's batching. With ``tls`` (a ``tls.GrpcTls``) it serves TLS, or mutual TLS, and checks
+the client certificate's SAN on every call of both services; ``unix:PATH`` is a Unix socket.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ratekeeper.service.proto import rls_pb2
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
+    from ratekeeper.service.grpc.tls import GrpcTls
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
@@ -55,19 +57,24 @@ async def serve_grpc(
     *,
     header_names: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
+    tls: GrpcTls | None = None,
 ) -> tuple[grpc.aio.Server, int]:
-    """Start the rate-limit and health services on ``address`` (``host:port``; port 0 picks a
-    free one); return the started server and the port it listens on. ``metrics`` records each
-    call's time as the ``grpc`` surface's; ``in_flight_bound`` bounds the calls in flight;
-    ``header_names`` (limit, remaining, reset) puts the rate-limit headers in every answer;
-    ``access_log`` logs each call."""
-    server = grpc.aio.server()
+    """Start the rate-limit and health services on ``address`` (``host:port``, port 0 picking
+    a free one, or ``unix:PATH``); return the started server and the port it listens on (1 on
+    a Unix socket). ``metrics`` records each call's time as the ``grpc`` surface's;
+    ``in_flight_bound`` bounds the calls in flight; ``header_names`` (limit, remaining, reset)
+    puts the rate-limit headers in every answer; ``access_log`` logs each call; ``tls`` serves
+    TLS (mTLS with its client CA). Raises ``OSError`` when it cannot listen there."""
+    server = grpc.aio.server(interceptors=() if tls is None else tls.interceptors())
     servicer = RateLimitServicer(engine, metrics, in_flight_bound, header_names)
     _add_servicer(servicer, server, access_log)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:
-        port = server.add_insecure_port(address)
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, tls.credentials())
     except RuntimeError:  # grpcio's "Failed to bind"; older ones return 0
         port = 0
     if port == 0:
@@ -75,5 +82,11 @@ async def serve_grpc(
     await server.start()
     for name in HEALTH_NAMES:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("gRPC (Envoy's rate-limit protocol, health) listening on %s", address)
+    if not address.startswith("unix:") and address.endswith(":0"):
+        address = f"{address[:-2]}:{port}"  # the port it picked
+    log.info(
+        "gRPC (Envoy's rate-limit protocol, health) listening on %s%s",
+        address,
+        "" if tls is None else f" ({tls})",
+    )
     return server, port

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.rules import RuleSet
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.grpc.tls import GrpcTls
     from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
@@ -95,6 +96,7 @@ def create_app(
     access_log: AccessLog | None = None,
     dashboard: Dashboard | None = None,
     probe_copies: ProbeCopies | None = None,
+    grpc_tls: GrpcTls | None = None,
 ) -> Starlette:
     """The service's app over ``engine``: the HTTP app (``ratekeeper.service.http``), with
     what runs beside it wired in. ``admin_token`` turns the override endpoints on;
@@ -110,7 +112,7 @@ def create_app(
     ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
     from startup to shutdown. ``probe_copies`` keeps copies of the probes' answers while
     ``in_flight_bound`` sheds, for the server's protocol to answer from
-    (``runtime.protocol``)."""
+    (``runtime.protocol``). ``grpc_tls`` serves gRPC over TLS (``service.grpc.tls``)."""
     from ratekeeper.service.http.app import http_app
 
     if metrics is not None and in_flight_bound is not None:
@@ -134,6 +136,7 @@ def create_app(
             access_log=access_log,
             dashboard=dashboard,
             probe_copies=probe_copies,
+            grpc_tls=grpc_tls,
         ),
     )
 
@@ -226,8 +229,23 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         access_log=access_log,
         dashboard=dashboard,
         probe_copies=probe_copies,
+        grpc_tls=tls_of(settings),
     )
     return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies)
+
+
+def tls_of(settings: Settings) -> GrpcTls | None:
+    """gRPC's TLS as ``settings`` describe it; None for none."""
+    if settings.grpc_tls_cert is None or settings.grpc_tls_key is None:
+        return None
+    from ratekeeper.service.grpc.tls import GrpcTls
+
+    return GrpcTls(
+        settings.grpc_tls_cert,
+        settings.grpc_tls_key,
+        settings.grpc_tls_client_ca,
+        settings.grpc_tls_client_san,
+    )
 
 
 def _say_leases_exact(rules: RuleSet) -> None:

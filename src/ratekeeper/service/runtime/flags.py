@@ -36,7 +36,23 @@ FLAGS = (
         repeated=True,
     ),
     Flag("--http", "HOST:PORT", "HTTP address (default 127.0.0.1:8080)"),
-    Flag("--grpc", "HOST:PORT", "gRPC address (default 127.0.0.1:8081)"),
+    Flag(
+        "--grpc",
+        "HOST:PORT",
+        "gRPC address, or unix:PATH for a Unix socket (default 127.0.0.1:8081)",
+    ),
+    Flag("--grpc-tls-cert", "FILE", "serve gRPC over TLS with this certificate (PEM, its chain)"),
+    Flag("--grpc-tls-key", "FILE", "the private key of --grpc-tls-cert (PEM)"),
+    Flag(
+        "--grpc-tls-client-ca",
+        "FILE",
+        "mTLS: require client certificates signed by this CA (PEM)",
+    ),
+    Flag(
+        "--grpc-tls-client-san",
+        "NAME",
+        "with --grpc-tls-client-ca: the DNS name (or IP address) client certificates must carry",
+    ),
     Flag(
         "--admin-token", "TOKEN", "bearer token of the override endpoints (default: they are off)"
     ),

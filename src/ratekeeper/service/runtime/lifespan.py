@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.grpc.tls import GrpcTls
     from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
@@ -50,13 +51,14 @@ def lifespan(
     access_log: AccessLog | None,
     dashboard: Dashboard | None,
     probe_copies: ProbeCopies | None = None,
+    grpc_tls: GrpcTls | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
-    started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
-    metrics published every second; the dashboard's recording; the in-flight bound's reading
-    of the loop's lag, when it bounds the wait, and the copies of the probes' answers kept
-    while it sheds (``probe_copies``); the roll calls that count the
-    instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
+    started; the gRPC server on ``grpc_address``, if given (over TLS with ``grpc_tls``);
+    with many workers, this one's metrics published every second; the dashboard's recording;
+    the in-flight bound's reading of the loop's lag, when it bounds the wait, and the copies
+    of the probes' answers kept while it sheds (``probe_copies``); the roll calls that count
+    the instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
     shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
     tasks cancelled, this process off the fleet's roll, the metrics' last figures published,
     and the engine closed if ``close_engine``."""
@@ -76,6 +78,7 @@ def lifespan(
                 in_flight_bound,
                 header_names=envoy_headers,
                 access_log=access_log,
+                tls=grpc_tls,
             )
         tasks = []
         if metrics is not None and metrics.multiprocess:

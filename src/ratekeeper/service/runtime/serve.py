@@ -36,7 +36,12 @@ from ratekeeper.service.runtime.app import (
     run_config,
     shed_first_protocol,
 )
-from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, ListenAddress, Settings
+from ratekeeper.service.runtime.settings import (
+    IN_MEMORY_CONFIG,
+    ListenAddress,
+    Settings,
+    UnixAddress,
+)
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -51,6 +56,10 @@ def _environment(settings: Settings) -> dict[str, str]:
         "RULES": os.pathsep.join(settings.rules),
         "HTTP": str(settings.http),
         "GRPC": str(settings.grpc),
+        "GRPC_TLS_CERT": settings.grpc_tls_cert or "",
+        "GRPC_TLS_KEY": settings.grpc_tls_key or "",
+        "GRPC_TLS_CLIENT_CA": settings.grpc_tls_client_ca or "",
+        "GRPC_TLS_CLIENT_SAN": settings.grpc_tls_client_san or "",
         "ADMIN_TOKEN": settings.admin_token or "",
         "ON_STORE_ERROR": settings.on_store_error,
         "INSTANCES": "auto" if settings.instances is None else str(settings.instances),
@@ -106,14 +115,25 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _unlistenable(address: ListenAddress, reuse: bool = False) -> str | None:
+def _unlistenable(address: ListenAddress | UnixAddress, reuse: bool = False) -> str | None:
     """Why nothing can listen on ``address`` now (another process does, or the host is no
     address of this machine, say); None if it can. ``reuse`` binds as uvicorn does
     (SO_REUSEADDR: a port whose last connections are closing is free).
 
     gRPC's own servers share a port (SO_REUSEPORT, as the workers of one service do), so a
-    second service would quietly take half of the first one's calls: it is refused here.
+    second service would quietly take half of the first one's calls: it is refused here. On a
+    Unix socket grpc replaces the file, so a second service would take all of them: a socket
+    something answers on is refused too (a stale one is replaced).
     """
+    if isinstance(address, UnixAddress):
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(address.path)
+            except FileNotFoundError:
+                return None
+            except OSError:  # nothing listens: a stale socket, which grpc replaces
+                return None
+        return "another process listens on this socket"
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     try:
         with socket.socket(family) as probe:

@@ -11,7 +11,8 @@ flag                      variable                      default
 ``--rules PATH`` (many)   ``RATEKEEPER_RULES``          the example rules shipped with
                           (paths joined by ``:``)       ratekeeper (``example_rules.yaml``)
 ``--http HOST:PORT``      ``RATEKEEPER_HTTP``           ``127.0.0.1:8080``
-``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``
+``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``; ``unix:PATH``
+                                                        listens on a Unix socket instead
 ``--admin-token TOKEN``   ``RATEKEEPER_ADMIN_TOKEN``    none: the admin endpoints are off
 ``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``local`` (or ``allow``, ``deny``)
 ``--instances N``         ``RATEKEEPER_INSTANCES``      ``auto``: the processes sharing a
@@ -67,6 +68,14 @@ unless ``--config`` says otherwise, as the reference has no overrides store. Not
 is, else ``none``. ``--merge-domains`` (``RATEKEEPER_MERGE_DOMAINS``, the reference's
 ``MERGE_DOMAIN_CONFIG``) lets rule files share a domain.
 
+``--grpc-tls-cert FILE`` and ``--grpc-tls-key FILE`` (``RATEKEEPER_GRPC_TLS_CERT``,
+``RATEKEEPER_GRPC_TLS_KEY``; PEM files, the one given without the other an error) serve gRPC
+over TLS; ``--grpc-tls-client-ca FILE`` (``RATEKEEPER_GRPC_TLS_CLIENT_CA``) makes it mutual:
+clients must present a certificate signed by that CA; ``--grpc-tls-client-san NAME``
+(``RATEKEEPER_GRPC_TLS_CLIENT_SAN``, with a client CA only) requires that name among the
+certificate's SANs (``service.grpc.tls``). The key must match the certificate. None of them,
+nor a Unix socket, is served by ``--server pyvoy``; a Unix socket takes one worker only.
+
 ``--plan-cache-size N`` (``RATEKEEPER_PLAN_CACHE_SIZE``, default ``100000``) bounds the limits
 each worker process caches (its plans, about 0.5 KB each, the stale ones kept for a configuration
 store outage included), and so its memory.
@@ -84,6 +93,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,10 +103,22 @@ from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.moved import renamed
 from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
 from ratekeeper.service.runtime.flags import add_arguments
-from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, ListenAddress
+from ratekeeper.service.runtime.values import (
+    ENVOY_HEADER_NAMES,
+    PARSERS,
+    ListenAddress,
+    UnixAddress,
+)
 from ratekeeper.service.waiting import DEFAULT_MAX_WAIT
 
-__all__ = ["EXAMPLE_RULES", "IN_MEMORY_CONFIG", "ListenAddress", "Settings", "add_arguments"]
+__all__ = [
+    "EXAMPLE_RULES",
+    "IN_MEMORY_CONFIG",
+    "ListenAddress",
+    "Settings",
+    "UnixAddress",
+    "add_arguments",
+]
 
 EXAMPLE_RULES = str(Path(__file__).parents[1] / "example_rules.yaml")
 #: Where HTTP and gRPC listen unless told.
@@ -113,7 +135,11 @@ class Settings:
     config: str = "sqlite:///ratekeeper.db"
     rules: tuple[str, ...] = (EXAMPLE_RULES,)
     http: ListenAddress = DEFAULT_HTTP
-    grpc: ListenAddress = DEFAULT_GRPC
+    grpc: ListenAddress | UnixAddress = DEFAULT_GRPC
+    grpc_tls_cert: str | None = None
+    grpc_tls_key: str | None = None
+    grpc_tls_client_ca: str | None = None
+    grpc_tls_client_san: str | None = None
     admin_token: str | None = field(default=None, repr=False)
     on_store_error: str = "local"
     instances: int | None = None  # None: counted through the store
@@ -175,6 +201,7 @@ class Settings:
                 errors.append(f"{where}: {error}")
             sources[name] = where
         settings = cls(**values, sources=sources)
+        errors.extend(_grpc_errors(settings, failed=set(sources) - set(values)))
         if _overlap(settings.http, settings.grpc):
             errors.append(
                 f"{settings.sources.get('http', '--http')} and "
@@ -209,11 +236,65 @@ _URLS = frozenset({"store", "config"})
 _WILDCARDS = ("0.0.0.0", "::")
 
 
-def _overlap(one: ListenAddress, other: ListenAddress) -> bool:
+def _overlap(one: ListenAddress, other: ListenAddress | UnixAddress) -> bool:
     """Whether two listeners would need the same port of the same address."""
-    return one.port == other.port and (
-        one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS
+    return (
+        isinstance(other, ListenAddress)
+        and one.port == other.port
+        and (one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS)
     )
+
+
+def _grpc_errors(settings: Settings, failed: set[str]) -> list[str]:
+    """What is wrong with gRPC's listener as a whole: its TLS files apart or not matching, a
+    Unix socket shared by workers (each would replace the last one's), what pyvoy does not
+    serve; nothing more once one of its settings has ``failed`` to parse."""
+    if failed & {"grpc", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_client_ca"}:
+        return []
+    names = settings.sources
+    cert, key = settings.grpc_tls_cert, settings.grpc_tls_key
+    ca, san = settings.grpc_tls_client_ca, settings.grpc_tls_client_san
+    errors = []
+    if (cert is None) != (key is None):
+        given, missing = (
+            ("grpc_tls_cert", "--grpc-tls-key")
+            if key is None
+            else ("grpc_tls_key", "--grpc-tls-cert")
+        )
+        errors.append(f"{names[given]}: TLS needs {missing} too")
+    elif cert is not None and key is not None:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as error:
+            errors.append(
+                f"{names['grpc_tls_cert']} and {names['grpc_tls_key']}: not a certificate and "
+                f"its private key ({error.args[-1]})"
+            )
+    if ca is not None:
+        if cert is None:
+            errors.append(f"{names['grpc_tls_client_ca']}: mTLS needs --grpc-tls-cert and -key")
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(ca)
+        except (ssl.SSLError, OSError) as error:
+            errors.append(f"{names['grpc_tls_client_ca']}: no CA certificate ({error.args[-1]})")
+    if san is not None and ca is None:
+        errors.append(
+            f"{names['grpc_tls_client_san']}: a client SAN is checked on client certificates, "
+            "which only --grpc-tls-client-ca asks for"
+        )
+    unix = isinstance(settings.grpc, UnixAddress)
+    if unix and settings.workers > 1:
+        errors.append(
+            f"{names['grpc']}: a Unix socket has one listener, and each worker would take it "
+            f"from the last; more workers need a TCP HOST:PORT"
+        )
+    if settings.server == "pyvoy":
+        pyvoy = "--server pyvoy serves gRPC in plaintext on the HTTP address (h2c)"
+        if unix:
+            errors.append(f"{names['grpc']}: {pyvoy}; a Unix socket needs --server uvicorn")
+        if cert is not None:
+            errors.append(f"{names['grpc_tls_cert']}: {pyvoy}; TLS needs --server uvicorn")
+    return errors
 
 
 def _compat(

@@ -6,6 +6,8 @@ of a flag or a variable (or a value already typed) and returns the setting's val
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,20 @@ class ListenAddress:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, slots=True)
+class UnixAddress:
+    """The path of a Unix socket to listen on (``--grpc unix:PATH``, grpc's own syntax)."""
+
+    path: str
+
+    def __str__(self) -> str:
+        return f"unix:{self.path}"
+
+
+#: The longest path a Unix socket may have (``sun_path`` holds 108 bytes, the last a NUL).
+MAX_SOCKET_PATH = 107
+
+
 def url(schemes: tuple[str, ...]) -> Any:
     def parse(value: str) -> str:
         scheme, separator, _ = value.partition("://")
@@ -71,6 +87,61 @@ def address(value: str) -> ListenAddress:
     if not separator or not host or not decimal(port) or not 0 < int(port) < 65536:
         raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, not {value!r}")
     return ListenAddress(host, int(port))
+
+
+def grpc_address(value: str | ListenAddress | UnixAddress) -> ListenAddress | UnixAddress:
+    """``HOST:PORT``, or ``unix:PATH`` (``unix:///PATH`` too): a Unix socket in a directory
+    that exists, at a path that is free or holds a socket (grpc replaces a stale one)."""
+    if isinstance(value, ListenAddress | UnixAddress):
+        return value
+    if not value.startswith("unix:"):
+        try:
+            return address(value)
+        except ValueError:
+            raise ValueError(
+                f"expected HOST:PORT with a port from 1 to 65535, or unix:PATH, not {value!r}"
+            ) from None
+    path = value.removeprefix("unix:")
+    path = "/" + path.lstrip("/") if path.startswith("//") else path
+    if not path:
+        raise ValueError(f"expected unix:PATH, the socket's path, not {value!r}")
+    path = os.path.abspath(path)
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise ValueError(f"a Unix socket's path is at most {MAX_SOCKET_PATH} bytes: {path!r}")
+    if not os.path.isdir(os.path.dirname(path)):
+        raise ValueError(f"no such directory: {os.path.dirname(path)!r} (for {value!r})")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return UnixAddress(path)
+    if not stat.S_ISSOCK(mode):
+        raise ValueError(f"{path!r} exists and is no socket: a Unix socket cannot replace it")
+    return UnixAddress(path)
+
+
+def pem_file(value: str) -> str | None:
+    """A readable file holding PEM (``-----BEGIN``); empty: none."""
+    if value == "":
+        return None
+    try:
+        with open(value, "rb") as file:
+            text = file.read(1 << 20)
+    except FileNotFoundError:
+        raise ValueError(f"no such file: {value!r}") from None
+    except OSError as error:
+        raise ValueError(f"cannot read {value!r}: {error.strerror or error}") from None
+    if b"-----BEGIN " not in text:
+        raise ValueError(f"{value!r} holds no PEM block (-----BEGIN ...)")
+    return value
+
+
+def client_san(value: str) -> str | None:
+    """The name (or IP address) a client certificate's SAN must hold; empty: none."""
+    if value == "":
+        return None
+    if any(not character.isprintable() or character.isspace() for character in value):
+        raise ValueError(f"expected a DNS name or an IP address, not {value!r}")
+    return value
 
 
 def token(value: str) -> str | None:
@@ -181,7 +252,11 @@ PARSERS: dict[str, Any] = {
     "config": url(CONFIG_SCHEMES),
     "rules": rules,
     "http": address,
-    "grpc": address,
+    "grpc": grpc_address,
+    "grpc_tls_cert": pem_file,
+    "grpc_tls_key": pem_file,
+    "grpc_tls_client_ca": pem_file,
+    "grpc_tls_client_san": client_san,
     "admin_token": token,
     "on_store_error": one_of(POLICIES),
     "instances": instances,
