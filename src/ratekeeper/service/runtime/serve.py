@@ -73,6 +73,11 @@ def _environment(settings: Settings) -> dict[str, str]:
         "MERGE_DOMAINS": _flag(settings.merge_domains),
         "DASHBOARD": _flag(settings.dashboard),
         "SERVER": settings.server,
+        "TRACING": settings.tracing,
+        "TRACE_SAMPLE_RATE": repr(settings.trace_sample_rate),
+        "TRACE_SERVICE_NAME": settings.trace_service_name or "",
+        "TRACE_SERVICE_NAMESPACE": settings.trace_service_namespace,
+        "TRACE_SERVICE_INSTANCE_ID": settings.trace_service_instance_id,
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
@@ -173,6 +178,10 @@ def _serve_workers(settings: Settings, options: dict[str, Any]) -> int:
 def serve(settings: Settings) -> int:
     """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
     require_server_extra()
+    if settings.tracing != "off":
+        from ratekeeper.service.observe import tracing
+
+        tracing.require()
     pyvoy = settings.server == "pyvoy"
     if pyvoy:
         from ratekeeper.service.runtime import pyvoy_server
