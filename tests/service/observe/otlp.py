@@ -125,7 +125,8 @@ class GrpcReceiver(_Receiver):
                 receiver._take(request)
                 return trace_service_pb2.ExportTraceServiceResponse()
 
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self._executor = futures.ThreadPoolExecutor(max_workers=2)
+        self._server = grpc.server(self._executor)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), self._server)
         (port,) = free_ports(1)
         self._server.add_insecure_port(f"127.0.0.1:{port}")
@@ -134,3 +135,4 @@ class GrpcReceiver(_Receiver):
 
     def close(self) -> None:
         self._server.stop(None).wait(10)
+        self._executor.shutdown()

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
+from tests.gateways import pyvoy_binary
 from tests.servers import RedisServer
 from tests.service.observe.otlp import GrpcReceiver, HttpReceiver, Received
 from tests.service.served import Served
@@ -238,6 +239,36 @@ def test_the_callers_trace_is_continued_and_sampling_follows_the_rate(
     assert [one.span.name for one in spans] == ["POST /v1/check", GRPC_NAME] * 2
     found = [(one.span.trace_id.hex(), one.span.parent_span_id.hex()) for one in spans]
     assert found == [(trace, parent)] * 2 + [(b3_trace, parent)] * 2
+
+
+@pytest.mark.skipif(pyvoy_binary() is None, reason="pyvoy is not installed (the pyvoy extra)")
+def test_on_pyvoy_both_doors_trace_and_continue_the_callers_trace(
+    tmp_path: Path, receiver: HttpReceiver
+) -> None:
+    service = served(tmp_path, receiver, "--tracing", "otlp-http", "--server", "pyvoy")
+    trace, parent = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    context = (("traceparent", f"00-{trace}-{parent}-01"),)
+    user = secret()
+    try:
+        with httpx.Client(base_url=service.url, timeout=10) as client:
+            status = client.post("/v1/check", json=check(("user", user))).status_code
+        codes = [should_rate_limit(service.grpc_port, user, context) for _ in range(2)]
+    finally:
+        assert service.stop() == 0
+    assert (status, codes) == (200, [1, 2])
+    spans = receiver.spans()
+    assert [(one.span.name, one.attributes) for one in spans] == [
+        ("POST /v1/check", http("POST", "/v1/check", 200) | ALLOWED_BY_USER),
+        (GRPC_NAME, GRPC | {"rpc.grpc.status_code": 0} | ALLOWED_BY_USER),
+        (
+            GRPC_NAME,
+            GRPC | {"rpc.grpc.status_code": 0} | ALLOWED_BY_USER | {"ratekeeper.result": "limited"},
+        ),
+    ]
+    assert spans[0].span.parent_span_id == b""
+    for one in spans[1:]:
+        assert (one.span.trace_id.hex(), one.span.parent_span_id.hex()) == (trace, parent)
+    no_value_in(spans, [user])
 
 
 def test_spans_go_over_grpc_as_they_end_each_worker_its_own(
