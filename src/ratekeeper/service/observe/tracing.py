@@ -63,8 +63,6 @@ if TYPE_CHECKING:
 
 #: The exporters ``--tracing`` chooses from, by name; ``off`` exports nothing.
 PROTOCOLS = ("off", "otlp-http", "otlp-grpc")
-#: Seconds the last spans are given to reach the collector when the service stops.
-FLUSH_TIMEOUT = 5.0
 #: The gRPC service whose calls are traced.
 GRPC_SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
 #: The gRPC statuses a server fails with (OpenTelemetry's semantic conventions): a span ending
@@ -206,11 +204,10 @@ class Tracing:
                 span.set_status(self._error)
         span.end()
 
-    def close(self, timeout: float = FLUSH_TIMEOUT) -> None:
-        """Send the spans not yet sent (waiting up to ``timeout`` seconds), then stop the
-        exporter; blocking, for a thread."""
+    def close(self) -> None:
+        """Send the spans not yet sent, then stop the exporter (each export bounded by
+        ``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s by default); blocking, for a thread."""
         if self._provider is not None:
-            self._provider.force_flush(int(timeout * 1000))
             self._provider.shutdown()
 
 
