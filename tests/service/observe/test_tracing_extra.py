@@ -7,8 +7,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests.service.served import Served
 
 #: Builds the service as ``serve`` does (its ``RATEKEEPER_*`` variables as given), starts it,
 #: decides one request over HTTP, stops it, and prints the OpenTelemetry modules imported.
@@ -74,3 +77,24 @@ def test_tracing_without_the_extra_stops_the_start_naming_the_pip_command() -> N
         "error: opentelemetry-sdk is not installed; install it with: "
         "pip install 'ratekeeper[tracing]'\n"
     )
+
+
+def test_tracing_settings_given_while_it_is_off_are_one_warning(tmp_path: Path) -> None:
+    service = Served(
+        tmp_path,
+        "--trace-sample-rate",
+        "0.5",
+        "--config",
+        "sqlite://:memory:",
+        environ={"RATEKEEPER_TRACE_SERVICE_NAME": "edge"},
+        stderr=subprocess.PIPE,
+    )
+    stopped = service.stop()
+    log = service.log()
+    assert stopped == 0
+    warnings = [line for line in log.splitlines() if "tracing is off" in line]
+    assert [line.split("ratekeeper.service: ", 1)[1] for line in warnings] == [
+        "--trace-sample-rate, --trace-service-name (from $RATEKEEPER_TRACE_SERVICE_NAME): not "
+        "used: tracing is off (--tracing otlp-http or otlp-grpc)"
+    ]
+    assert " WARNING " in warnings[0]

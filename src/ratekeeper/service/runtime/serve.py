@@ -91,6 +91,15 @@ def _say_dashboard(settings: Settings) -> None:
         log.info("dashboard: http://%s/dashboard (sign in with the admin token)", settings.http)
 
 
+def _say_tracing_off(settings: Settings) -> None:
+    """Warn of tracing settings given while tracing is off: they do nothing."""
+    given = [where for name, where in settings.sources.items() if name.startswith("trace_")]
+    if settings.tracing == "off" and given:
+        log.warning(
+            "%s: not used: tracing is off (--tracing otlp-http or otlp-grpc)", ", ".join(given)
+        )
+
+
 def _stop(server: Any) -> None:
     """Have the uvicorn ``server`` stop: at once if it runs, else right after it starts."""
     server.should_exit = True
@@ -192,6 +201,7 @@ def serve(settings: Settings) -> int:
         log.log(level, message)
     if settings.shadow_mode:
         log.warning("shadow mode: every refusal is let through, counted as shadowed")
+    _say_tracing_off(settings)
     refused = _unlistenable(settings.http, reuse=True)
     if refused is not None:
         where = settings.sources.get("http", "--http, by default")
