@@ -233,6 +233,31 @@ def _store(env: Reader, notes: Notes) -> str:
     return store_url(env, notes)
 
 
+def _tracing(env: Reader, notes: Notes) -> str | None:
+    """The exporter: OTLP over ``http`` (the reference's default; empty too) or ``grpc``, when
+    ``TRACING_ENABLED``; the endpoint is the standard ``OTEL_EXPORTER_OTLP_*`` variables'."""
+    if not env.switch("TRACING_ENABLED"):
+        return None
+    protocol = env.text("TRACING_EXPORTER_PROTOCOL")
+    if protocol not in ("http", "", "grpc"):
+        raise Refused(
+            f"$TRACING_EXPORTER_PROTOCOL: expected http or grpc, not {protocol!r} (the "
+            "reference stops its start too)"
+        )
+    return "otlp-grpc" if protocol == "grpc" else "otlp-http"
+
+
+def _traced(variable: str, unset: bool = True) -> Callable[[Reader, Notes], str | None]:
+    """``variable`` as it is (its default when not set, if ``unset``), when tracing is on."""
+
+    def read(env: Reader, notes: Notes) -> str | None:
+        if not _true(env, "TRACING_ENABLED") or not (unset or env.given(variable)):
+            return None
+        return env.text(variable)
+
+    return read
+
+
 def _group(flag: str) -> tuple[str, ...]:
     return tuple(name for name, variable in VARIABLES.items() if variable.setting == flag)
 
@@ -251,6 +276,17 @@ _SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
     "debt": (_debt, _group("--debt")),
     "envoy_headers": (_switch("LIMIT_RESPONSE_HEADERS_ENABLED"), _group("--envoy-headers")),
     "envoy_header_names": (_header_names, _group("--envoy-header-names")),
+    "tracing": (_tracing, _group("--tracing")),
+    "trace_sample_rate": (_traced("TRACING_SAMPLING_RATE"), _group("--trace-sample-rate")),
+    "trace_service_name": (_traced("TRACING_SERVICE_NAME"), _group("--trace-service-name")),
+    "trace_service_namespace": (
+        _traced("TRACING_SERVICE_NAMESPACE", unset=False),
+        _group("--trace-service-namespace"),
+    ),
+    "trace_service_instance_id": (
+        _traced("TRACING_SERVICE_INSTANCE_ID", unset=False),
+        _group("--trace-service-instance-id"),
+    ),
 }
 
 

@@ -40,7 +40,6 @@ _XDS = "only read with CONFIG_TYPE=GRPC_XDS_SOTW, which is not supported"
 _MEMCACHE = "only read with BACKEND_TYPE=memcache, which is not supported"
 _PER_SECOND = "only read with REDIS_PERSECOND=true (see there)"
 _SAME = "any, with REDIS_PERSECOND=true: the same as the REDIS_ one"
-_TRACING = "only read with TRACING_ENABLED=true; ratekeeper exports no traces"
 _STATSD = "StatsD is not sent; ratekeeper's Prometheus metrics are on the HTTP port's /metrics"
 _PIPELINE = (
     "ratekeeper's asyncio Redis store sends the calls of each event-loop tick in one pipeline "
@@ -240,10 +239,11 @@ VARIABLES: dict[str, Variable] = {
         accepts="false",
     ),
     "MERGE_DOMAIN_CONFIG": Variable("false", HONOURED, "--merge-domains"),
-    "TRACING_ENABLED": Variable("false", IGNORED, note="ratekeeper exports no traces", warn=True),
-    "TRACING_SERVICE_NAME": Variable("RateLimit", IGNORED, note=_TRACING),
-    "TRACING_SERVICE_NAMESPACE": Variable("", IGNORED, note=_TRACING),
-    "TRACING_SERVICE_INSTANCE_ID": Variable("", IGNORED, note=_TRACING),
-    "TRACING_EXPORTER_PROTOCOL": Variable("http", IGNORED, note=_TRACING),
-    "TRACING_SAMPLING_RATE": Variable("1", IGNORED, note=_TRACING),
+    # The tracing variables are only read with TRACING_ENABLED=true, as the reference reads them.
+    "TRACING_ENABLED": Variable("false", HONOURED, "--tracing"),
+    "TRACING_SERVICE_NAME": Variable("RateLimit", HONOURED, "--trace-service-name"),
+    "TRACING_SERVICE_NAMESPACE": Variable("", HONOURED, "--trace-service-namespace"),
+    "TRACING_SERVICE_INSTANCE_ID": Variable("", HONOURED, "--trace-service-instance-id"),
+    "TRACING_EXPORTER_PROTOCOL": Variable("http", HONOURED, "--tracing"),
+    "TRACING_SAMPLING_RATE": Variable("1", HONOURED, "--trace-sample-rate"),
 }

@@ -12,7 +12,8 @@ the client certificate's SAN on every call of both services; ``unix:PATH`` is a 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -27,19 +28,27 @@ if TYPE_CHECKING:
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
 
 
 def _add_servicer(
-    servicer: RateLimitServicer, server: grpc.aio.Server, access_log: AccessLog | None = None
+    servicer: RateLimitServicer,
+    server: grpc.aio.Server,
+    access_log: AccessLog | None = None,
+    tracing: Tracing | None = None,
 ) -> None:
     """``rls_pb2_grpc.add_RateLimitServiceServicer_to_server``, but the requests parsed by
-    ``_parse`` (and each call logged by ``access_log``, if given)."""
-    method = servicer.ShouldRateLimit
+    ``_parse`` (and each call logged by ``access_log`` and traced by ``tracing``, if given)."""
+    method: Callable[[Any, Any], Awaitable[Any]] = servicer.ShouldRateLimit
+    if access_log is not None:
+        method = access_log.grpc(method)
+    if tracing is not None:
+        method = tracing.grpc(method)
     methods = {
         "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
-            method if access_log is None else access_log.grpc(method),
+            method,
             request_deserializer=_parse,
             response_serializer=rls_pb2.RateLimitResponse.SerializeToString,
         )
@@ -58,16 +67,18 @@ async def serve_grpc(
     header_names: tuple[str, str, str] | None = None,
     access_log: AccessLog | None = None,
     tls: GrpcTls | None = None,
+    tracing: Tracing | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Start the rate-limit and health services on ``address`` (``host:port``, port 0 picking
     a free one, or ``unix:PATH``); return the started server and the port it listens on (1 on
     a Unix socket). ``metrics`` records each call's time as the ``grpc`` surface's;
     ``in_flight_bound`` bounds the calls in flight; ``header_names`` (limit, remaining, reset)
-    puts the rate-limit headers in every answer; ``access_log`` logs each call; ``tls`` serves
-    TLS (mTLS with its client CA). Raises ``OSError`` when it cannot listen there."""
+    puts the rate-limit headers in every answer; ``access_log`` logs each call; ``tracing``
+    traces each; ``tls`` serves TLS (mTLS with its client CA). Raises ``OSError`` when it
+    cannot listen there."""
     server = grpc.aio.server(interceptors=() if tls is None else tls.interceptors())
     servicer = RateLimitServicer(engine, metrics, in_flight_bound, header_names)
-    _add_servicer(servicer, server, access_log)
+    _add_servicer(servicer, server, access_log, tracing)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:

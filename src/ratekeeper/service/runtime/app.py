@@ -7,8 +7,9 @@ dashboard's routes beside its own, and its lifespan (``lifespan``), which starts
 runs the gRPC server and the tasks of every second (the dashboard's, the workers' metrics), and
 stops them. ``build_parts(settings)`` builds both, logs which stores it opened (passwords
 masked) and how many rules it loaded from which files, and makes the observers the settings
-ask for (the metrics, the dashboard, the access and decision logs). ``from_environment`` is a
-worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set (uvicorn's factory).
+ask for (the metrics, the dashboard, the access and decision logs, the traces).
+``from_environment`` is a worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set
+(uvicorn's factory).
 
 Starlette is the ``server`` extra, imported here only when building: without it,
 ``MissingExtraError`` names the extra to install.
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -97,6 +99,7 @@ def create_app(
     dashboard: Dashboard | None = None,
     probe_copies: ProbeCopies | None = None,
     grpc_tls: GrpcTls | None = None,
+    tracing: Tracing | None = None,
 ) -> Starlette:
     """The service's app over ``engine``: the HTTP app (``ratekeeper.service.http``), with
     what runs beside it wired in. ``admin_token`` turns the override endpoints on;
@@ -112,7 +115,9 @@ def create_app(
     ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
     from startup to shutdown. ``probe_copies`` keeps copies of the probes' answers while
     ``in_flight_bound`` sheds, for the server's protocol to answer from
-    (``runtime.protocol``). ``grpc_tls`` serves gRPC over TLS (``service.grpc.tls``)."""
+    (``runtime.protocol``). ``grpc_tls`` serves gRPC over TLS (``service.grpc.tls``).
+    ``tracing`` (over ``engine``) traces every decision request, over HTTP and gRPC, and sends
+    its last spans at shutdown."""
     from ratekeeper.service.http.app import http_app
 
     if metrics is not None and in_flight_bound is not None:
@@ -125,6 +130,7 @@ def create_app(
         in_flight_bound=in_flight_bound,
         envoy_headers=envoy_headers,
         access_log=access_log,
+        tracing=tracing,
         routes=() if dashboard is None else dashboard.routes(),
         lifespan=lifespan(
             engine,
@@ -137,6 +143,7 @@ def create_app(
             dashboard=dashboard,
             probe_copies=probe_copies,
             grpc_tls=grpc_tls,
+            tracing=tracing,
         ),
     )
 
@@ -174,6 +181,7 @@ class Parts(NamedTuple):
     access_log: AccessLog | None
     #: The probes' answers copied while the process sheds, for uvicorn's protocol (``grpc_aio``).
     probe_copies: ProbeCopies | None = None
+    tracing: Tracing | None = None
 
 
 def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
@@ -215,6 +223,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     dashboard = _dashboard(engine, metrics, settings)
     _decision_log(engine, settings)
     access_log = _access_log(engine, settings)
+    tracing = _tracing(engine, settings)
     in_flight_bound = InFlightBound(settings.max_in_flight, max_wait=settings.max_wait)
     probe_copies = ProbeCopies() if grpc_aio and shed_first_protocol() is not None else None
     http = create_app(
@@ -230,8 +239,9 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         dashboard=dashboard,
         probe_copies=probe_copies,
         grpc_tls=tls_of(settings),
+        tracing=tracing,
     )
-    return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies)
+    return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies, tracing)
 
 
 def tls_of(settings: Settings) -> GrpcTls | None:
@@ -333,6 +343,29 @@ def _access_log(engine: AsyncEngine, settings: Settings) -> AccessLog | None:
 
     log.info("access log: on (logger %s)", ACCESS)
     return AccessLog(engine)
+
+
+def _tracing(engine: AsyncEngine, settings: Settings) -> Tracing | None:
+    """The traces ``settings`` ask for (``--tracing``), this process's own."""
+    if settings.tracing == "off":
+        return None
+    from ratekeeper.service.observe import tracing
+
+    found = tracing.start(
+        engine,
+        settings.tracing,
+        sample_rate=settings.trace_sample_rate,
+        service_name=settings.trace_service_name,
+        service_namespace=settings.trace_service_namespace,
+        service_instance_id=settings.trace_service_instance_id,
+    )
+    log.info(
+        "tracing: on (%s, one span per decision request, %g of them sampled unless the "
+        "caller's trace decides)",
+        settings.tracing,
+        settings.trace_sample_rate,
+    )
+    return found
 
 
 def from_environment() -> Starlette:

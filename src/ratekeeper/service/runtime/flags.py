@@ -164,6 +164,31 @@ FLAGS = (
     ),
     Flag("--merge-domains", None, "let rule files share a domain: their descriptors join one tree"),
     Flag(
+        "--tracing",
+        "EXPORTER",
+        (
+            "off (default), otlp-http or otlp-grpc: one OpenTelemetry span per decision "
+            "request, sent to $OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT); needs "
+            "ratekeeper[tracing]"
+        ),
+    ),
+    Flag(
+        "--trace-sample-rate",
+        "RATIO",
+        "share of the requests traced when the caller's trace does not decide (default 1)",
+    ),
+    Flag(
+        "--trace-service-name",
+        "NAME",
+        "the spans' service.name (default $OTEL_SERVICE_NAME, else ratekeeper)",
+    ),
+    Flag("--trace-service-namespace", "NAME", "the spans' service.namespace (default none)"),
+    Flag(
+        "--trace-service-instance-id",
+        "ID",
+        "the spans' service.instance.id (default: a random UUID for each process)",
+    ),
+    Flag(
         "--dashboard",
         None,
         (

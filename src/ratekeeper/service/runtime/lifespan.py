@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -52,6 +53,7 @@ def lifespan(
     dashboard: Dashboard | None,
     probe_copies: ProbeCopies | None = None,
     grpc_tls: GrpcTls | None = None,
+    tracing: Tracing | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
     started; the gRPC server on ``grpc_address``, if given (over TLS with ``grpc_tls``);
@@ -60,8 +62,8 @@ def lifespan(
     of the probes' answers kept while it sheds (``probe_copies``); the roll calls that count
     the instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
     shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
-    tasks cancelled, this process off the fleet's roll, the metrics' last figures published,
-    and the engine closed if ``close_engine``."""
+    last spans of ``tracing`` sent, the tasks cancelled, this process off the fleet's roll,
+    the metrics' last figures published, and the engine closed if ``close_engine``."""
 
     @asynccontextmanager
     async def running(app: object) -> AsyncIterator[None]:
@@ -79,6 +81,7 @@ def lifespan(
                 header_names=envoy_headers,
                 access_log=access_log,
                 tls=grpc_tls,
+                tracing=tracing,
             )
         tasks = []
         if metrics is not None and metrics.multiprocess:
@@ -101,6 +104,8 @@ def lifespan(
         finally:
             if server is not None:
                 await server.stop(GRPC_GRACE)
+            if tracing is not None:  # every request is answered: its span has ended
+                await asyncio.to_thread(tracing.close)
             for task in tasks:
                 task.cancel()
                 with suppress(asyncio.CancelledError):

@@ -51,7 +51,7 @@ def build(settings: Settings) -> App:
     servicer = RateLimitServicer(
         parts.engine, parts.metrics, parts.in_flight_bound, envoy_header_names(settings)
     )
-    return grpc_or_http(GrpcApp(servicer, parts.access_log), parts.http)
+    return grpc_or_http(GrpcApp(servicer, parts.access_log, parts.tracing), parts.http)
 
 
 _built: list[App] = []

@@ -82,6 +82,11 @@ def _environment(settings: Settings) -> dict[str, str]:
         "MERGE_DOMAINS": _flag(settings.merge_domains),
         "DASHBOARD": _flag(settings.dashboard),
         "SERVER": settings.server,
+        "TRACING": settings.tracing,
+        "TRACE_SAMPLE_RATE": repr(settings.trace_sample_rate),
+        "TRACE_SERVICE_NAME": settings.trace_service_name or "",
+        "TRACE_SERVICE_NAMESPACE": settings.trace_service_namespace,
+        "TRACE_SERVICE_INSTANCE_ID": settings.trace_service_instance_id,
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
 
@@ -93,6 +98,15 @@ def _flag(value: bool) -> str:
 def _say_dashboard(settings: Settings) -> None:
     if settings.dashboard:
         log.info("dashboard: http://%s/dashboard (sign in with the admin token)", settings.http)
+
+
+def _say_tracing_off(settings: Settings) -> None:
+    """Warn of tracing settings given while tracing is off: they do nothing."""
+    given = [where for name, where in settings.sources.items() if name.startswith("trace_")]
+    if settings.tracing == "off" and given:
+        log.warning(
+            "%s: not used: tracing is off (--tracing otlp-http or otlp-grpc)", ", ".join(given)
+        )
 
 
 def _stop(server: Any) -> None:
@@ -193,6 +207,10 @@ def _serve_workers(settings: Settings, options: dict[str, Any]) -> int:
 def serve(settings: Settings) -> int:
     """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
     require_server_extra()
+    if settings.tracing != "off":
+        from ratekeeper.service.observe import tracing
+
+        tracing.require()
     pyvoy = settings.server == "pyvoy"
     if pyvoy:
         from ratekeeper.service.runtime import pyvoy_server
@@ -203,6 +221,7 @@ def serve(settings: Settings) -> int:
         log.log(level, message)
     if settings.shadow_mode:
         log.warning("shadow mode: every refusal is let through, counted as shadowed")
+    _say_tracing_off(settings)
     refused = _unlistenable(settings.http, reuse=True)
     if refused is not None:
         where = settings.sources.get("http", "--http, by default")

@@ -58,6 +58,22 @@ flag                      variable                      default
                                                         Envoy (``service.runtime.pyvoy_app``)
 ========================  ============================  =====================================
 
+Traces (``service.observe.tracing``; the ``tracing`` extra):
+
+========================  ============================  =====================================
+``--tracing EXPORTER``    ``RATEKEEPER_TRACING``        ``off``; ``otlp-http`` or ``otlp-grpc``:
+                                                        one span per decision request, sent
+                                                        where ``OTEL_EXPORTER_OTLP_*`` say
+``--trace-sample-rate R`` ``RATEKEEPER_TRACE_SAMPLE_``  ``1``: the share (0 to 1) of requests
+                          ``RATE``                      traced when no caller's trace decides
+``--trace-service-name``  ``RATEKEEPER_TRACE_SERVICE_`` ``$OTEL_SERVICE_NAME``, else
+                          ``NAME``                      ``ratekeeper``
+``--trace-service-``      ``RATEKEEPER_TRACE_SERVICE_`` none; the spans' ``service.namespace``
+``namespace``             ``NAMESPACE``
+``--trace-service-``      ``RATEKEEPER_TRACE_SERVICE_`` a random UUID for each process; the
+``instance-id``           ``INSTANCE_ID``               spans' ``service.instance.id``
+========================  ============================  =====================================
+
 ``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
 service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: ``envoy-ratelimit``
 reads its environment variables (``REDIS_URL``, ``RUNTIME_ROOT``, ``HOST``, ...) and its runtime
@@ -162,6 +178,11 @@ class Settings:
     merge_domains: bool = False
     dashboard: bool = False
     server: str = "uvicorn"
+    tracing: str = "off"
+    trace_sample_rate: float = 1.0
+    trace_service_name: str | None = None  # None: $OTEL_SERVICE_NAME, else ratekeeper
+    trace_service_namespace: str = ""
+    trace_service_instance_id: str = ""  # empty: a random UUID for each process
     #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
     notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
     #: Where each setting read came from, as its errors name it (``--http (from $HOST,

@@ -6,6 +6,7 @@ of a flag or a variable (or a value already typed) and returns the setting's val
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: The servers ``serve`` runs the service on: uvicorn and grpc.aio, or pyvoy.
 SERVERS = ("uvicorn", "pyvoy")
+#: The exporters of ``--tracing``: none, OTLP over HTTP (protobuf) or over gRPC.
+TRACING = ("off", "otlp-http", "otlp-grpc")
 #: The names of the limit, remaining and reset headers of the gRPC answer, by default.
 ENVOY_HEADER_NAMES = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 STORE_SCHEMES = ("memory", "redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
@@ -246,6 +249,30 @@ def switch(value: str | bool) -> bool:
     raise ValueError(f"expected true or false, not {value!r}")
 
 
+def ratio(value: str | float) -> float:
+    """A number from 0 to 1 (``--trace-sample-rate``)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not 0 <= number <= 1:  # NaN included
+        raise ValueError(f"expected a number from 0 to 1, such as 0.01, not {value!r}")
+    return number
+
+
+def name(value: str) -> str | None:
+    """A name (``--trace-service-name``); empty, None: not given."""
+    text = value.strip()
+    if any(not character.isprintable() for character in text):
+        raise ValueError(f"expected printable characters, not {value!r}")
+    return text or None
+
+
+def text(value: str) -> str:
+    """Printable text, possibly empty (``--trace-service-namespace``, ...)."""
+    return name(value) or ""
+
+
 #: The parser of each setting, by its name: a ``ValueError`` says what it expected.
 PARSERS: dict[str, Any] = {
     "store": url(STORE_SCHEMES),
@@ -277,4 +304,9 @@ PARSERS: dict[str, Any] = {
     "merge_domains": switch,
     "dashboard": switch,
     "server": one_of(SERVERS),
+    "tracing": one_of(TRACING),
+    "trace_sample_rate": ratio,
+    "trace_service_name": name,
+    "trace_service_namespace": text,
+    "trace_service_instance_id": text,
 }
