@@ -24,7 +24,7 @@ from ratekeeper.core.store_keys import identity
 from ratekeeper.engine.plans import Plan, Planner, Request
 from ratekeeper.engine.reload import RuleWatcher
 from ratekeeper.engine.statuses import status
-from ratekeeper.engine.verdict import Observer, Status
+from ratekeeper.engine.verdict import Observer, Status, Tally
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
@@ -156,6 +156,8 @@ class EngineBase:
         self.store = opened
         self._apply = opened.apply
         self.observer = observer
+        #: Told of every check that counted, with its descriptors: ``Tally``; None by default.
+        self.tally: Tally | None = None
         #: Every refusal of ``check`` is let through and marked ``shadowed``.
         self.shadow = shadow
         cache = self.planner.cache
@@ -236,20 +238,27 @@ class EngineBase:
         return identity(self.planner.domain, key), limit
 
     def _tell(self, domain: str, statuses: tuple[Status, ...], asked: list[Request]) -> None:
-        """Tell the observer of a check's decisions: the statuses of the descriptors that
-        counted, if any (a descriptor of cost 0 only looked, which is no decision)."""
-        observer = self.observer
-        if observer is None:
-            return
+        """Tell the observer and the tally of a check's decisions: the statuses of the
+        descriptors that counted, if any (a descriptor of cost 0 only looked, which is no
+        decision)."""
+        observer, tally = self.observer, self.tally
         for _, _, cost in asked:
             if not cost:
                 break
         else:
-            observer(domain, statuses)
+            if observer is not None:
+                observer(domain, statuses)
+            if tally is not None:
+                tally(domain, asked, statuses)
             return
-        counted = tuple(one for one, (_, _, cost) in zip(statuses, asked, strict=True) if cost)
+        counted = [
+            (one, request) for one, request in zip(statuses, asked, strict=True) if request[2]
+        ]
         if counted:
-            observer(domain, counted)
+            if observer is not None:
+                observer(domain, tuple(one for one, _ in counted))
+            if tally is not None:
+                tally(domain, [request for _, request in counted], tuple(one for one, _ in counted))
 
     def _observe(self, domain: str, plan: Plan, decision: Decision | None) -> None:
         observer = self.observer

@@ -141,6 +141,8 @@ class Engine(EngineBase, Closing):
                     result = shadowed(domain, result)
                 if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
+                if self.tally is not None and hits:
+                    self.tally(domain, [(tuple(descriptors[0]), None, hits)], result.statuses)
                 return result
         if not self._running:
             self._start_unless_closed()
@@ -153,7 +155,7 @@ class Engine(EngineBase, Closing):
         result = verdict(plans, decisions)
         if self.shadow:
             result = shadowed(domain, result)
-        if self.observer is not None:
+        if self.observer is not None or self.tally is not None:
             self._tell(domain, result.statuses, asked)
         return result
 
@@ -291,6 +293,8 @@ class AsyncEngine(EngineBase, AsyncClosing):
                     result = shadowed(domain, result)
                 if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
+                if self.tally is not None and hits:
+                    self.tally(domain, [(tuple(descriptors[0]), None, hits)], result.statuses)
                 return result
         if not self._running:
             await self._load(self._start_unless_closed)
@@ -309,7 +313,7 @@ class AsyncEngine(EngineBase, AsyncClosing):
         result = verdict(plans, decisions)
         if self.shadow:
             result = shadowed(domain, result)
-        if self.observer is not None:
+        if self.observer is not None or self.tally is not None:
             self._tell(domain, result.statuses, asked)
         return result
 
