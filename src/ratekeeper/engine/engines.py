@@ -35,6 +35,11 @@ from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 _new = tuple.__new__
 
 
+def _entries(descriptors: Sequence[Any]) -> tuple[Entry, ...]:
+    """The entries of ``check``'s only descriptor on its hot path: a list or tuple of pairs."""
+    return tuple(descriptors[0])
+
+
 class Engine(EngineBase, Closing):
     """Decide requests by the limits that rules and the configuration store give them.
 
@@ -142,7 +147,7 @@ class Engine(EngineBase, Closing):
                 if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
                 if self.tally is not None and hits:
-                    self.tally(domain, [(tuple(descriptors[0]), None, hits)], result.statuses)
+                    self.tally(domain, [(_entries(descriptors), None, hits)], result.statuses)
                 return result
         if not self._running:
             self._start_unless_closed()
@@ -294,7 +299,7 @@ class AsyncEngine(EngineBase, AsyncClosing):
                 if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
                 if self.tally is not None and hits:
-                    self.tally(domain, [(tuple(descriptors[0]), None, hits)], result.statuses)
+                    self.tally(domain, [(_entries(descriptors), None, hits)], result.statuses)
                 return result
         if not self._running:
             await self._load(self._start_unless_closed)

@@ -27,6 +27,7 @@ from ratekeeper.core.wording import many
 from ratekeeper.service.observe.logs import ACCESS, configure_logging, worker_number
 from ratekeeper.service.runtime.lifespan import lifespan
 from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, Settings
+from ratekeeper.service.runtime.stats import start_stats
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.stats import Publisher
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -95,6 +97,7 @@ def create_app(
     access_log: AccessLog | None = None,
     dashboard: Dashboard | None = None,
     probe_copies: ProbeCopies | None = None,
+    stats: Publisher | None = None,
 ) -> Starlette:
     """The service's app over ``engine``: the HTTP app (``ratekeeper.service.http``), with
     what runs beside it wired in. ``admin_token`` turns the override endpoints on;
@@ -110,7 +113,7 @@ def create_app(
     ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
     from startup to shutdown. ``probe_copies`` keeps copies of the probes' answers while
     ``in_flight_bound`` sheds, for the server's protocol to answer from
-    (``runtime.protocol``)."""
+    (``runtime.protocol``). ``stats`` (over ``engine``) is flushed a last time at shutdown."""
     from ratekeeper.service.http.app import http_app
 
     if metrics is not None and in_flight_bound is not None:
@@ -134,6 +137,7 @@ def create_app(
             access_log=access_log,
             dashboard=dashboard,
             probe_copies=probe_copies,
+            stats=stats,
         ),
     )
 
@@ -212,6 +216,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     dashboard = _dashboard(engine, metrics, settings)
     _decision_log(engine, settings)
     access_log = _access_log(engine, settings)
+    stats = start_stats(engine, settings)
     in_flight_bound = InFlightBound(settings.max_in_flight, max_wait=settings.max_wait)
     probe_copies = ProbeCopies() if grpc_aio and shed_first_protocol() is not None else None
     http = create_app(
@@ -226,6 +231,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         access_log=access_log,
         dashboard=dashboard,
         probe_copies=probe_copies,
+        stats=stats,
     )
     return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies)
 

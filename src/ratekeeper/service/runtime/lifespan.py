@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.stats import Publisher
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -50,6 +51,7 @@ def lifespan(
     access_log: AccessLog | None,
     dashboard: Dashboard | None,
     probe_copies: ProbeCopies | None = None,
+    stats: Publisher | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
     started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
@@ -59,7 +61,8 @@ def lifespan(
     instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
     shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
     tasks cancelled, this process off the fleet's roll, the metrics' last figures published,
-    and the engine closed if ``close_engine``."""
+    envoyproxy/ratelimit's statistics (``stats``) flushed a last time, and the engine closed
+    if ``close_engine``."""
 
     @asynccontextmanager
     async def running(app: object) -> AsyncIterator[None]:
@@ -106,6 +109,8 @@ def lifespan(
                 await fleet.leave()  # the others count one fewer at their next roll call
             if metrics is not None:
                 metrics.close()  # with many workers: the last figures, the gauges dropped
+            if stats is not None:
+                await asyncio.to_thread(stats.close)  # what was counted, sent
             if close_engine:
                 await engine.close()
 

@@ -37,6 +37,7 @@ from ratekeeper.service.runtime.app import (
     shed_first_protocol,
 )
 from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, ListenAddress, Settings
+from ratekeeper.service.runtime.stats import workers_exporter
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -73,8 +74,21 @@ def _environment(settings: Settings) -> dict[str, str]:
         "MERGE_DOMAINS": _flag(settings.merge_domains),
         "DASHBOARD": _flag(settings.dashboard),
         "SERVER": settings.server,
+        "STATSD": _optional(settings.statsd),
+        "DOGSTATSD": _optional(settings.dogstatsd),
+        "DOGSTATSD_MOGRIFIERS": ",".join(settings.dogstatsd_mogrifiers),
+        "STATS_TAGS": ",".join(f"{key}:{value}" for key, value in settings.stats_tags),
+        "STATS_FLUSH_INTERVAL": repr(settings.stats_flush_interval),
+        "STATS_PROMETHEUS": _optional(settings.stats_prometheus),
+        "STATS_PROMETHEUS_PATH": settings.stats_prometheus_path,
+        "STATS_PROMETHEUS_MAPPER": settings.stats_prometheus_mapper or "",
+        "NEAR_LIMIT_RATIO": repr(settings.near_limit_ratio),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
+
+
+def _optional(address: ListenAddress | None) -> str:
+    return "" if address is None else str(address)
 
 
 def _flag(value: bool) -> str:
@@ -157,7 +171,10 @@ def _serve_workers(settings: Settings, options: dict[str, Any]) -> int:
     os.environ.update(_environment(settings))
     log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
     _say_dashboard(settings)
-    with shared_directory() as run:  # the workers' metrics files, for this run only
+    with (
+        shared_directory() as run,  # the workers' metrics files, for this run only
+        workers_exporter(settings, run),  # their envoyproxy/ratelimit statistics, added up
+    ):
         if settings.config == IN_MEMORY_CONFIG:
             os.environ["RATEKEEPER_CONFIG"] = run_config(run)
         uvicorn.run(

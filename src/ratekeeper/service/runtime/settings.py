@@ -57,6 +57,27 @@ flag                      variable                      default
                                                         Envoy (``service.runtime.pyvoy_app``)
 ========================  ============================  =====================================
 
+envoyproxy/ratelimit's statistics (``service.observe.stats``; docs/metrics.md), counted only
+when sent or served:
+
+==========================  ============================  ===================================
+``--statsd HOST:PORT``      ``RATEKEEPER_STATSD``         not sent; StatsD over TCP
+``--dogstatsd HOST:PORT``   ``RATEKEEPER_DOGSTATSD``      not sent; DogStatsD over UDP
+``--dogstatsd-mogrifiers``  ``RATEKEEPER_DOGSTATSD_``     none; each from its
+``NAMES``                   ``MOGRIFIERS``                ``DOG_STATSD_MOGRIFIER_<NAME>_*``
+``--stats-tags K:V,...``    ``RATEKEEPER_STATS_TAGS``     none; ``.__k=v`` on every name
+``--stats-flush-interval``  ``RATEKEEPER_STATS_FLUSH_``   ``10`` seconds; and at the stop
+``SECONDS``                 ``INTERVAL``
+``--stats-prometheus``      ``RATEKEEPER_STATS_``         not served; ``:PORT`` for every
+``HOST:PORT``               ``PROMETHEUS``                address
+``--stats-prometheus-path`` ``RATEKEEPER_STATS_``         ``/metrics``
+                            ``PROMETHEUS_PATH``
+``--stats-prometheus-``     ``RATEKEEPER_STATS_``         the reference's mapper
+``mapper FILE``             ``PROMETHEUS_MAPPER``
+``--near-limit-ratio R``    ``RATEKEEPER_NEAR_LIMIT_``    ``0.8``
+                            ``RATIO``
+==========================  ============================  ===================================
+
 ``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
 service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: ``envoy-ratelimit``
 reads its environment variables (``REDIS_URL``, ``RUNTIME_ROOT``, ``HOST``, ...) and its runtime
@@ -136,6 +157,16 @@ class Settings:
     merge_domains: bool = False
     dashboard: bool = False
     server: str = "uvicorn"
+    # -- envoyproxy/ratelimit's statistics (service.observe.stats) --
+    statsd: ListenAddress | None = None
+    dogstatsd: ListenAddress | None = None
+    dogstatsd_mogrifiers: tuple[str, ...] = ()
+    stats_tags: tuple[tuple[str, str], ...] = ()
+    stats_flush_interval: float = 10.0
+    stats_prometheus: ListenAddress | None = None
+    stats_prometheus_path: str = "/metrics"
+    stats_prometheus_mapper: str | None = None
+    near_limit_ratio: float = 0.8
     #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
     notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
     #: Where each setting read came from, as its errors name it (``--http (from $HOST,
@@ -181,6 +212,7 @@ class Settings:
                 f"{settings.sources.get('grpc', '--grpc')}: HTTP ({settings.http}) and gRPC "
                 f"({settings.grpc}) need ports of their own"
             )
+        _check_stats(settings, env, errors)
         if settings.workers > 1 and settings.store.startswith("memory:"):
             errors.append(
                 "--workers: more than one worker needs a shared store such as redis://; "
@@ -214,6 +246,26 @@ def _overlap(one: ListenAddress, other: ListenAddress) -> bool:
     return one.port == other.port and (
         one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS
     )
+
+
+def _check_stats(settings: Settings, env: Mapping[str, str], errors: list[str]) -> None:
+    """The Prometheus listener of the statistics needs a port of its own; the mogrifiers
+    their variables."""
+    listener = settings.stats_prometheus
+    for other, name in ((settings.http, "http"), (settings.grpc, "grpc")):
+        if listener is not None and _overlap(listener, other):
+            errors.append(
+                f"{settings.sources.get('stats_prometheus', '--stats-prometheus')}: the "
+                f"statistics' listener ({listener}) needs a port other than --{name}'s ({other})"
+            )
+    if settings.dogstatsd_mogrifiers:
+        from ratekeeper.service.observe.stats.sinks import mogrifiers
+
+        try:
+            mogrifiers(settings.dogstatsd_mogrifiers, env)
+        except ValueError as error:
+            where = settings.sources.get("dogstatsd_mogrifiers", "--dogstatsd-mogrifiers")
+            errors.append(f"{where}: {error}")
 
 
 def _compat(
