@@ -35,11 +35,6 @@ from ratekeeper.stores.memory import AsyncMemoryStore, MemoryStore
 _new = tuple.__new__
 
 
-def _entries(descriptors: Sequence[Any]) -> tuple[Entry, ...]:
-    """The entries of ``check``'s only descriptor on its hot path: a list or tuple of pairs."""
-    return tuple(descriptors[0])
-
-
 class Engine(EngineBase, Closing):
     """Decide requests by the limits that rules and the configuration store give them.
 
@@ -146,8 +141,6 @@ class Engine(EngineBase, Closing):
                     result = shadowed(domain, result)
                 if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
-                if self.tally is not None and hits:
-                    self.tally(domain, [(_entries(descriptors), None, hits)], result.statuses)
                 return result
         if not self._running:
             self._start_unless_closed()
@@ -160,8 +153,21 @@ class Engine(EngineBase, Closing):
         result = verdict(plans, decisions)
         if self.shadow:
             result = shadowed(domain, result)
-        if self.observer is not None or self.tally is not None:
+        if self.observer is not None:
             self._tell(domain, result.statuses, asked)
+        return result
+
+    def _tallied(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        """``check``, its decisions then told to the tally (``EngineBase.tally``)."""
+        result = type(self).check(self, domain, descriptors, hits, all_or_nothing=all_or_nothing)
+        self._tell_tally(domain, descriptors, hits, result.statuses)
         return result
 
     def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:
@@ -298,8 +304,6 @@ class AsyncEngine(EngineBase, AsyncClosing):
                     result = shadowed(domain, result)
                 if self.observer is not None and hits:
                     self.observer(domain, result.statuses)
-                if self.tally is not None and hits:
-                    self.tally(domain, [(_entries(descriptors), None, hits)], result.statuses)
                 return result
         if not self._running:
             await self._load(self._start_unless_closed)
@@ -318,8 +322,22 @@ class AsyncEngine(EngineBase, AsyncClosing):
         result = verdict(plans, decisions)
         if self.shadow:
             result = shadowed(domain, result)
-        if self.observer is not None or self.tally is not None:
+        if self.observer is not None:
             self._tell(domain, result.statuses, asked)
+        return result
+
+    async def _tallied(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        result = await type(self).check(
+            self, domain, descriptors, hits, all_or_nothing=all_or_nothing
+        )
+        self._tell_tally(domain, descriptors, hits, result.statuses)
         return result
 
     async def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:

@@ -84,8 +84,8 @@ Observer = Callable[[str, tuple[Status, ...]], None]
 #: Told of every ``check`` that counted, beside the observer: ``tally(domain, requests,
 #: statuses)``, each request ``(entries, limit sent with it or None, cost)`` and its status, in
 #: the request's order, the descriptors of cost 0 left out. What needs a descriptor's entries
-#: (envoyproxy/ratelimit's per-descriptor statistics) hangs here; off (None) it costs a check
-#: nothing but a test. A tally must be quick and must not raise.
+#: (envoyproxy/ratelimit's per-descriptor statistics) hangs here; set, it wraps ``check``, so
+#: that off (None) it costs a check nothing. A tally must be quick and must not raise.
 Tally = Callable[
     [str, Sequence[tuple[tuple[Entry, ...], "Limit | None", int]], tuple[Status, ...]], None
 ]
