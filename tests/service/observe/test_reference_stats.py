@@ -7,12 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from ratekeeper.core.errors import MissingExtraError
 from ratekeeper.core.limits import Limit
 from ratekeeper.engine import Descriptor, Engine
 from ratekeeper.rules import parse_rules
 from ratekeeper.service.observe.stats import Publisher, ReferenceStats
 from ratekeeper.service.observe.stats.counts import tag_suffix
-from ratekeeper.service.observe.stats.sinks import DogStatsdSink, StatsdSink, mogrifiers
+from ratekeeper.service.observe.stats.sinks import DogStatsdSink, StatsdSink, mogrifiers, require
 from tests.service.observe.stats_listeners import TcpLines, UdpLines
 
 RULES = """
@@ -215,3 +216,12 @@ def test_a_mogrifier_without_its_variables_is_refused() -> None:
         mogrifiers(["X"], {})
     with pytest.raises(ValueError, match="DOG_STATSD_MOGRIFIER_X_NAME"):
         mogrifiers(["X"], {"DOG_STATSD_MOGRIFIER_X_PATTERN": "a"})
+
+
+def test_a_missing_client_names_the_extra_to_install() -> None:
+    with pytest.raises(
+        MissingExtraError,
+        match=r"nosuchstatsd is not installed; install it with: "
+        r"pip install 'ratekeeper\[statsd\]'",
+    ):
+        require("nosuchstatsd.client")

@@ -37,7 +37,7 @@ from ratekeeper.service.runtime.app import (
     shed_first_protocol,
 )
 from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, ListenAddress, Settings
-from ratekeeper.service.runtime.stats import workers_exporter
+from ratekeeper.service.runtime.stats import require_stats_extra, workers_exporter
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -195,6 +195,7 @@ def serve(settings: Settings) -> int:
         from ratekeeper.service.runtime import pyvoy_server
 
         pyvoy_server.require_pyvoy()
+    require_stats_extra(settings)
     configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
     for level, message in settings.notes:  # what reading the settings had to say
         log.log(level, message)

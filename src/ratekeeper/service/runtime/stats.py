@@ -44,6 +44,17 @@ def stats_options(settings: Settings) -> StatsOptions:
     )
 
 
+def require_stats_extra(settings: Settings) -> None:
+    """Raise ``MissingExtraError`` when StatsD or DogStatsD is asked for without
+    ``ratekeeper[statsd]``: before any worker starts, rather than in each of them."""
+    from ratekeeper.service.observe.stats.sinks import require
+
+    if settings.statsd is not None:
+        require("statsd.client.stream")
+    if settings.dogstatsd is not None:
+        require("datadog.dogstatsd.base")
+
+
 def start_stats(engine: AsyncEngine, settings: Settings) -> Publisher | None:
     """Count ``engine``'s checks as the reference does and publish them as ``settings`` ask;
     None when nothing is asked. Raises ``ConfigError`` for a listener that cannot listen or a

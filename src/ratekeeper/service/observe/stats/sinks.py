@@ -45,18 +45,19 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def _require(module: str) -> Any:
+def require(module: str) -> Any:
+    """``module``, imported; ``MissingExtraError`` naming ``ratekeeper[statsd]`` without it."""
     try:
         return __import__(module, fromlist=["_"])
     except ImportError:
-        raise MissingExtraError(module, "statsd") from None
+        raise MissingExtraError(module.split(".", maxsplit=1)[0], "statsd") from None
 
 
 class StatsdSink:
     """StatsD over TCP to ``host:port``, as gostats' TCP sink sends it."""
 
     def __init__(self, host: str, port: int) -> None:
-        stream = _require("statsd.client.stream")
+        stream = require("statsd.client.stream")
 
         class Client(stream.TCPStatsClient):  # type: ignore[name-defined,misc]
             def _do_send(self, data: str) -> None:  # names are UTF-8, as gostats sends them
@@ -157,7 +158,7 @@ class DogStatsdSink:
     """DogStatsD over UDP to ``host:port``, as the reference's godogstats sink sends it."""
 
     def __init__(self, host: str, port: int, mogrified: Sequence[Mogrifier] = ()) -> None:
-        dogstatsd = _require("datadog.dogstatsd.base")
+        dogstatsd = require("datadog.dogstatsd.base")
         self.client = dogstatsd.DogStatsd(host=host, port=port, disable_telemetry=True)
         self.mogrifiers = tuple(mogrified)
         self.address = f"{host}:{port}"
