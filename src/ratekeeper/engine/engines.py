@@ -157,6 +157,19 @@ class Engine(EngineBase, Closing):
             self._tell(domain, result.statuses, asked)
         return result
 
+    def _tallied(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        """``check``, its decisions then told to the tally (``EngineBase.tally``)."""
+        result = type(self).check(self, domain, descriptors, hits, all_or_nothing=all_or_nothing)
+        self._tell_tally(domain, descriptors, hits, result.statuses)
+        return result
+
     def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:
         """Count a hit of ``cost`` on ``key`` under ``limit`` (a ``Limit`` or a rate string),
         given by the caller rather than found in the rules or overrides. The key is counted
@@ -311,6 +324,20 @@ class AsyncEngine(EngineBase, AsyncClosing):
             result = shadowed(domain, result)
         if self.observer is not None:
             self._tell(domain, result.statuses, asked)
+        return result
+
+    async def _tallied(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        result = await type(self).check(
+            self, domain, descriptors, hits, all_or_nothing=all_or_nothing
+        )
+        self._tell_tally(domain, descriptors, hits, result.statuses)
         return result
 
     async def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, NamedTuple
 
+from ratekeeper.service.compat import stats
 from ratekeeper.service.compat.reader import Notes, Reader, Refused, refusal
 from ratekeeper.service.compat.variables import IGNORED, VARIABLES
 
@@ -287,6 +288,15 @@ _SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
         _traced("TRACING_SERVICE_INSTANCE_ID", unset=False),
         _group("--trace-service-instance-id"),
     ),
+    "statsd": (stats.statsd, _group("--statsd")),
+    "dogstatsd": (stats.dogstatsd, (*_group("--dogstatsd"), "STATSD_HOST", "STATSD_PORT")),
+    "dogstatsd_mogrifiers": (stats.mogrifiers, _group("--dogstatsd-mogrifiers")),
+    "stats_tags": (stats.tags, _group("--stats-tags")),
+    "stats_flush_interval": (stats.flush_interval, _group("--stats-flush-interval")),
+    "stats_prometheus": (stats.prometheus, _group("--stats-prometheus")),
+    "stats_prometheus_path": (stats.prometheus_path, _group("--stats-prometheus-path")),
+    "stats_prometheus_mapper": (stats.prometheus_mapper, _group("--stats-prometheus-mapper")),
+    "near_limit_ratio": (stats.near_limit_ratio, _group("--near-limit-ratio")),
 }
 
 
@@ -326,16 +336,10 @@ _CHECKS = (
 
 
 def _ignored(env: Reader) -> Notes:
-    """One line for each ignored variable that is set, and one for StatsD, which the reference
-    sends by default."""
+    """One line for each ignored variable that is set."""
     notes: Notes = []
     for name, variable in VARIABLES.items():
-        if variable.fate != IGNORED:
-            continue
-        if name == "USE_STATSD":
-            if not _true(env, name) or _true(env, "DISABLE_STATS"):
-                continue
-        elif not env.given(name):
+        if variable.fate != IGNORED or not env.given(name):
             continue
         default = "" if env.given(name) else " (the reference's default)"
         level = logging.WARNING if variable.warn else logging.INFO
@@ -344,7 +348,7 @@ def _ignored(env: Reader) -> Notes:
 
 
 def _true(env: Reader, name: str) -> bool:
-    """Whether an ignored switch is on; a value that is no Go bool counts as on."""
+    """Whether a switch is on; a value that is no Go bool counts as on."""
     try:
         return env.switch(name)
     except Refused:

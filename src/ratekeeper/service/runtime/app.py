@@ -28,6 +28,7 @@ from ratekeeper.core.wording import many
 from ratekeeper.service.observe.logs import ACCESS, configure_logging, worker_number
 from ratekeeper.service.runtime.lifespan import lifespan
 from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, Settings
+from ratekeeper.service.runtime.stats import start_stats
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.stats import Publisher
     from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
@@ -100,6 +102,7 @@ def create_app(
     probe_copies: ProbeCopies | None = None,
     grpc_tls: GrpcTls | None = None,
     tracing: Tracing | None = None,
+    stats: Publisher | None = None,
 ) -> Starlette:
     """The service's app over ``engine``: the HTTP app (``ratekeeper.service.http``), with
     what runs beside it wired in. ``admin_token`` turns the override endpoints on;
@@ -117,7 +120,8 @@ def create_app(
     ``in_flight_bound`` sheds, for the server's protocol to answer from
     (``runtime.protocol``). ``grpc_tls`` serves gRPC over TLS (``service.grpc.tls``).
     ``tracing`` (over ``engine``) traces every decision request, over HTTP and gRPC, and sends
-    its last spans at shutdown."""
+    its last spans at shutdown; ``stats`` (over ``engine``) is flushed a last time at
+    shutdown."""
     from ratekeeper.service.http.app import http_app
 
     if metrics is not None and in_flight_bound is not None:
@@ -144,6 +148,7 @@ def create_app(
             probe_copies=probe_copies,
             grpc_tls=grpc_tls,
             tracing=tracing,
+            stats=stats,
         ),
     )
 
@@ -224,6 +229,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     _decision_log(engine, settings)
     access_log = _access_log(engine, settings)
     tracing = _tracing(engine, settings)
+    stats = start_stats(engine, settings)
     in_flight_bound = InFlightBound(settings.max_in_flight, max_wait=settings.max_wait)
     probe_copies = ProbeCopies() if grpc_aio and shed_first_protocol() is not None else None
     http = create_app(
@@ -240,6 +246,7 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         probe_copies=probe_copies,
         grpc_tls=tls_of(settings),
         tracing=tracing,
+        stats=stats,
     )
     return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies, tracing)
 

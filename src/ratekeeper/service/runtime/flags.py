@@ -189,6 +189,51 @@ FLAGS = (
         "the spans' service.instance.id (default: a random UUID for each process)",
     ),
     Flag(
+        "--statsd",
+        "HOST:PORT",
+        (
+            "send envoyproxy/ratelimit's statistics (ratelimit.service.rate_limit.<domain>."
+            "<key>.total_hits, ...) to StatsD over TCP, as the reference does (default: not "
+            "sent); needs ratekeeper[statsd]"
+        ),
+    ),
+    Flag(
+        "--dogstatsd",
+        "HOST:PORT",
+        "send them to DogStatsD over UDP, with tags (default: not sent); needs ratekeeper[statsd]",
+    ),
+    Flag(
+        "--dogstatsd-mogrifiers",
+        "NAMES",
+        "DogStatsD's renamings, each from its DOG_STATSD_MOGRIFIER_<NAME>_PATTERN, _NAME, _TAGS",
+    ),
+    Flag("--stats-tags", "K:V,...", "tags added to every one of these statistics"),
+    Flag(
+        "--stats-flush-interval",
+        "SECONDS",
+        "how often they are sent (default 10); also at the stop",
+    ),
+    Flag(
+        "--stats-prometheus",
+        "HOST:PORT",
+        (
+            "serve them to Prometheus on a listener of their own, under the names the "
+            "reference's mapper gives (ratelimit_service_rate_limit_total_hits{domain,key1,...}); "
+            ":9090 for every address (default: not served)"
+        ),
+    ),
+    Flag("--stats-prometheus-path", "PATH", "the listener's path (default /metrics)"),
+    Flag(
+        "--stats-prometheus-mapper",
+        "FILE",
+        "a statsd_exporter mapping file (default: the reference's default_mapper.yaml)",
+    ),
+    Flag(
+        "--near-limit-ratio",
+        "RATIO",
+        "the share of a limit past which hits count as near_limit (default 0.8)",
+    ),
+    Flag(
         "--dashboard",
         None,
         (

@@ -8,7 +8,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.stats import Publisher
     from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
@@ -54,6 +55,7 @@ def lifespan(
     probe_copies: ProbeCopies | None = None,
     grpc_tls: GrpcTls | None = None,
     tracing: Tracing | None = None,
+    stats: Publisher | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
     """What the app of ``create_app`` runs from its startup to its shutdown: the engine
     started; the gRPC server on ``grpc_address``, if given (over TLS with ``grpc_tls``);
@@ -63,7 +65,8 @@ def lifespan(
     the instances sharing the store (``stores.wrappers.fleet``), when they are not configured. At
     shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
     last spans of ``tracing`` sent, the tasks cancelled, this process off the fleet's roll,
-    the metrics' last figures published, and the engine closed if ``close_engine``."""
+    the metrics' last figures published, envoyproxy/ratelimit's statistics (``stats``) flushed
+    a last time, and the engine closed if ``close_engine``."""
 
     @asynccontextmanager
     async def running(app: object) -> AsyncIterator[None]:
@@ -83,22 +86,15 @@ def lifespan(
                 tls=grpc_tls,
                 tracing=tracing,
             )
-        tasks = []
-        if metrics is not None and metrics.multiprocess:
-            # with many workers, this one's figures written every second
-            tasks.append(asyncio.create_task(metrics.publish_every()))
-        if dashboard is not None:
-            tasks.append(asyncio.create_task(dashboard.run()))
-        if in_flight_bound is not None:
-            if in_flight_bound.waiting.max_wait:
-                tasks.append(asyncio.create_task(in_flight_bound.watch()))  # the loop's lag
-            if probe_copies is not None:
-                bound = in_flight_bound
-                copying = probe_copies.keep(app, lambda: bound.shedding)  # type: ignore[arg-type]
-                tasks.append(asyncio.create_task(copying))
         fleet = getattr(engine.store, "fleet", None)  # instances="auto": counted by the store
-        if fleet is not None:
-            tasks.append(asyncio.create_task(fleet.run()))
+        tasks = _start_tasks(
+            app,
+            metrics=metrics,
+            dashboard=dashboard,
+            in_flight_bound=in_flight_bound,
+            probe_copies=probe_copies,
+            fleet=fleet,
+        )
         try:
             yield
         finally:
@@ -114,7 +110,39 @@ def lifespan(
                 await fleet.leave()  # the others count one fewer at their next roll call
             if metrics is not None:
                 metrics.close()  # with many workers: the last figures, the gauges dropped
+            if stats is not None:
+                await asyncio.to_thread(stats.close)  # what was counted, sent
             if close_engine:
                 await engine.close()
 
     return running
+
+
+def _start_tasks(
+    app: object,
+    *,
+    metrics: Metrics | None,
+    dashboard: Dashboard | None,
+    in_flight_bound: InFlightBound | None,
+    probe_copies: ProbeCopies | None,
+    fleet: Any,
+) -> list[asyncio.Task[Any]]:
+    """The tasks that run beside the app, started: the metrics published (with many workers),
+    the dashboard's recording, the loop's lag read and the probes' answers copied, the fleet's
+    roll calls."""
+    tasks = []
+    if metrics is not None and metrics.multiprocess:
+        # with many workers, this one's figures written every second
+        tasks.append(asyncio.create_task(metrics.publish_every()))
+    if dashboard is not None:
+        tasks.append(asyncio.create_task(dashboard.run()))
+    if in_flight_bound is not None:
+        if in_flight_bound.waiting.max_wait:
+            tasks.append(asyncio.create_task(in_flight_bound.watch()))  # the loop's lag
+        if probe_copies is not None:
+            bound = in_flight_bound
+            copying = probe_copies.keep(app, lambda: bound.shedding)  # type: ignore[arg-type]
+            tasks.append(asyncio.create_task(copying))
+    if fleet is not None:
+        tasks.append(asyncio.create_task(fleet.run()))
+    return tasks

@@ -42,6 +42,7 @@ from ratekeeper.service.runtime.settings import (
     Settings,
     UnixAddress,
 )
+from ratekeeper.service.runtime.stats import require_stats_extra, workers_exporter
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -87,8 +88,21 @@ def _environment(settings: Settings) -> dict[str, str]:
         "TRACE_SERVICE_NAME": settings.trace_service_name or "",
         "TRACE_SERVICE_NAMESPACE": settings.trace_service_namespace,
         "TRACE_SERVICE_INSTANCE_ID": settings.trace_service_instance_id,
+        "STATSD": _optional(settings.statsd),
+        "DOGSTATSD": _optional(settings.dogstatsd),
+        "DOGSTATSD_MOGRIFIERS": ",".join(settings.dogstatsd_mogrifiers),
+        "STATS_TAGS": ",".join(f"{key}:{value}" for key, value in settings.stats_tags),
+        "STATS_FLUSH_INTERVAL": repr(settings.stats_flush_interval),
+        "STATS_PROMETHEUS": _optional(settings.stats_prometheus),
+        "STATS_PROMETHEUS_PATH": settings.stats_prometheus_path,
+        "STATS_PROMETHEUS_MAPPER": settings.stats_prometheus_mapper or "",
+        "NEAR_LIMIT_RATIO": repr(settings.near_limit_ratio),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
+
+
+def _optional(address: ListenAddress | None) -> str:
+    return "" if address is None else str(address)
 
 
 def _flag(value: bool) -> str:
@@ -191,7 +205,10 @@ def _serve_workers(settings: Settings, options: dict[str, Any]) -> int:
     os.environ.update(_environment(settings))
     log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
     _say_dashboard(settings)
-    with shared_directory() as run:  # the workers' metrics files, for this run only
+    with (
+        shared_directory() as run,  # the workers' metrics files, for this run only
+        workers_exporter(settings, run),  # their envoyproxy/ratelimit statistics, added up
+    ):
         if settings.config == IN_MEMORY_CONFIG:
             os.environ["RATEKEEPER_CONFIG"] = run_config(run)
         uvicorn.run(
@@ -216,6 +233,7 @@ def serve(settings: Settings) -> int:
         from ratekeeper.service.runtime import pyvoy_server
 
         pyvoy_server.require_pyvoy()
+    require_stats_extra(settings)
     configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
     for level, message in settings.notes:  # what reading the settings had to say
         log.log(level, message)

@@ -58,21 +58,9 @@ flag                      variable                      default
                                                         Envoy (``service.runtime.pyvoy_app``)
 ========================  ============================  =====================================
 
-Traces (``service.observe.tracing``; the ``tracing`` extra):
-
-========================  ============================  =====================================
-``--tracing EXPORTER``    ``RATEKEEPER_TRACING``        ``off``; ``otlp-http`` or ``otlp-grpc``:
-                                                        one span per decision request, sent
-                                                        where ``OTEL_EXPORTER_OTLP_*`` say
-``--trace-sample-rate R`` ``RATEKEEPER_TRACE_SAMPLE_``  ``1``: the share (0 to 1) of requests
-                          ``RATE``                      traced when no caller's trace decides
-``--trace-service-name``  ``RATEKEEPER_TRACE_SERVICE_`` ``$OTEL_SERVICE_NAME``, else
-                          ``NAME``                      ``ratekeeper``
-``--trace-service-``      ``RATEKEEPER_TRACE_SERVICE_`` none; the spans' ``service.namespace``
-``namespace``             ``NAMESPACE``
-``--trace-service-``      ``RATEKEEPER_TRACE_SERVICE_`` a random UUID for each process; the
-``instance-id``           ``INSTANCE_ID``               spans' ``service.instance.id``
-========================  ============================  =====================================
+Traces (``--tracing``, ``--trace-*``; ``service.observe.tracing``) and envoyproxy/ratelimit's
+statistics (``--statsd``, ``--dogstatsd``, ``--stats-*``, ``--near-limit-ratio``;
+``service.observe.stats``) have their flags and defaults in docs/service.md.
 
 ``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
 service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: ``envoy-ratelimit``
@@ -183,6 +171,16 @@ class Settings:
     trace_service_name: str | None = None  # None: $OTEL_SERVICE_NAME, else ratekeeper
     trace_service_namespace: str = ""
     trace_service_instance_id: str = ""  # empty: a random UUID for each process
+    # -- envoyproxy/ratelimit's statistics (service.observe.stats) --
+    statsd: ListenAddress | None = None
+    dogstatsd: ListenAddress | None = None
+    dogstatsd_mogrifiers: tuple[str, ...] = ()
+    stats_tags: tuple[tuple[str, str], ...] = ()
+    stats_flush_interval: float = 10.0
+    stats_prometheus: ListenAddress | None = None
+    stats_prometheus_path: str = "/metrics"
+    stats_prometheus_mapper: str | None = None
+    near_limit_ratio: float = 0.8
     #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
     notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
     #: Where each setting read came from, as its errors name it (``--http (from $HOST,
@@ -229,6 +227,7 @@ class Settings:
                 f"{settings.sources.get('grpc', '--grpc')}: HTTP ({settings.http}) and gRPC "
                 f"({settings.grpc}) need ports of their own"
             )
+        _check_stats(settings, env, errors)
         if settings.workers > 1 and settings.store.startswith("memory:"):
             errors.append(
                 "--workers: more than one worker needs a shared store such as redis://; "
@@ -316,6 +315,26 @@ def _grpc_errors(settings: Settings, failed: set[str]) -> list[str]:
         if cert is not None:
             errors.append(f"{names['grpc_tls_cert']}: {pyvoy}; TLS needs --server uvicorn")
     return errors
+
+
+def _check_stats(settings: Settings, env: Mapping[str, str], errors: list[str]) -> None:
+    """The Prometheus listener of the statistics needs a port of its own; the mogrifiers
+    their variables."""
+    listener = settings.stats_prometheus
+    for other, name in ((settings.http, "http"), (settings.grpc, "grpc")):
+        if listener is not None and _overlap(listener, other):
+            errors.append(
+                f"{settings.sources.get('stats_prometheus', '--stats-prometheus')}: the "
+                f"statistics' listener ({listener}) needs a port other than --{name}'s ({other})"
+            )
+    if settings.dogstatsd_mogrifiers:
+        from ratekeeper.service.observe.stats.sinks import mogrifiers
+
+        try:
+            mogrifiers(settings.dogstatsd_mogrifiers, env)
+        except ValueError as error:
+            where = settings.sources.get("dogstatsd_mogrifiers", "--dogstatsd-mogrifiers")
+            errors.append(f"{where}: {error}")
 
 
 def _compat(

@@ -250,7 +250,7 @@ def switch(value: str | bool) -> bool:
 
 
 def ratio(value: str | float) -> float:
-    """A number from 0 to 1 (``--trace-sample-rate``)."""
+    """A number from 0 to 1 (``--trace-sample-rate``, ``--near-limit-ratio``)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -271,6 +271,66 @@ def name(value: str) -> str | None:
 def text(value: str) -> str:
     """Printable text, possibly empty (``--trace-service-namespace``, ...)."""
     return name(value) or ""
+
+
+def optional_address(value: str | ListenAddress | None) -> ListenAddress | None:
+    """``HOST:PORT``; ``:PORT`` for every address of this machine (as Go reads it); empty or
+    ``off`` for none."""
+    if value is None or isinstance(value, ListenAddress):
+        return value
+    text = value.strip()
+    if text.lower() in ("", "off", "none"):
+        return None
+    return address(f"0.0.0.0{text}" if text.startswith(":") else text)
+
+
+def stats_tags(value: str | tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """``key:value`` pairs separated by commas (the reference's ``EXTRA_TAGS``)."""
+    if not isinstance(value, str):
+        return tuple(value)
+    pairs = []
+    for pair in filter(None, (part.strip() for part in value.split(","))):
+        key, colon, tag = pair.partition(":")
+        if not colon or not key.strip() or not tag.strip():
+            raise ValueError(f"expected key:value pairs separated by commas, not {value!r}")
+        pairs.append((key.strip(), tag.strip()))
+    return tuple(pairs)
+
+
+def names(value: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Names of letters, digits and ``_``, separated by commas."""
+    found = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    found = [name for name in found if name]
+    if not all(name.replace("_", "").isalnum() and name.isascii() for name in found):
+        raise ValueError(
+            f"expected names of letters, digits and _ separated by commas, not {value!r}"
+        )
+    return tuple(found)
+
+
+def interval(value: str | float) -> float:
+    """Seconds above 0, at most a day."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:
+        raise ValueError(f"expected a number of seconds above 0 and at most 86400, not {value!r}")
+    return seconds
+
+
+def url_path(value: str) -> str:
+    if not value.startswith("/") or any(not character.isprintable() for character in value):
+        raise ValueError(f"expected a path starting with /, not {value!r}")
+    return value
+
+
+def mapper_file(value: str) -> str | None:
+    if not value:
+        return None
+    if not Path(value).is_file():
+        raise ValueError(f"no such file: {value!r}")
+    return value
 
 
 #: The parser of each setting, by its name: a ``ValueError`` says what it expected.
@@ -309,4 +369,13 @@ PARSERS: dict[str, Any] = {
     "trace_service_name": name,
     "trace_service_namespace": text,
     "trace_service_instance_id": text,
+    "statsd": optional_address,
+    "dogstatsd": optional_address,
+    "dogstatsd_mogrifiers": names,
+    "stats_tags": stats_tags,
+    "stats_flush_interval": interval,
+    "stats_prometheus": optional_address,
+    "stats_prometheus_path": url_path,
+    "stats_prometheus_mapper": mapper_file,
+    "near_limit_ratio": ratio,
 }
