@@ -94,17 +94,17 @@ def base_image() -> str:
 
 
 def digest() -> str:
-    """A digest of what the image is made of."""
+    """A digest of what the image is made of (the files git would commit, changed or not)."""
     hashed = hashlib.sha256()
     files = [CONTAINERFILE, ROOT / ".dockerignore", ROOT / "pyproject.toml"]
-    files += sorted(p for p in (ROOT / "src").rglob("*") if p.is_file() and _tracked(p))
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "src"],
+        check=True, capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    files += sorted(ROOT / name for name in listed.stdout.splitlines() if (ROOT / name).is_file())
     for path in files:
         hashed.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return hashed.hexdigest()[:16]
-
-
-def _tracked(path: Path) -> bool:
-    return "__pycache__" not in path.parts and not path.name.endswith(".pyc")
 
 
 def build_image() -> str:

@@ -101,23 +101,31 @@ def test_a_read_only_root_filesystem_writes_only_to_the_volume(
     assert "Traceback" not in container.logs()
 
 
+def configmap_directory(directory: Path, data: dict[str, str], version: str = "2026_01") -> Path:
+    """``directory`` laid out as Kubernetes mounts a ConfigMap holding ``data``: the files in
+    a hidden version directory, ``..data`` a symlink to it, each file a symlink through
+    ``..data``; a new version is swapped in by renaming a new ``..data`` over the old one."""
+    directory.mkdir(exist_ok=True)
+    files = directory / f"..{version}"
+    files.mkdir()
+    for name, text in data.items():
+        (files / name).write_text(text)
+    (directory / "..data_tmp").symlink_to(files.name)
+    os.replace(directory / "..data_tmp", directory / "..data")
+    for name in data:
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(f"..data/{name}")
+    return directory
+
+
 def configmap(directory: Path, version: str, limit: int) -> None:
-    """``directory`` laid out as Kubernetes mounts a ConfigMap: the data in a hidden version
-    directory, ``..data`` a symlink to it, each file a symlink through ``..data``; the new
-    version swapped in by renaming a new ``..data`` over the old one."""
-    data = directory / f"..{version}"
-    data.mkdir()
+    """The reference's ``example.yaml`` as a ConfigMap, its unspec rule's limit at ``limit``."""
     text = (EXAMPLES / "example.yaml").read_text()
     unspec = "  - key: unspec\n    detailed_metric: true\n    rate_limit:\n      unit: minute\n"
     old = unspec + "      requests_per_unit: 2\n"
     assert old in text
-    (data / "example.yaml").write_text(
-        text.replace(old, unspec + f"      requests_per_unit: {limit}\n")
-    )
-    (directory / "..data_tmp").symlink_to(data.name)
-    os.replace(directory / "..data_tmp", directory / "..data")
-    if not (directory / "example.yaml").is_symlink():
-        (directory / "example.yaml").symlink_to("..data/example.yaml")
+    edited = text.replace(old, unspec + f"      requests_per_unit: {limit}\n")
+    configmap_directory(directory, {"example.yaml": edited}, version)
 
 
 def unspec_limit(url: str, probe: int) -> int:
@@ -131,7 +139,6 @@ def test_a_configmap_swapped_behind_its_symlink_takes_effect(
     image: str, containers: list[Container], tmp_path: Path
 ) -> None:
     config = tmp_path / "config"
-    config.mkdir()
     configmap(config, "2026_01", 2)
     reference = {
         "RUNTIME_ROOT": "/data",
