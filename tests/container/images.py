@@ -126,6 +126,9 @@ def build_image() -> str:
             "--build-arg", "PIP_OPTIONS=--no-index --find-links /src/build/wheels",
             str(ROOT), timeout=900,
         )  # fmt: skip
+        for older in podman("images", "--format", "{{.Repository}}:{{.Tag}}", NAME).split():
+            if older != image and older.startswith(f"{NAME}:test-"):
+                podman("rmi", older, check=False)  # this tree's earlier builds
     return image
 
 
