@@ -13,6 +13,9 @@ flag                      variable                      default
 ``--http HOST:PORT``      ``RATEKEEPER_HTTP``           ``127.0.0.1:8080``
 ``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``; ``unix:PATH``
                                                         listens on a Unix socket instead
+(no flag)                 ``RATEKEEPER_LISTEN_HOST``    ``127.0.0.1``: the host of the two
+                                                        default addresses above (the image
+                                                        sets ``0.0.0.0``); below the others
 ``--admin-token TOKEN``   ``RATEKEEPER_ADMIN_TOKEN``    none: the admin endpoints are off
 ``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``local`` (or ``allow``, ``deny``)
 ``--instances N``         ``RATEKEEPER_INSTANCES``      ``auto``: the processes sharing a
@@ -212,6 +215,9 @@ class Settings:
             if raw is None and name in translated:
                 raw, source = translated[name]
                 where = f"{flag} (from {source})"
+            if raw is None and name in _LISTENING and env.get(LISTEN_HOST):
+                raw = _on_host(env[LISTEN_HOST], _LISTENING[name])
+                where = f"{flag} (from ${LISTEN_HOST})"
             if raw is None:
                 continue
             try:
@@ -247,6 +253,18 @@ class Settings:
         if errors:
             raise ConfigError(errors)
         return settings
+
+
+#: The host HTTP and gRPC listen on, at their default ports, when no flag, ``RATEKEEPER_*``
+#: variable nor the reference's variables name their address: a container image sets it to
+#: ``0.0.0.0`` so that it is reachable from outside, and ``HOST``/``PORT`` still work.
+LISTEN_HOST = "RATEKEEPER_LISTEN_HOST"
+_LISTENING = {"http": DEFAULT_HTTP, "grpc": DEFAULT_GRPC}
+
+
+def _on_host(host: str, default: ListenAddress) -> str:
+    """``host`` at ``default``'s port, as ``--http`` takes it (an IPv6 host in brackets)."""
+    return str(ListenAddress(host, default.port))
 
 
 #: The settings that take a URL: their variable set but empty counts as unset (no URL is
