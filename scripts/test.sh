@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh Debian machine (Python, .venv, redis-server,
-# PostgreSQL, nginx, Prometheus, wrk, h2load, openssl, Chromium), then run the whole suite:
+# PostgreSQL, nginx, Prometheus, wrk, h2load, openssl, Chromium, podman), then run the whole suite:
 # lint, types and tests. Extra arguments go to pytest.
 set -euo pipefail
 RATEKEEPER_EXTRAS="dev"
@@ -48,6 +48,18 @@ fi
 if ! command -v h2load >/dev/null 2>&1 || ! command -v nghttp >/dev/null 2>&1; then
   apt_install nghttp2-client
 fi
+
+# The container tests (tests/container) build the image from Containerfile with podman, on a
+# Debian base made with mmdebstrap (no registry is needed), and run it with runc under the
+# containers.conf in tests/container (CONTAINERS_CONF; /etc/containers/containers.conf is left
+# alone). The base and the image are built here, before the lanes, once: each is kept, the
+# image tagged with a digest of what it is made of, and rebuilt only when that changes.
+if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1 ||
+  ! command -v runc >/dev/null 2>&1; then
+  apt_install podman mmdebstrap runc
+fi
+say "container image (tests/container/images.py)"
+"$VENV/bin/python" -m tests.container.images
 
 # A test reads the tracked files with git (a clone has it; a copied tree may not).
 if ! command -v git >/dev/null 2>&1; then

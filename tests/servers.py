@@ -331,6 +331,25 @@ class RedisCluster:
 
     # -- failures --------------------------------------------------------------------------
 
+    def wait_for_replicas(self, master: RedisServer, timeout: float = 10.0) -> None:
+        """Wait until every replica of ``master`` is online and has applied every write the
+        master took so far (its replication offset reached the master's). ``WAIT`` cannot
+        tell this from another connection: it waits only for that connection's own writes."""
+        target = int(info(master.port, "replication")["master_repl_offset"])
+
+        def caught_up() -> bool:
+            fields = info(master.port, "replication")
+            replicas = [
+                dict(part.split("=", 1) for part in value.split(","))
+                for name, value in fields.items()
+                if name.startswith("slave") and name[5:].isdigit()
+            ]
+            return bool(replicas) and all(
+                one["state"] == "online" and int(one["offset"]) >= target for one in replicas
+            )
+
+        wait_until(caught_up, timeout, f"the replicas of {master.port} to catch up")
+
     def kill(self, node: RedisServer) -> None:
         """Kill ``node`` by pid with SIGKILL, as a crash would, and reap it."""
         node.kill()

@@ -165,7 +165,7 @@ def test_killing_a_master_promotes_its_replica(tmp_path: Path) -> None:
         old_id = cluster.node_ids[old.port]
         (replica,) = [e for e in cluster.view() if e.master_id == old_id]
         # Replication is asynchronous: make sure the replica holds the state before the crash.
-        assert command(old.port, "WAIT", "1", "5000") == 1
+        cluster.wait_for_replicas(old)
 
         pid = old.pid
         started = time.monotonic()

@@ -24,7 +24,8 @@ class Served:
     ``.process``. ``environ`` is added to this process's environment less its ``RATEKEEPER_*``
     variables; ``stderr`` is where the log goes (``subprocess.PIPE`` to read it after
     ``stop``). ``reference_addresses`` gives the addresses as envoyproxy/ratelimit's
-    ``HOST``, ``PORT``, ``GRPC_HOST`` and ``GRPC_PORT`` variables rather than as flags. It has
+    ``HOST``, ``PORT``, ``GRPC_HOST`` and ``GRPC_PORT`` variables rather than as flags; ``grpc``
+    is a ``--grpc`` of its own (``unix:PATH``) in place of the free port. It has
     started once ``ready`` answers 200 (``/readyz``; ``/healthz`` for one started while its
     store is failing)."""
 
@@ -37,6 +38,7 @@ class Served:
         stderr: int | IO[bytes] = subprocess.DEVNULL,
         reference_addresses: bool = False,
         ready: str = "/readyz",
+        grpc: str | None = None,
     ) -> None:
         self.ready_path = ready  # what answers 200 once it has started
         self.http, self.grpc = free_ports(2)
@@ -44,7 +46,7 @@ class Served:
         self.grpc_port = self.http if "pyvoy" in flags else self.grpc
         self.url = f"http://127.0.0.1:{self.http}"
         clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
-        addresses = ["--http", f"127.0.0.1:{self.http}", "--grpc", f"127.0.0.1:{self.grpc}"]
+        addresses = ["--http", f"127.0.0.1:{self.http}", "--grpc", grpc or f"127.0.0.1:{self.grpc}"]
         if reference_addresses:
             addresses = []
             clean.update(HOST="127.0.0.1", PORT=str(self.http))

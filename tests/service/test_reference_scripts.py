@@ -40,6 +40,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,47 +214,54 @@ def reference_environment(data: Path, redis: RedisServer, statsd: Sink) -> dict[
     }
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    directory = tmp_path_factory.mktemp("reference-scripts")
+@contextmanager
+def running(directory: Path, **more: str) -> Iterator[Stack]:
+    """The stack, ratekeeper's environment the reference's and ``more``."""
     config = directory / "data" / "ratelimit" / "config"  # the compose file's mount
     config.mkdir(parents=True)
     for example in sorted(EXAMPLES.glob("*.yaml")):
         shutil.copy(example, config / example.name)
-    sink = Sink()
-    redis = RedisServer(directory / "redis")
-    served = Served(
-        directory,
-        environ=reference_environment(directory / "data", redis, sink),
-        stderr=subprocess.PIPE,
-        reference_addresses=True,
-    )
-    service_1, service_2, mock_admin, port, admin = free_ports(5)
-    mock = EnvoyServer(
-        directory / "mock",
-        mock_config(service_1, service_2, mock_admin),
-        port=service_1,
-        admin_port=mock_admin,
-    )
-    proxy = EnvoyServer(
-        directory / "proxy",
-        proxy_config(port, admin, served.grpc, service_1, service_2),
-        port=port,
-        admin_port=admin,
-    )
-    built = Stack(redis, served, proxy, mock, sink, directory)
-    try:
-        yield built
-    finally:
+    with ExitStack() as started:  # each server stopped, last started first, whatever fails
+        sink = Sink()
+        started.callback(sink.stop)
+        redis = RedisServer(directory / "redis")
+        started.callback(redis.stop)
+        served = Served(
+            directory,
+            environ={**reference_environment(directory / "data", redis, sink), **more},
+            stderr=subprocess.PIPE,
+            reference_addresses=True,
+        )
+        started.callback(served.kill)
+        service_1, service_2, mock_admin, port, admin = free_ports(5)
+        mock = EnvoyServer(
+            directory / "mock",
+            mock_config(service_1, service_2, mock_admin),
+            port=service_1,
+            admin_port=mock_admin,
+        )
+        started.callback(mock.stop)
+        proxy = EnvoyServer(
+            directory / "proxy",
+            proxy_config(port, admin, served.grpc, service_1, service_2),
+            port=port,
+            admin_port=admin,
+        )
+        started.callback(proxy.stop)
+        yield Stack(redis, served, proxy, mock, sink, directory)
         proxy.stop()
         mock.stop()
-        status = served.stop()
-        redis.stop()
-        sink.stop()
+        status = served.stop()  # SIGTERM: exits 0 once it has answered every call
     log = served.log()
     assert status == 0, log[-3000:]
     assert "reading envoyproxy/ratelimit's variables and runtime directory" in log
     assert "Traceback" not in log
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with running(tmp_path_factory.mktemp("reference-scripts")) as built:
+        yield built
 
 
 def with_room(fresh: bool = False) -> None:
@@ -292,6 +300,8 @@ def test_the_references_scripts_pass_in_run_alls_order(stack: Stack) -> None:
     routed = stack.subsets()
     assert routed.get("lb_subsets_selected", 0) - subsets.get("lb_subsets_selected", 0) == 6
     assert routed.get("lb_subsets_fallback", 0) == subsets.get("lb_subsets_fallback", 0)
+    # USE_STATSD, STATSD_HOST and STATSD_PORT: the statistics went to the listener there.
+    assert stack.sink.received > 0
 
 
 def test_multiservice_tokenquota_passes_every_time(stack: Stack) -> None:
@@ -308,16 +318,14 @@ def test_multiservice_tokenquota_passes_every_time(stack: Stack) -> None:
         assert after.get("lb_subsets_fallback", 0) == before.get("lb_subsets_fallback", 0)
 
 
-def test_value_included_in_stats_key_when_unspecified(stack: Stack) -> None:
-    """The script's requests pass here; its last step reads the reference's metrics
+def test_value_included_in_stats_key_when_unspecified(tmp_path: Path) -> None:
+    """The script reads the reference's statistics in Prometheus's form
     (``ratelimit_service_rate_limit_over_limit`` with the descriptor's value in its key),
-    which ratekeeper does not serve yet: pointed at ``STATS_URL``, it is an expected failure
-    until it does (then this test passes as it is)."""
-    stack.empty_buckets()
-    with_room()
-    stats_port = free_ports(1)[0]  # where ratekeeper's PROMETHEUS_ADDR will serve them
-    ran = stack.run(STATS_SCRIPT, STATS_URL=f"http://127.0.0.1:{stats_port}/metrics")
-    output = ran.stdout + ran.stderr
-    if ran.returncode != 0 and output.endswith("Length: 0\n\nOverlimit should be 1\n"):
-        pytest.xfail("ratekeeper does not serve the reference's StatsD metrics yet")
-    assert ran.returncode == 0, output
+    which the reference's integration test gets from a statsd-exporter: here ratekeeper serves
+    them itself, told to as the reference is, ``USE_PROMETHEUS=true`` and ``PROMETHEUS_ADDR``
+    (beside the compose file's ``USE_STATSD``, still sent to the listener)."""
+    (port,) = free_ports(1)
+    with running(tmp_path, USE_PROMETHEUS="true", PROMETHEUS_ADDR=f"127.0.0.1:{port}") as stack:
+        with_room()
+        output = passes(stack, STATS_SCRIPT, STATS_URL=f"http://127.0.0.1:{port}/metrics")
+    assert output == "Length: 1\n1\n"

@@ -24,7 +24,7 @@ from ratekeeper.core.store_keys import identity
 from ratekeeper.engine.plans import Plan, Planner, Request
 from ratekeeper.engine.reload import RuleWatcher
 from ratekeeper.engine.statuses import status
-from ratekeeper.engine.verdict import Observer, Status
+from ratekeeper.engine.verdict import Descriptor, Observer, Status, Tally
 
 if TYPE_CHECKING:
     from ratekeeper.config import ConfigStore
@@ -162,6 +162,7 @@ class EngineBase:
         self.store = opened
         self._apply = opened.apply
         self.observer = observer
+        self._tally: Tally | None = None
         #: Every refusal of ``check`` is let through and marked ``shadowed``.
         self.shadow = shadow
         #: Every descriptor of ``check`` is in quota mode, whatever its rule says.
@@ -258,6 +259,47 @@ class EngineBase:
         counted = tuple(one for one, (_, _, cost) in zip(statuses, asked, strict=True) if cost)
         if counted:
             observer(domain, counted)
+
+    @property
+    def tally(self) -> Tally | None:
+        """Told of every ``check`` that counted, with its descriptors (``Tally``); None by
+        default. Set, it wraps this engine's ``check`` (``_tallied``), so that an engine
+        without one decides exactly as before, at no cost."""
+        return self._tally
+
+    @tally.setter
+    def tally(self, tally: Tally | None) -> None:
+        self._tally = tally
+        if tally is None:
+            self.__dict__.pop("check", None)
+        else:
+            self.check = self._tallied  # type: ignore[attr-defined]
+
+    def _tell_tally(
+        self,
+        domain: str,
+        descriptors: Sequence[Any],
+        hits: int,
+        statuses: tuple[Status, ...],
+    ) -> None:
+        """Tell the tally of a check that was decided: its descriptors as ``(entries, limit,
+        cost)``, checked by then, and their statuses, those of cost 0 left out (a look)."""
+        tally = self._tally
+        if tally is None:
+            return
+        asked: list[Request] = []
+        told: list[Status] = []
+        for descriptor, one in zip(descriptors, statuses, strict=True):
+            if isinstance(descriptor, Descriptor):
+                entries, limit, cost = descriptor
+                cost = hits if cost is None else cost
+            else:
+                entries, limit, cost = descriptor, None, hits
+            if cost:
+                asked.append((tuple((key, value) for key, value in entries), limit, cost))
+                told.append(one)
+        if asked:
+            tally(domain, asked, tuple(told))
 
     def _observe(self, domain: str, plan: Plan, decision: Decision | None) -> None:
         observer = self.observer

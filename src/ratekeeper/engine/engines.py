@@ -26,7 +26,7 @@ from ratekeeper.core.limits import Limit, charged
 from ratekeeper.engine.base import EngineBase
 from ratekeeper.engine.checks import prepare, requests
 from ratekeeper.engine.plans import Plan
-from ratekeeper.engine.statuses import in_quota_mode, shadowed, single, verdict
+from ratekeeper.engine.statuses import shadowed, single, verdict
 from ratekeeper.engine.verdict import Descriptor, Status, Verdict, unlimited
 from ratekeeper.rules.model import Entry
 from ratekeeper.stores import AsyncStore, Store, open_async_store, open_store
@@ -153,13 +153,24 @@ class Engine(EngineBase, Closing):
             decisions = [self._apply(*batch[0])]
         else:
             decisions = self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
-        result = verdict(plans, decisions)
-        if self.quota_mode and not result[0]:
-            result = in_quota_mode(result)
+        result = verdict(plans, decisions, quota_mode=self.quota_mode)
         if self.shadow:
             result = shadowed(domain, result)
         if self.observer is not None:
             self._tell(domain, result.statuses, asked)
+        return result
+
+    def _tallied(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        """``check``, its decisions then told to the tally (``EngineBase.tally``)."""
+        result = type(self).check(self, domain, descriptors, hits, all_or_nothing=all_or_nothing)
+        self._tell_tally(domain, descriptors, hits, result.statuses)
         return result
 
     def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:
@@ -311,13 +322,25 @@ class AsyncEngine(EngineBase, AsyncClosing):
             decisions = (
                 await self.store.apply_many(batch, all_or_nothing=all_or_nothing) if batch else []
             )
-        result = verdict(plans, decisions)
-        if self.quota_mode and not result[0]:
-            result = in_quota_mode(result)
+        result = verdict(plans, decisions, quota_mode=self.quota_mode)
         if self.shadow:
             result = shadowed(domain, result)
         if self.observer is not None:
             self._tell(domain, result.statuses, asked)
+        return result
+
+    async def _tallied(
+        self,
+        domain: str,
+        descriptors: Sequence[Descriptor | Sequence[Entry]],
+        hits: int = 1,
+        *,
+        all_or_nothing: bool = False,
+    ) -> Verdict:
+        result = await type(self).check(
+            self, domain, descriptors, hits, all_or_nothing=all_or_nothing
+        )
+        self._tell_tally(domain, descriptors, hits, result.statuses)
         return result
 
     async def hit(self, key: str, limit: Limit | str, cost: int = 1) -> Decision:

@@ -57,11 +57,15 @@ def single(plan: Plan, decision: Decision | None) -> Verdict:
     return _new(Verdict, (one[0], (one,)))
 
 
-def verdict(plans: list[Plan], decisions: Sequence[Decision]) -> Verdict:
-    """Join the plans of a ``check`` with the decisions of the counted ones."""
+def verdict(
+    plans: list[Plan], decisions: Sequence[Decision], *, quota_mode: bool = False
+) -> Verdict:
+    """Join the plans of a ``check`` with the decisions of the counted ones; with
+    ``quota_mode`` (the engine's), every descriptor is in quota mode (``in_quota_mode``)."""
     counted = iter(decisions)
     statuses = tuple(status(plan, None if plan.limit is None else next(counted)) for plan in plans)
-    return _new(Verdict, (_allowed(statuses), statuses))
+    result = _new(Verdict, (_allowed(statuses), statuses))
+    return in_quota_mode(result) if quota_mode and not result[0] else result
 
 
 def shadowed(domain: str, result: Verdict) -> Verdict:

@@ -5,7 +5,7 @@ A ``Descriptor``'s entries are ``Entry`` pairs, ``(key, value)``, as the rules m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from ratekeeper.core.decisions import Decision, allow
@@ -80,6 +80,15 @@ class Verdict(NamedTuple):
 #: request's order (one for ``decide`` and ``hit``, whose domain is the engine's own). Metrics
 #: hang here; an observer must be quick and must not raise.
 Observer = Callable[[str, tuple[Status, ...]], None]
+
+#: Told of every ``check`` that counted, beside the observer: ``tally(domain, requests,
+#: statuses)``, each request ``(entries, limit sent with it or None, cost)`` and its status, in
+#: the request's order, the descriptors of cost 0 left out. What needs a descriptor's entries
+#: (envoyproxy/ratelimit's per-descriptor statistics) hangs here; set, it wraps ``check``, so
+#: that off (None) it costs a check nothing. A tally must be quick and must not raise.
+Tally = Callable[
+    [str, Sequence[tuple[tuple[Entry, ...], "Limit | None", int]], tuple[Status, ...]], None
+]
 
 
 def unlimited(cost: int) -> Decision:

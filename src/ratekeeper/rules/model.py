@@ -71,10 +71,11 @@ class RuleNode:
     ``share_threshold``: every value it matches counts under that one pattern. ``prefixes``
     are the address blocks of a descriptor with ``ipv4_prefix`` or ``ipv6_prefix``: a value it
     matches counts under ``prefixes.key(value)``, its address's block. ``source`` and ``where``
-    name the file and the path inside it that defined the descriptor.
+    name the file and the path inside it that defined the descriptor. ``value_to_metric``:
+    the statistics of a rule below name this level by the request's value (``stat_keys``).
     """
 
-    __slots__ = ("children", "prefixes", "rule", "shared", "source", "where")
+    __slots__ = ("children", "prefixes", "rule", "shared", "source", "value_to_metric", "where")
 
     def __init__(  # noqa: PLR0917 - built in one place, the schema's walker
         self,
@@ -91,6 +92,7 @@ class RuleNode:
         self.source = source
         self.where = where
         self.prefixes = prefixes
+        self.value_to_metric = False
 
 
 class Level:

@@ -155,6 +155,7 @@ class Walker(RateLimitReader):
         children = Level()
         shared = final if flags["share_threshold"] and wildcard else None
         descriptor = RuleNode(rule, children, shared, self.filename, where, prefixes)
+        descriptor.value_to_metric = flags["value_to_metric"]
         nested = fields.get("descriptors")
         self.descriptors(
             nested,

@@ -77,3 +77,9 @@ class HealthCheck:
         while True:
             await self.check()
             await asyncio.sleep(INTERVAL)
+
+
+def following(engine: AsyncEngine, store: bool, rules: bool) -> HealthCheck | None:
+    """The health check over ``engine`` following the store, the rules, or both; None when it
+    follows neither (the checks then say the process runs)."""
+    return HealthCheck(engine, store=store, rules=rules) if store or rules else None

@@ -261,14 +261,14 @@ MSG = "(docs/migrating.md says what ratekeeper reads)"
             f"server {MSG}",
         ),
         (
-            {"GRPC_UDS": "/run/ratelimit.sock"},
-            "$GRPC_UDS=/run/ratelimit.sock: not supported: ratekeeper's gRPC listens on a TCP "
-            f"address (GRPC_HOST, GRPC_PORT) only {MSG}",
+            {"GRPC_UDS": "/nowhere/ratelimit.sock"},
+            "--grpc (from $GRPC_UDS): no such directory: '/nowhere' (for "
+            "'unix:/nowhere/ratelimit.sock')",
         ),
         (
             {"GRPC_SERVER_USE_TLS": "true"},
-            "$GRPC_SERVER_USE_TLS=true: not supported: ratekeeper's gRPC serves plain HTTP/2: "
-            f"terminate TLS in front of it (a sidecar) {MSG}",
+            "$GRPC_SERVER_USE_TLS=true: TLS needs $GRPC_SERVER_TLS_CERT and "
+            "$GRPC_SERVER_TLS_KEY, the server's certificate and key files",
         ),
         (
             {"REDIS_PERSECOND": "true", "REDIS_PERSECOND_URL": "/run/persecond.sock"},
@@ -373,22 +373,78 @@ def test_each_ignored_variable_that_is_set_is_one_line(
     assert level == (logging.WARNING if VARIABLES[name].warn else logging.INFO)
 
 
-def test_statsd_the_references_default_is_one_warning_and_never_stops_the_start(
+def test_statsd_the_references_default_is_sent_to_localhost(
     reference: dict[str, str],
 ) -> None:
     unset = {k: v for k, v in reference.items() if k != "USE_STATSD"}
-    statsd = [note for note in read([], unset).notes if "USE_STATSD" in note[1]]
-    assert statsd == [
+    settings = read([], unset)
+    assert settings.statsd == ListenAddress("localhost", 8125)
+    assert [note for note in settings.notes if "USE_STATSD" in note[1]] == [
         (
-            logging.WARNING,
-            "$USE_STATSD=true (the reference's default): ignored: StatsD is not sent; "
-            "ratekeeper's Prometheus metrics are on the HTTP port's /metrics",
+            logging.INFO,
+            "$USE_STATSD=true (the reference's default): the statistics go to StatsD at "
+            "localhost:8125 over TCP (--statsd); USE_STATSD=false stops them",
         )
     ]
-    assert not [note for note in read([], reference).notes if "STATSD" in note[1]]
-    disabled = read([], {**unset, "DISABLE_STATS": "true"}).notes
-    assert [message for _, message in disabled if "STAT" in message] == [
-        "$DISABLE_STATS=true: ignored: /metrics is always served, and costs nothing until scraped"
+    assert settings.sources["statsd"] == (
+        "--statsd (from $USE_STATSD, $STATSD_HOST, $STATSD_PORT, $DISABLE_STATS)"
+    )
+    assert read([], reference).statsd is None
+    disabled = read([], {**unset, "DISABLE_STATS": "true", "USE_PROMETHEUS": "true"})
+    assert (disabled.statsd, disabled.stats_prometheus) == (None, None)
+    assert not [note for note in disabled.notes if "STAT" in note[1]]
+
+
+def test_the_references_statistics_variables_are_read_as_it_reads_them(
+    reference: dict[str, str], tmp_path: Path
+) -> None:
+    mapper = tmp_path / "mapper.yaml"
+    mapper.write_text("mappings: []\n")
+    settings = read(
+        [],
+        {
+            **reference,
+            "USE_STATSD": "true",
+            "STATSD_HOST": "statsd.internal",
+            "STATSD_PORT": "9125",
+            "USE_DOG_STATSD": "true",
+            "EXTRA_TAGS": "env:prod,az:eu-1",
+            "STATS_FLUSH_INTERVAL": "1m30s",
+            "USE_PROMETHEUS": "true",
+            "PROMETHEUS_PATH": "/stats",
+            "PROMETHEUS_MAPPER_YAML": str(mapper),
+            "NEAR_LIMIT_RATIO": "0.5",
+        },
+    )
+    assert settings.statsd == settings.dogstatsd == ListenAddress("statsd.internal", 9125)
+    assert settings.stats_tags == (("env", "prod"), ("az", "eu-1"))
+    assert settings.stats_flush_interval == 90.0
+    assert settings.stats_prometheus == ListenAddress("0.0.0.0", 9090)
+    assert (settings.stats_prometheus_path, settings.stats_prometheus_mapper) == (
+        "/stats",
+        str(mapper),
+    )
+    assert settings.near_limit_ratio == 0.5
+    assert (
+        logging.INFO,
+        "$USE_STATSD and $USE_DOG_STATSD, $USE_PROMETHEUS are both true: the reference "
+        "refuses more than one sink; ratekeeper sends to each",
+    ) in settings.notes
+
+
+def test_bad_statistics_variables_stop_the_start(reference: dict[str, str]) -> None:
+    assert errors_of([], {**reference, "STATS_FLUSH_INTERVAL": "0"}) == [
+        "$STATS_FLUSH_INTERVAL: expected a duration above 0, not 0.0"
+    ]
+    errors = errors_of([], {**reference, "USE_DOG_STATSD_MOGRIFIERS": "TAGGED"})
+    assert errors == [
+        "--dogstatsd-mogrifiers (from $USE_DOG_STATSD_MOGRIFIERS): no "
+        "$DOG_STATSD_MOGRIFIER_TAGGED_PATTERN for the mogrifier TAGGED"
+    ]
+    errors = errors_of([], {**reference, "USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": ":8080"})
+    assert errors == [
+        "--stats-prometheus (from $USE_PROMETHEUS, $PROMETHEUS_ADDR): the statistics' listener "
+        "(0.0.0.0:8080) needs a port other than --http's (0.0.0.0:8080)"
     ]
 
 

@@ -215,7 +215,7 @@ def test_a_variable_ratekeeper_cannot_honour_stops_the_start(tmp_path: Path, run
         "RUNTIME_ROOT": str(runtime),
         "RUNTIME_SUBDIRECTORY": "ratelimit",
         "BACKEND_TYPE": "memcache",
-        "GRPC_SERVER_USE_TLS": "true",
+        "CONFIG_TYPE": "GRPC_XDS_SOTW",
     }
     result = subprocess.run(
         [sys.executable, "-m", "ratekeeper.cli", "serve"],
@@ -230,7 +230,7 @@ def test_a_variable_ratekeeper_cannot_honour_stops_the_start(tmp_path: Path, run
     lines = result.stderr.splitlines()
     assert [line.split(":", 2)[1].strip() for line in lines] == [
         "$BACKEND_TYPE=memcache",
-        "$GRPC_SERVER_USE_TLS=true",
+        "$CONFIG_TYPE=GRPC_XDS_SOTW",
     ]
     assert all(line.startswith("error: ") and "not supported" in line for line in lines)
 

@@ -36,6 +36,7 @@ import grpc
 import pytest
 
 from ratekeeper.service.proto import ratelimit_pb2, rls_pb2, rls_pb2_grpc
+from tests.certificates import make_certificates
 from tests.gateways import http_request, pyvoy_binary
 from tests.servers import RedisServer, command, free_ports, wait_until
 from tests.service.http_load import CLOSED, REFUSED, RESET, Exchange, Request, exchange
@@ -207,10 +208,21 @@ class Held:
     status: int
 
 
-async def stop_while_deciding(served: Served, redis_port: int, surface: str) -> Held:
+async def stop_while_deciding(
+    served: Served,
+    redis_port: int,
+    surface: str,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> Held:
     """``DECIDING`` requests (``surface`` ``"http"``) or calls (``"grpc"``) wait for the
-    store, which pauses its writes for ``PAUSE`` seconds; the signal comes while they wait."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+    store, which pauses its writes for ``PAUSE`` seconds; the signal comes while they wait.
+    With ``credentials``, the calls go over TLS (to localhost, the certificate's name)."""
+    channel_ = (
+        grpc.aio.insecure_channel(f"127.0.0.1:{served.grpc_port}")
+        if credentials is None
+        else grpc.aio.secure_channel(f"localhost:{served.grpc_port}", credentials)
+    )
+    async with channel_ as channel:
         stub = rls_pb2_grpc.RateLimitServiceStub(channel)
         assert (await exchange(served.http, CHECK)).status == 200  # scripts loaded
         assert (await call(stub)).code == "OK"  # the channel connected
@@ -317,6 +329,36 @@ def test_sigterm_while_deciding_waits_for_the_decisions(
     assert {one.status for one in held.http} <= {200, 429}
     assert all(one.answered and one.ended > held.signalled for one in held.http)
     assert len(held.grpc) == (DECIDING if surface == "grpc" else 0)
+    assert {(one.code, one.overall) for one in held.grpc} <= ANSWERED
+    assert all(one.ended > held.signalled for one in held.grpc)
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_sigterm_over_mtls_waits_for_the_calls_in_flight(tmp_path: Path) -> None:
+    files = make_certificates(tmp_path / "certificates", {"envoy": "DNS:envoy.mesh"})
+    redis = RedisServer(tmp_path / "redis")
+    rules = tmp_path / "stop.yaml"
+    rules.write_text(RULES)
+    tls = [
+        *("--grpc-tls-cert", str(files["server.crt"]), "--grpc-tls-key", str(files["server.key"])),
+        *("--grpc-tls-client-ca", str(files["ca.crt"]), "--grpc-tls-client-san", "envoy.mesh"),
+    ]
+    key, chain = files["envoy.key"].read_bytes(), files["envoy.crt"].read_bytes()
+    credentials = grpc.ssl_channel_credentials(files["ca.crt"].read_bytes(), key, chain)
+    store = f"{redis.url}?timeout={PAUSE * 5}"
+    try:
+        with (tmp_path / "serve.log").open("wb") as log:
+            served = Served(tmp_path, "--store", store, "--rules", str(rules), *tls, stderr=log)
+        try:
+            held = asyncio.run(stop_while_deciding(served, redis.port, "grpc", credentials))
+        finally:
+            served.kill()
+    finally:
+        redis.stop()
+
+    assert held.status == 0
+    assert len(held.grpc) == DECIDING
     assert {(one.code, one.overall) for one in held.grpc} <= ANSWERED
     assert all(one.ended > held.signalled for one in held.grpc)
 

@@ -362,3 +362,37 @@ def test_instances_past_ten_thousand_are_a_typo() -> None:
         read(["--instances", "10001"])
     with pytest.raises(ConfigError, match=r"at most 10,000, not '99999999999999999999999'"):
         read([], {"RATEKEEPER_INSTANCES": "99999999999999999999999"})
+
+
+def test_the_listen_host_moves_the_default_addresses_only(tmp_path: Path) -> None:
+    anywhere = {"RATEKEEPER_LISTEN_HOST": "0.0.0.0"}
+    settings = read([], anywhere)
+    assert (settings.http, settings.grpc) == (
+        ListenAddress("0.0.0.0", 8080),
+        ListenAddress("0.0.0.0", 8081),
+    )
+    assert settings.sources["http"] == "--http (from $RATEKEEPER_LISTEN_HOST)"
+    assert read([], {"RATEKEEPER_LISTEN_HOST": "::"}).grpc == ListenAddress("::", 8081)
+    # Below a flag and a variable of ratekeeper's own, ...
+    mine = read(["--http", "127.0.0.1:9000"], {**anywhere, "RATEKEEPER_GRPC": "127.0.0.1:9001"})
+    assert (mine.http, mine.grpc) == (
+        ListenAddress("127.0.0.1", 9000),
+        ListenAddress("127.0.0.1", 9001),
+    )
+    # ... and below the reference's HOST and PORT, read with RUNTIME_ROOT set.
+    runtime = tmp_path / "runtime"
+    (runtime / "ratelimit" / "config").mkdir(parents=True)
+    reference = {
+        **anywhere,
+        "RUNTIME_ROOT": str(runtime),
+        "RUNTIME_SUBDIRECTORY": "ratelimit",
+        "HOST": "127.0.0.1",
+        "PORT": "9080",
+        "GRPC_PORT": "9081",
+    }
+    theirs = read([], reference)
+    assert (theirs.http, theirs.grpc) == (
+        ListenAddress("127.0.0.1", 9080),
+        ListenAddress("0.0.0.0", 9081),
+    )
+    assert theirs.sources["http"] == "--http (from $HOST, $PORT)"

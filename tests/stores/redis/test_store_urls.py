@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from ratekeeper import Limit, StoreConfigError, StoreError, open_async_store, open_store
+from tests.certificates import make_certificates
 from tests.servers import RedisServer, command, free_port
 
 LIMIT = Limit(3, 3600, "gcra")  # no window edge for the test to straddle
@@ -142,26 +142,6 @@ def test_a_prefix_given_in_code_wins_over_the_urls() -> None:
 # -- TLS ---------------------------------------------------------------------------------------
 
 
-def _openssl(directory: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True, timeout=60)
-
-
-def make_certificates(directory: Path) -> dict[str, Path]:
-    """A CA, a server certificate for ``localhost`` (not its IP address) and a client
-    certificate, both signed by the CA."""
-    directory.mkdir(parents=True, exist_ok=True)
-    _openssl(directory, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-             "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=ratekeeper test CA")  # fmt: skip
-    for name, extension in (("server", "subjectAltName=DNS:localhost"), ("client", "")):
-        _openssl(directory, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
-                 "-out", f"{name}.csr", "-subj", f"/CN={name}")  # fmt: skip
-        (directory / f"{name}.ext").write_text(extension + "\n")
-        _openssl(directory, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt",
-                 "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-out", f"{name}.crt",
-                 "-extfile", f"{name}.ext")  # fmt: skip
-    return {name: directory / name for name in ("ca.crt", "client.crt", "client.key")}
-
-
 class TlsRedis(RedisServer):
     """A redis-server serving TLS on ``tls_port`` (and plain RESP on ``port``, so that the
     tests' readiness check can read it)."""
@@ -181,8 +161,6 @@ class TlsRedis(RedisServer):
 
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
     return make_certificates(tmp_path_factory.mktemp("certificates"))
 
 

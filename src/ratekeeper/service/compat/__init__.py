@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, NamedTuple
 
+from ratekeeper.service.compat import stats
 from ratekeeper.service.compat.reader import Notes, Reader, Refused, refusal
 from ratekeeper.service.compat.variables import IGNORED, VARIABLES
 
@@ -126,6 +127,56 @@ def translate(environ: Mapping[str, str], given: Collection[str] = ()) -> Transl
 # -- the settings ---------------------------------------------------------------------------
 
 
+def _grpc(env: Reader, notes: Notes) -> str:
+    """``GRPC_UDS``, a Unix socket's path, wins over ``GRPC_HOST`` and ``GRPC_PORT``."""
+    if env.text("GRPC_UDS"):
+        return "unix:" + env.text("GRPC_UDS")
+    return _address(env, "GRPC_HOST", "GRPC_PORT")
+
+
+#: The reference's TLS files, by the setting each feeds; read only with GRPC_SERVER_USE_TLS.
+_TLS_FILES = {
+    "grpc_tls_cert": "GRPC_SERVER_TLS_CERT",
+    "grpc_tls_key": "GRPC_SERVER_TLS_KEY",
+    "grpc_tls_client_ca": "GRPC_CLIENT_TLS_CACERT",
+    "grpc_tls_client_san": "GRPC_CLIENT_TLS_SAN",
+}
+
+
+def _tls(name: str) -> Callable[[Reader, Notes], str | None]:
+    """The translation of ``_TLS_FILES[name]``: its value when ``GRPC_SERVER_USE_TLS`` is
+    true and the certificate and key are both given, else None. The certificate's says why
+    not: the reference stops without them, and reads none of the files without TLS."""
+    variable = _TLS_FILES[name]
+
+    def read(env: Reader, notes: Notes) -> str | None:
+        try:
+            use_tls = env.switch("GRPC_SERVER_USE_TLS")
+        except Refused:
+            if name == "grpc_tls_cert":
+                raise
+            return None  # the certificate's translation says why, once
+        cert, key = env.text("GRPC_SERVER_TLS_CERT"), env.text("GRPC_SERVER_TLS_KEY")
+        if not use_tls:
+            if name == "grpc_tls_cert":
+                for unread in _TLS_FILES.values():
+                    if env.text(unread):
+                        message = f"${unread}: not read: $GRPC_SERVER_USE_TLS is not true"
+                        notes.append((logging.INFO, message))
+            return None
+        if not cert or not key:
+            if name == "grpc_tls_cert":
+                raise Refused(
+                    f"$GRPC_SERVER_USE_TLS={env.text('GRPC_SERVER_USE_TLS')}: TLS needs "
+                    "$GRPC_SERVER_TLS_CERT and $GRPC_SERVER_TLS_KEY, the server's certificate "
+                    "and key files"
+                )
+            return None
+        return env.text(variable)
+
+    return read
+
+
 def _address(env: Reader, host: str, port: str) -> str:
     name = env.text(host) or "0.0.0.0"  # Go listens on every address for ":8080"
     number = env.port(port)
@@ -183,6 +234,31 @@ def _store(env: Reader, notes: Notes) -> str:
     return store_url(env, notes)
 
 
+def _tracing(env: Reader, notes: Notes) -> str | None:
+    """The exporter: OTLP over ``http`` (the reference's default; empty too) or ``grpc``, when
+    ``TRACING_ENABLED``; the endpoint is the standard ``OTEL_EXPORTER_OTLP_*`` variables'."""
+    if not env.switch("TRACING_ENABLED"):
+        return None
+    protocol = env.text("TRACING_EXPORTER_PROTOCOL")
+    if protocol not in ("http", "", "grpc"):
+        raise Refused(
+            f"$TRACING_EXPORTER_PROTOCOL: expected http or grpc, not {protocol!r} (the "
+            "reference stops its start too)"
+        )
+    return "otlp-grpc" if protocol == "grpc" else "otlp-http"
+
+
+def _traced(variable: str, unset: bool = True) -> Callable[[Reader, Notes], str | None]:
+    """``variable`` as it is (its default when not set, if ``unset``), when tracing is on."""
+
+    def read(env: Reader, notes: Notes) -> str | None:
+        if not _true(env, "TRACING_ENABLED") or not (unset or env.given(variable)):
+            return None
+        return env.text(variable)
+
+    return read
+
+
 def _group(flag: str) -> tuple[str, ...]:
     return tuple(name for name, variable in VARIABLES.items() if variable.setting == flag)
 
@@ -190,7 +266,8 @@ def _group(flag: str) -> tuple[str, ...]:
 #: Each ``Settings`` field the reference's variables feed: how, and from which variables.
 _SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
     "http": (lambda env, notes: _address(env, "HOST", "PORT"), _group("--http")),
-    "grpc": (lambda env, notes: _address(env, "GRPC_HOST", "GRPC_PORT"), _group("--grpc")),
+    "grpc": (_grpc, _group("--grpc")),
+    **{name: (_tls(name), _group("--" + name.replace("_", "-"))) for name in _TLS_FILES},
     "log_level": (_log_level, _group("--log-level")),
     "log_format": (_log_format, _group("--log-format")),
     "rules": (_rules, _group("--rules")),
@@ -210,6 +287,26 @@ _SETTINGS: dict[str, tuple[Callable[[Reader, Notes], Any], tuple[str, ...]]] = {
     "debt": (_debt, _group("--debt")),
     "envoy_headers": (_switch("LIMIT_RESPONSE_HEADERS_ENABLED"), _group("--envoy-headers")),
     "envoy_header_names": (_header_names, _group("--envoy-header-names")),
+    "tracing": (_tracing, _group("--tracing")),
+    "trace_sample_rate": (_traced("TRACING_SAMPLING_RATE"), _group("--trace-sample-rate")),
+    "trace_service_name": (_traced("TRACING_SERVICE_NAME"), _group("--trace-service-name")),
+    "trace_service_namespace": (
+        _traced("TRACING_SERVICE_NAMESPACE", unset=False),
+        _group("--trace-service-namespace"),
+    ),
+    "trace_service_instance_id": (
+        _traced("TRACING_SERVICE_INSTANCE_ID", unset=False),
+        _group("--trace-service-instance-id"),
+    ),
+    "statsd": (stats.statsd, _group("--statsd")),
+    "dogstatsd": (stats.dogstatsd, (*_group("--dogstatsd"), "STATSD_HOST", "STATSD_PORT")),
+    "dogstatsd_mogrifiers": (stats.mogrifiers, _group("--dogstatsd-mogrifiers")),
+    "stats_tags": (stats.tags, _group("--stats-tags")),
+    "stats_flush_interval": (stats.flush_interval, _group("--stats-flush-interval")),
+    "stats_prometheus": (stats.prometheus, _group("--stats-prometheus")),
+    "stats_prometheus_path": (stats.prometheus_path, _group("--stats-prometheus-path")),
+    "stats_prometheus_mapper": (stats.prometheus_mapper, _group("--stats-prometheus-mapper")),
+    "near_limit_ratio": (stats.near_limit_ratio, _group("--near-limit-ratio")),
 }
 
 
@@ -237,27 +334,17 @@ def _off(variable: str) -> Callable[[Reader], None]:
 
 
 #: The checked variables that feed no setting (the Redis ones are checked with the store).
-_CHECKS = (
-    _only("GRPC_UDS", ""),
-    _off("GRPC_SERVER_USE_TLS"),
-    _only("CONFIG_TYPE", "FILE"),
-)
+_CHECKS = (_only("CONFIG_TYPE", "FILE"),)
 
 
 # -- the variables ratekeeper ignores -----------------------------------------------------------
 
 
 def _ignored(env: Reader) -> Notes:
-    """One line for each ignored variable that is set, and one for StatsD, which the reference
-    sends by default."""
+    """One line for each ignored variable that is set."""
     notes: Notes = []
     for name, variable in VARIABLES.items():
-        if variable.fate != IGNORED:
-            continue
-        if name == "USE_STATSD":
-            if not _true(env, name) or _true(env, "DISABLE_STATS"):
-                continue
-        elif not env.given(name):
+        if variable.fate != IGNORED or not env.given(name):
             continue
         default = "" if env.given(name) else " (the reference's default)"
         level = logging.WARNING if variable.warn else logging.INFO
@@ -266,7 +353,7 @@ def _ignored(env: Reader) -> Notes:
 
 
 def _true(env: Reader, name: str) -> bool:
-    """Whether an ignored switch is on; a value that is no Go bool counts as on."""
+    """Whether a switch is on; a value that is no Go bool counts as on."""
     try:
         return env.switch(name)
     except Refused:

@@ -40,9 +40,6 @@ _XDS = "only read with CONFIG_TYPE=GRPC_XDS_SOTW, which is not supported"
 _MEMCACHE = "only read with BACKEND_TYPE=memcache, which is not supported"
 _PER_SECOND = "only read with REDIS_PERSECOND=true (see there)"
 _SAME = "any, with REDIS_PERSECOND=true: the same as the REDIS_ one"
-_GRPC_TLS = "only read with GRPC_SERVER_USE_TLS=true, which is not supported"
-_TRACING = "only read with TRACING_ENABLED=true; ratekeeper exports no traces"
-_STATSD = "StatsD is not sent; ratekeeper's Prometheus metrics are on the HTTP port's /metrics"
 _PIPELINE = (
     "ratekeeper's asyncio Redis store sends the calls of each event-loop tick in one pipeline "
     "of its own"
@@ -61,12 +58,7 @@ VARIABLES: dict[str, Variable] = {
         note="no debug listener: /metrics and the probes are on the HTTP port",
         warn=True,
     ),
-    "GRPC_UDS": Variable(
-        "",
-        CHECKED,
-        note="ratekeeper's gRPC listens on a TCP address (GRPC_HOST, GRPC_PORT) only",
-        accepts="empty",
-    ),
+    "GRPC_UDS": Variable("", HONOURED, "--grpc"),
     "GRPC_HOST": Variable("0.0.0.0", HONOURED, "--grpc"),
     "GRPC_PORT": Variable("8081", HONOURED, "--grpc"),
     "GRPC_MAX_CONNECTION_AGE": Variable(
@@ -75,16 +67,11 @@ VARIABLES: dict[str, Variable] = {
     "GRPC_MAX_CONNECTION_AGE_GRACE": Variable(
         "1h", IGNORED, note="connections stay open; Envoy balances its calls over them"
     ),
-    "GRPC_SERVER_USE_TLS": Variable(
-        "false",
-        CHECKED,
-        note="ratekeeper's gRPC serves plain HTTP/2: terminate TLS in front of it (a sidecar)",
-        accepts="false",
-    ),
-    "GRPC_SERVER_TLS_CERT": Variable("", IGNORED, note=_GRPC_TLS),
-    "GRPC_SERVER_TLS_KEY": Variable("", IGNORED, note=_GRPC_TLS),
-    "GRPC_CLIENT_TLS_CACERT": Variable("", IGNORED, note=_GRPC_TLS),
-    "GRPC_CLIENT_TLS_SAN": Variable("", IGNORED, note=_GRPC_TLS),
+    "GRPC_SERVER_USE_TLS": Variable("false", HONOURED, "--grpc-tls-cert"),
+    "GRPC_SERVER_TLS_CERT": Variable("", HONOURED, "--grpc-tls-cert"),
+    "GRPC_SERVER_TLS_KEY": Variable("", HONOURED, "--grpc-tls-key"),
+    "GRPC_CLIENT_TLS_CACERT": Variable("", HONOURED, "--grpc-tls-client-ca"),
+    "GRPC_CLIENT_TLS_SAN": Variable("", HONOURED, "--grpc-tls-client-san"),
     "LOG_LEVEL": Variable("WARN", HONOURED, "--log-level"),
     "LOG_FORMAT": Variable("text", HONOURED, "--log-format"),
     "CONFIG_TYPE": Variable(
@@ -108,39 +95,23 @@ VARIABLES: dict[str, Variable] = {
     "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": Variable("0.5", IGNORED, note=_XDS),
     "XDS_CLIENT_BACKOFF_JITTER": Variable("true", IGNORED, note=_XDS),
     "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": Variable("", IGNORED, note=_XDS),
-    "USE_DOG_STATSD": Variable("false", IGNORED, note=_STATSD, warn=True),
-    "USE_DOG_STATSD_MOGRIFIERS": Variable("", IGNORED, note=_STATSD),
-    "USE_STATSD": Variable("true", IGNORED, note=_STATSD, warn=True),
-    "STATSD_HOST": Variable("localhost", IGNORED, note=_STATSD),
-    "STATSD_PORT": Variable("8125", IGNORED, note=_STATSD),
-    "EXTRA_TAGS": Variable(
-        "", IGNORED, note="Prometheus adds labels when it scrapes: set them there", warn=True
-    ),
-    "STATS_FLUSH_INTERVAL": Variable(
-        "10s", IGNORED, note="Prometheus scrapes /metrics when it wants; nothing is pushed"
-    ),
-    "DISABLE_STATS": Variable(
-        "false", IGNORED, note="/metrics is always served, and costs nothing until scraped"
-    ),
-    "USE_PROMETHEUS": Variable(
+    "USE_DOG_STATSD": Variable("false", HONOURED, "--dogstatsd"),
+    "USE_DOG_STATSD_MOGRIFIERS": Variable("", HONOURED, "--dogstatsd-mogrifiers"),
+    "USE_STATSD": Variable("true", HONOURED, "--statsd"),
+    "STATSD_HOST": Variable("localhost", HONOURED, "--statsd"),
+    "STATSD_PORT": Variable("8125", HONOURED, "--statsd"),
+    "EXTRA_TAGS": Variable("", HONOURED, "--stats-tags"),
+    "STATS_FLUSH_INTERVAL": Variable("10s", HONOURED, "--stats-flush-interval"),
+    "DISABLE_STATS": Variable("false", HONOURED, "--statsd"),
+    "USE_PROMETHEUS": Variable("false", HONOURED, "--stats-prometheus"),
+    "PROMETHEUS_ADDR": Variable(":9090", HONOURED, "--stats-prometheus"),
+    "PROMETHEUS_PATH": Variable("/metrics", HONOURED, "--stats-prometheus-path"),
+    "PROMETHEUS_MAPPER_YAML": Variable("", HONOURED, "--stats-prometheus-mapper"),
+    "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": Variable(
         "false",
         IGNORED,
-        note="ratekeeper's Prometheus metrics are always on, at the HTTP port's /metrics",
-    ),
-    "PROMETHEUS_ADDR": Variable(
-        ":9090", IGNORED, note="/metrics is served on the HTTP port (HOST:PORT)", warn=True
-    ),
-    "PROMETHEUS_PATH": Variable(
-        "/metrics", IGNORED, note="the metrics are always at /metrics", warn=True
-    ),
-    "PROMETHEUS_MAPPER_YAML": Variable(
-        "",
-        IGNORED,
-        note="ratekeeper's metrics have names of their own (docs/migrating.md maps them)",
-        warn=True,
-    ),
-    "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": Variable(
-        "false", IGNORED, note="latencies are in seconds, as Prometheus names them"
+        note="it scales the reference's response-time timer, which ratekeeper does not send "
+        "(its latencies are ratekeeper_* histograms in seconds, at the HTTP port's /metrics)",
     ),
     "RUNTIME_ROOT": Variable("/srv/runtime_data/current", HONOURED, "--rules"),
     "RUNTIME_SUBDIRECTORY": Variable("", HONOURED, "--rules"),
@@ -156,7 +127,7 @@ VARIABLES: dict[str, Variable] = {
         note="an optimisation only: every decision is the store's; the library's "
         "over_limit_cache store option is the equivalent",
     ),
-    "NEAR_LIMIT_RATIO": Variable("0.8", IGNORED, note="only for the near_limit statistic"),
+    "NEAR_LIMIT_RATIO": Variable("0.8", HONOURED, "--near-limit-ratio"),
     "CACHE_KEY_PREFIX": Variable("", HONOURED, "--store"),
     "BACKEND_TYPE": Variable(
         "redis", CHECKED, note="ratekeeper's stores are Redis or memory", accepts="redis"
@@ -230,10 +201,11 @@ VARIABLES: dict[str, Variable] = {
     "QUOTA_MODE": Variable("false", HONOURED, "--quota-mode"),
     "RESPONSE_DYNAMIC_METADATA": Variable("false", HONOURED, "--dynamic-metadata"),
     "MERGE_DOMAIN_CONFIG": Variable("false", HONOURED, "--merge-domains"),
-    "TRACING_ENABLED": Variable("false", IGNORED, note="ratekeeper exports no traces", warn=True),
-    "TRACING_SERVICE_NAME": Variable("RateLimit", IGNORED, note=_TRACING),
-    "TRACING_SERVICE_NAMESPACE": Variable("", IGNORED, note=_TRACING),
-    "TRACING_SERVICE_INSTANCE_ID": Variable("", IGNORED, note=_TRACING),
-    "TRACING_EXPORTER_PROTOCOL": Variable("http", IGNORED, note=_TRACING),
-    "TRACING_SAMPLING_RATE": Variable("1", IGNORED, note=_TRACING),
+    # The tracing variables are only read with TRACING_ENABLED=true, as the reference reads them.
+    "TRACING_ENABLED": Variable("false", HONOURED, "--tracing"),
+    "TRACING_SERVICE_NAME": Variable("RateLimit", HONOURED, "--trace-service-name"),
+    "TRACING_SERVICE_NAMESPACE": Variable("", HONOURED, "--trace-service-namespace"),
+    "TRACING_SERVICE_INSTANCE_ID": Variable("", HONOURED, "--trace-service-instance-id"),
+    "TRACING_EXPORTER_PROTOCOL": Variable("http", HONOURED, "--tracing"),
+    "TRACING_SAMPLING_RATE": Variable("1", HONOURED, "--trace-sample-rate"),
 }

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.grpc.servicer import RateLimitServicer
     from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.observe.access import AccessLog
+    from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -75,15 +76,24 @@ class Aborted(Exception):
 
 
 class Context:
-    """What ``RateLimitServicer`` and ``AccessLog.grpc`` use of grpc.aio's servicer context:
-    ``abort`` raises ``Aborted``, ``set_trailing_metadata`` keeps the trailers, ``code`` is the
-    status the call was aborted with (None until then)."""
+    """What ``RateLimitServicer``, ``AccessLog.grpc`` and ``Tracing.grpc`` use of grpc.aio's
+    servicer context: ``abort`` raises ``Aborted``, ``set_trailing_metadata`` keeps the
+    trailers, ``code`` is the status the call was aborted with (None until then),
+    ``invocation_metadata`` the request's ``headers`` (an ASGI scope's) as gRPC metadata."""
 
-    __slots__ = ("_code", "trailing")
+    __slots__ = ("_code", "_headers", "trailing")
 
-    def __init__(self) -> None:
+    def __init__(self, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
         self._code: grpc.StatusCode | None = None
+        self._headers = headers
         self.trailing: tuple[tuple[str, str], ...] = ()
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return tuple(
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in self._headers
+            if not name.startswith(b":")
+        )
 
     async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
         self._code = code
@@ -167,18 +177,23 @@ async def read_message(receive: Receive, encoding: bytes) -> bytes | None:
 
 class GrpcApp:
     """The gRPC methods of the module over ``servicer``, each ``ShouldRateLimit`` call logged
-    by ``access_log``, if given, the health of ``FOLLOWING`` following ``health_check``, if
-    given. An ASGI app for ``http`` scopes; the lifespan is the HTTP app's
-    (``ratekeeper.service.runtime.pyvoy_app`` runs both)."""
+    by ``access_log`` and traced by ``tracing``, if given, the health of ``FOLLOWING``
+    following ``health_check``, if given. An ASGI app for ``http`` scopes; the lifespan is the
+    HTTP app's (``ratekeeper.service.runtime.pyvoy_app`` runs both)."""
 
     def __init__(
         self,
         servicer: RateLimitServicer,
         access_log: AccessLog | None = None,
+        tracing: Tracing | None = None,
         health_check: HealthCheck | None = None,
     ) -> None:
-        method = servicer.ShouldRateLimit
-        self._method = method if access_log is None else access_log.grpc(method)
+        method: Callable[[Any, Any], Awaitable[Any]] = servicer.ShouldRateLimit
+        if access_log is not None:
+            method = access_log.grpc(method)
+        if tracing is not None:
+            method = tracing.grpc(method)
+        self._method = method
         self._statuses: dict[str, int] = dict.fromkeys(HEALTH_NAMES, _Health.SERVING)
         if health_check is not None:
             health_check.listeners.append(self._follow)
@@ -209,7 +224,7 @@ class GrpcApp:
         if data is None:
             return
         if path == SHOULD_RATE_LIMIT:
-            await self._should_rate_limit(data, timeout, send)
+            await self._should_rate_limit(data, timeout, send, scope["headers"])
         elif path == CHECK:
             await self._check(data, send)
         elif path == WATCH:
@@ -217,8 +232,14 @@ class GrpcApp:
         else:
             await _answer(send, None, grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
 
-    async def _should_rate_limit(self, data: bytes, timeout: float | None, send: Send) -> None:
-        context = Context()
+    async def _should_rate_limit(
+        self,
+        data: bytes,
+        timeout: float | None,
+        send: Send,
+        headers: Iterable[tuple[bytes, bytes]],
+    ) -> None:
+        context = Context(headers)
         deadline = None if timeout is None else asyncio.timeout(timeout)
         try:
             if deadline is None:

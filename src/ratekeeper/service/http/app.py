@@ -38,6 +38,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -48,7 +49,7 @@ from starlette.routing import BaseRoute, Route
 
 from ratekeeper.core.log_throttle import LogThrottle
 from ratekeeper.core.moved import keywords_renamed
-from ratekeeper.service.asgi import Receive, Scope, Send
+from ratekeeper.service.asgi import App, Receive, Scope, Send
 from ratekeeper.service.http.admin import Admin
 from ratekeeper.service.http.checks import Checks
 from ratekeeper.service.http.health import HealthRoutes
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.tracing import Tracing
 
 __all__ = ["MAX_BODY", "http_app"]
 
@@ -100,6 +102,7 @@ def http_app(
     access_log: AccessLog | None = None,
     routes: Sequence[BaseRoute] = (),
     lifespan: Lifespan | None = None,
+    tracing: Tracing | None = None,
 ) -> Starlette:
     """The HTTP app over ``engine`` (see the module). ``admin_token`` turns the override
     endpoints on; ``ietf_headers`` adds ``RateLimit`` and ``RateLimit-Policy``. ``metrics``
@@ -109,8 +112,9 @@ def http_app(
     remaining and reset headers) puts the rate-limit headers in Envoy's ``POST /json``
     answers (``response_headers_to_add``); ``dynamic_metadata`` puts the dynamic metadata
     there (``dynamicMetadata``). ``health_check`` answers ``/healthcheck``. ``access_log``
-    (over ``engine``) logs every decision request. ``routes`` are served after the app's own
-    (the dashboard's), and ``lifespan`` runs from startup to shutdown."""
+    (over ``engine``) logs every decision request, and ``tracing`` (over ``engine``) traces
+    each. ``routes`` are served after the app's own (the dashboard's), and ``lifespan`` runs
+    from startup to shutdown."""
     checks = Checks(
         engine,
         ietf_headers=ietf_headers,
@@ -147,12 +151,13 @@ def http_app(
     ]
     if metrics is not None:
         served.append(Route("/metrics", metrics.app))  # an ASGI app at exactly /metrics
-    app = _CheckFirst if access_log is None else _AccessLogged
+    observed = tuple(one for one in (access_log, tracing) if one is not None)
+    app = _Observed if observed else _CheckFirst
     return app(
         checks,
         None if metrics is None else metrics.latency_observer("http"),
         in_flight_bound,
-        access_log,
+        observed,
         routes=served,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
@@ -204,14 +209,13 @@ class _CheckFirst(Starlette):
         checks: Checks,
         observe: Callable[[float], None] | None,
         in_flight_bound: InFlightBound | None,
-        access_log: AccessLog | None = None,
+        observed: Sequence[AccessLog | Tracing] = (),
         **options: Any,
     ) -> None:
         super().__init__(**options)
         self._checks = checks
         self._observe = observe
         self._in_flight_bound = in_flight_bound
-        self._access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -251,10 +255,23 @@ class _CheckFirst(Starlette):
                 bound.leave()
 
 
-class _AccessLogged(_CheckFirst):
-    """``_CheckFirst`` whose decision requests its access log logs (a class of its own, so that
-    without one the hot path does not even ask)."""
+class _Observed(_CheckFirst):
+    """``_CheckFirst`` whose decision requests its access log logs and its traces trace (a
+    class of its own, so that without them the hot path does not even ask)."""
+
+    def __init__(
+        self,
+        checks: Checks,
+        observe: Callable[[float], None] | None,
+        in_flight_bound: InFlightBound | None,
+        observed: Sequence[AccessLog | Tracing] = (),
+        **options: Any,
+    ) -> None:
+        super().__init__(checks, observe, in_flight_bound, observed, **options)
+        call: App = super().__call__  # inside the access log, inside the traces
+        for wrapper in observed:
+            call = partial(wrapper.asgi, call)
+        self._observed = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        assert self._access_log is not None
-        await self._access_log.asgi(super().__call__, scope, receive, send)
+        await self._observed(scope, receive, send)

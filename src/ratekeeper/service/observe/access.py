@@ -37,7 +37,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ratekeeper.service.asgi import App, Message, Receive, Scope, Send
-from ratekeeper.service.observe.labels import rule_label
+from ratekeeper.service.observe.labels import Noted, decided
 from ratekeeper.service.observe.logs import ACCESS
 
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ ROUTES = {
     "/v1/nginx": "nginx",
 }
 
-#: The decisions of the request under way: ``(domain, statuses)`` each.
-Noted = list[tuple[str, "tuple[Status, ...]"]]
+#: The decisions of the request under way.
 _noted: ContextVar[Noted | None] = ContextVar("ratekeeper_access_noted", default=None)
 
 T = TypeVar("T")
@@ -134,37 +133,5 @@ class AccessLog:
             return
         fields["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
         if noted:
-            fields.update(self._decided(noted))
+            fields.update(decided(noted, self._default))
         log.info("%s", request, extra=fields)
-
-    def _decided(self, noted: Noted) -> dict[str, str]:
-        """The domain, rule and result of a request's decisions (see the module)."""
-        degraded = False
-        deciding: tuple[int, int, str, Status] | None = None
-        for domain, statuses in noted:
-            for status in statuses:
-                decision = status.decision
-                if decision is not None and decision.degraded:
-                    degraded = True
-                if not status.allowed:
-                    rank = (0, 0)
-                elif status.shadowed:
-                    rank = (1, 0)
-                elif decision is not None:
-                    rank = (2, decision.remaining)
-                else:
-                    rank = (3, 0)
-                if deciding is None or rank < deciding[:2]:
-                    deciding = (*rank, domain, status)
-        if deciding is None:
-            return {}
-        _, _, domain, status = deciding
-        if degraded:
-            result = "degraded"
-        elif not status.allowed:
-            result = "limited"
-        elif status.shadowed:
-            result = "shadowed"
-        else:
-            result = "allowed"
-        return {"domain": domain, "rule": rule_label(status, self._default), "result": result}

@@ -7,8 +7,9 @@ dashboard's routes beside its own, and its lifespan (``lifespan``), which starts
 runs the gRPC server and the tasks of every second (the dashboard's, the workers' metrics), and
 stops them. ``build_parts(settings)`` builds both, logs which stores it opened (passwords
 masked) and how many rules it loaded from which files, and makes the observers the settings
-ask for (the metrics, the dashboard, the access and decision logs). ``from_environment`` is a
-worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set (uvicorn's factory).
+ask for (the metrics, the dashboard, the access and decision logs, the traces).
+``from_environment`` is a worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set
+(uvicorn's factory).
 
 Starlette is the ``server`` extra, imported here only when building: without it,
 ``MissingExtraError`` names the extra to install.
@@ -24,9 +25,11 @@ from ratekeeper.core.errors import MissingExtraError
 from ratekeeper.core.moved import keywords_renamed
 from ratekeeper.core.redaction import redacted
 from ratekeeper.core.wording import many
+from ratekeeper.service.healthcheck import HealthCheck, following
 from ratekeeper.service.observe.logs import ACCESS, configure_logging, worker_number
 from ratekeeper.service.runtime.lifespan import lifespan
 from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, Settings
+from ratekeeper.service.runtime.stats import start_stats
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -34,11 +37,13 @@ if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.rules import RuleSet
     from ratekeeper.service.dashboard import Dashboard
-    from ratekeeper.service.healthcheck import HealthCheck
+    from ratekeeper.service.grpc.tls import GrpcTls
     from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.stats import Publisher
+    from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -99,6 +104,9 @@ def create_app(
     access_log: AccessLog | None = None,
     dashboard: Dashboard | None = None,
     probe_copies: ProbeCopies | None = None,
+    grpc_tls: GrpcTls | None = None,
+    tracing: Tracing | None = None,
+    stats: Publisher | None = None,
 ) -> Starlette:
     """The service's app over ``engine``: the HTTP app (``ratekeeper.service.http``), with
     what runs beside it wired in. ``admin_token`` turns the override endpoints on;
@@ -110,14 +118,16 @@ def create_app(
     count those shed). ``envoy_headers`` (the names of
     the limit, remaining and reset headers) puts the rate-limit headers in Envoy's answers,
     over gRPC and ``POST /json`` (``response_headers_to_add``); ``dynamic_metadata`` puts the
-    dynamic metadata there (``ratekeeper.wire.metadata``). ``health_check`` answers Envoy's
-    health checks, ``/healthcheck`` and gRPC's (``ratekeeper.service.healthcheck``), and runs
-    from startup to shutdown. ``access_log`` (over
+    dynamic metadata there. ``health_check`` answers ``/healthcheck`` and gRPC's health
+    (``ratekeeper.service.healthcheck``), from startup to shutdown. ``access_log`` (over
     ``engine``) logs every decision request, over HTTP and gRPC. ``dashboard`` (over
     ``engine``) serves ``/dashboard``, ``/v1/stats`` and ``/v1/top``, and records every second
     from startup to shutdown. ``probe_copies`` keeps copies of the probes' answers while
     ``in_flight_bound`` sheds, for the server's protocol to answer from
-    (``runtime.protocol``)."""
+    (``runtime.protocol``). ``grpc_tls`` serves gRPC over TLS (``service.grpc.tls``).
+    ``tracing`` (over ``engine``) traces every decision request, over HTTP and gRPC, and sends
+    its last spans at shutdown; ``stats`` (over ``engine``) is flushed a last time at
+    shutdown."""
     from ratekeeper.service.http.app import http_app
 
     if metrics is not None and in_flight_bound is not None:
@@ -132,6 +142,7 @@ def create_app(
         dynamic_metadata=dynamic_metadata,
         health_check=health_check,
         access_log=access_log,
+        tracing=tracing,
         routes=() if dashboard is None else dashboard.routes(),
         lifespan=lifespan(
             engine,
@@ -145,6 +156,9 @@ def create_app(
             access_log=access_log,
             dashboard=dashboard,
             probe_copies=probe_copies,
+            grpc_tls=grpc_tls,
+            tracing=tracing,
+            stats=stats,
         ),
     )
 
@@ -182,7 +196,7 @@ class Parts(NamedTuple):
     access_log: AccessLog | None
     #: The probes' answers copied while the process sheds, for uvicorn's protocol (``grpc_aio``).
     probe_copies: ProbeCopies | None = None
-    #: What Envoy's health checks are answered with, when they follow the store or the rules.
+    tracing: Tracing | None = None
     health_check: HealthCheck | None = None
 
 
@@ -225,9 +239,11 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
     dashboard = _dashboard(engine, metrics, settings)
     _decision_log(engine, settings)
     access_log = _access_log(engine, settings)
+    tracing = _tracing(engine, settings)
+    stats = start_stats(engine, settings)
     in_flight_bound = InFlightBound(settings.max_in_flight, max_wait=settings.max_wait)
     probe_copies = ProbeCopies() if grpc_aio and shed_first_protocol() is not None else None
-    health_check = _health_check(engine, settings)
+    health = following(engine, settings.healthcheck_store, settings.healthcheck_rules)
     http = create_app(
         engine,
         admin_token=settings.admin_token,
@@ -238,22 +254,29 @@ def build_parts(settings: Settings, *, grpc_aio: bool) -> Parts:
         in_flight_bound=in_flight_bound,
         envoy_headers=envoy_header_names(settings),
         dynamic_metadata=settings.dynamic_metadata,
-        health_check=health_check,
+        health_check=health,
         access_log=access_log,
         dashboard=dashboard,
         probe_copies=probe_copies,
+        grpc_tls=tls_of(settings),
+        tracing=tracing,
+        stats=stats,
     )
-    return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies, health_check)
+    return Parts(http, engine, metrics, in_flight_bound, access_log, probe_copies, tracing, health)
 
 
-def _health_check(engine: AsyncEngine, settings: Settings) -> HealthCheck | None:
-    """What Envoy's health checks follow, if anything beside the process: the store, the
-    rules (``ratekeeper.service.healthcheck``)."""
-    if not (settings.healthcheck_store or settings.healthcheck_rules):
+def tls_of(settings: Settings) -> GrpcTls | None:
+    """gRPC's TLS as ``settings`` describe it; None for none."""
+    if settings.grpc_tls_cert is None or settings.grpc_tls_key is None:
         return None
-    from ratekeeper.service.healthcheck import HealthCheck
+    from ratekeeper.service.grpc.tls import GrpcTls
 
-    return HealthCheck(engine, store=settings.healthcheck_store, rules=settings.healthcheck_rules)
+    return GrpcTls(
+        settings.grpc_tls_cert,
+        settings.grpc_tls_key,
+        settings.grpc_tls_client_ca,
+        settings.grpc_tls_client_san,
+    )
 
 
 def _say_leases_exact(rules: RuleSet) -> None:
@@ -341,6 +364,29 @@ def _access_log(engine: AsyncEngine, settings: Settings) -> AccessLog | None:
 
     log.info("access log: on (logger %s)", ACCESS)
     return AccessLog(engine)
+
+
+def _tracing(engine: AsyncEngine, settings: Settings) -> Tracing | None:
+    """The traces ``settings`` ask for (``--tracing``), this process's own."""
+    if settings.tracing == "off":
+        return None
+    from ratekeeper.service.observe import tracing
+
+    found = tracing.start(
+        engine,
+        settings.tracing,
+        sample_rate=settings.trace_sample_rate,
+        service_name=settings.trace_service_name,
+        service_namespace=settings.trace_service_namespace,
+        service_instance_id=settings.trace_service_instance_id,
+    )
+    log.info(
+        "tracing: on (%s, one span per decision request, %g of them sampled unless the "
+        "caller's trace decides)",
+        settings.tracing,
+        settings.trace_sample_rate,
+    )
+    return found
 
 
 def from_environment() -> Starlette:

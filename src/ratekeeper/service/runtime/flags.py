@@ -36,7 +36,23 @@ FLAGS = (
         repeated=True,
     ),
     Flag("--http", "HOST:PORT", "HTTP address (default 127.0.0.1:8080)"),
-    Flag("--grpc", "HOST:PORT", "gRPC address (default 127.0.0.1:8081)"),
+    Flag(
+        "--grpc",
+        "HOST:PORT",
+        "gRPC address, or unix:PATH for a Unix socket (default 127.0.0.1:8081)",
+    ),
+    Flag("--grpc-tls-cert", "FILE", "serve gRPC over TLS with this certificate (PEM, its chain)"),
+    Flag("--grpc-tls-key", "FILE", "the private key of --grpc-tls-cert (PEM)"),
+    Flag(
+        "--grpc-tls-client-ca",
+        "FILE",
+        "mTLS: require client certificates signed by this CA (PEM)",
+    ),
+    Flag(
+        "--grpc-tls-client-san",
+        "NAME",
+        "with --grpc-tls-client-ca: the DNS name (or IP address) client certificates must carry",
+    ),
     Flag(
         "--admin-token", "TOKEN", "bearer token of the override endpoints (default: they are off)"
     ),
@@ -181,6 +197,76 @@ FLAGS = (
         ),
     ),
     Flag("--merge-domains", None, "let rule files share a domain: their descriptors join one tree"),
+    Flag(
+        "--tracing",
+        "EXPORTER",
+        (
+            "off (default), otlp-http or otlp-grpc: one OpenTelemetry span per decision "
+            "request, sent to $OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT); needs "
+            "ratekeeper[tracing]"
+        ),
+    ),
+    Flag(
+        "--trace-sample-rate",
+        "RATIO",
+        "share of the requests traced when the caller's trace does not decide (default 1)",
+    ),
+    Flag(
+        "--trace-service-name",
+        "NAME",
+        "the spans' service.name (default $OTEL_SERVICE_NAME, else ratekeeper)",
+    ),
+    Flag("--trace-service-namespace", "NAME", "the spans' service.namespace (default none)"),
+    Flag(
+        "--trace-service-instance-id",
+        "ID",
+        "the spans' service.instance.id (default: a random UUID for each process)",
+    ),
+    Flag(
+        "--statsd",
+        "HOST:PORT",
+        (
+            "send envoyproxy/ratelimit's statistics (ratelimit.service.rate_limit.<domain>."
+            "<key>.total_hits, ...) to StatsD over TCP, as the reference does (default: not "
+            "sent); needs ratekeeper[statsd]"
+        ),
+    ),
+    Flag(
+        "--dogstatsd",
+        "HOST:PORT",
+        "send them to DogStatsD over UDP, with tags (default: not sent); needs ratekeeper[statsd]",
+    ),
+    Flag(
+        "--dogstatsd-mogrifiers",
+        "NAMES",
+        "DogStatsD's renamings, each from its DOG_STATSD_MOGRIFIER_<NAME>_PATTERN, _NAME, _TAGS",
+    ),
+    Flag("--stats-tags", "K:V,...", "tags added to every one of these statistics"),
+    Flag(
+        "--stats-flush-interval",
+        "SECONDS",
+        "how often they are sent (default 10); also at the stop",
+    ),
+    Flag(
+        "--stats-prometheus",
+        "HOST:PORT",
+        (
+            "serve them to Prometheus on a listener of their own, under the names the "
+            "reference's mapper gives (ratelimit_service_rate_limit_total_hits{domain,key1,...}); "
+            ":9090 for every address (default: not served)"
+        ),
+    ),
+    Flag("--stats-prometheus-path", "PATH", "the listener's path (default /metrics)"),
+    Flag(
+        "--stats-prometheus-mapper",
+        "FILE",
+        "a statsd_exporter mapping file (default: the reference's default_mapper.yaml)",
+    ),
+    Flag(
+        "--near-limit-ratio",
+        "RATIO",
+        "the share of a limit past which hits count as near_limit (default 0.8)",
+    ),
     Flag(
         "--dashboard",
         None,

@@ -8,16 +8,19 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.dashboard import Dashboard
+    from ratekeeper.service.grpc.tls import GrpcTls
     from ratekeeper.service.healthcheck import HealthCheck
     from ratekeeper.service.http.copies import ProbeCopies
     from ratekeeper.service.inflight import InFlightBound
     from ratekeeper.service.observe.access import AccessLog
     from ratekeeper.service.observe.metrics import Metrics
+    from ratekeeper.service.observe.stats import Publisher
+    from ratekeeper.service.observe.tracing import Tracing
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -51,26 +54,26 @@ def lifespan(
     access_log: AccessLog | None,
     dashboard: Dashboard | None,
     probe_copies: ProbeCopies | None = None,
+    grpc_tls: GrpcTls | None = None,
+    tracing: Tracing | None = None,
+    stats: Publisher | None = None,
     dynamic_metadata: bool = False,
     health_check: HealthCheck | None = None,
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
-    """What the app of ``create_app`` runs from its startup to its shutdown: the engine
-    started; the gRPC server on ``grpc_address``, if given; with many workers, this one's
-    metrics published every second; the dashboard's recording; the in-flight bound's reading
-    of the loop's lag, when it bounds the wait, and the copies of the probes' answers kept
-    while it sheds (``probe_copies``); the roll calls that count the
-    instances sharing the store (``stores.wrappers.fleet``), when they are not configured; the
-    health check Envoy's probes are answered with (``health_check``), every second. At
-    shutdown, the gRPC server stopped (its calls in flight given ``GRPC_GRACE`` seconds), the
-    tasks cancelled, this process off the fleet's roll, the metrics' last figures published,
-    and the engine closed if ``close_engine``."""
+    """What the app of ``create_app`` runs from its startup to its shutdown: the engine started;
+    the gRPC server on ``grpc_address``, if given (over TLS with ``grpc_tls``); with many
+    workers, this one's metrics published every second; the dashboard's recording; the
+    in-flight bound's reading of the loop's lag, when it bounds the wait, and the copies of the
+    probes' answers kept while it sheds (``probe_copies``); the roll calls that count the
+    instances sharing the store (``stores.wrappers.fleet``), when not configured; the checks of
+    ``health_check``. At shutdown, the gRPC server stopped (its calls in flight given
+    ``GRPC_GRACE`` seconds), the last spans of ``tracing`` sent, the tasks cancelled, this
+    process off the fleet's roll, the metrics' last figures published, envoyproxy/ratelimit's
+    statistics (``stats``) flushed a last time, and the engine closed if ``close_engine``."""
 
     @asynccontextmanager
     async def running(app: object) -> AsyncIterator[None]:
-        await asyncio.to_thread(engine.start)
-        await warn_of_the_store(engine)
-        if health_check is not None:  # its first finding, before the first probe
-            await health_check.check()
+        await _start(engine, health_check)
         server = None
         if grpc_address is not None:
             from ratekeeper.service.grpc.aio import serve_grpc
@@ -82,32 +85,28 @@ def lifespan(
                 in_flight_bound,
                 header_names=envoy_headers,
                 access_log=access_log,
+                tls=grpc_tls,
+                tracing=tracing,
                 dynamic_metadata=dynamic_metadata,
                 health_check=health_check,
             )
-        tasks = []
-        if metrics is not None and metrics.multiprocess:
-            # with many workers, this one's figures written every second
-            tasks.append(asyncio.create_task(metrics.publish_every()))
-        if dashboard is not None:
-            tasks.append(asyncio.create_task(dashboard.run()))
-        if health_check is not None:
-            tasks.append(asyncio.create_task(health_check.run()))
-        if in_flight_bound is not None:
-            if in_flight_bound.waiting.max_wait:
-                tasks.append(asyncio.create_task(in_flight_bound.watch()))  # the loop's lag
-            if probe_copies is not None:
-                bound = in_flight_bound
-                copying = probe_copies.keep(app, lambda: bound.shedding)  # type: ignore[arg-type]
-                tasks.append(asyncio.create_task(copying))
         fleet = getattr(engine.store, "fleet", None)  # instances="auto": counted by the store
-        if fleet is not None:
-            tasks.append(asyncio.create_task(fleet.run()))
+        tasks = _start_tasks(
+            app,
+            metrics=metrics,
+            dashboard=dashboard,
+            in_flight_bound=in_flight_bound,
+            probe_copies=probe_copies,
+            fleet=fleet,
+            health_check=health_check,
+        )
         try:
             yield
         finally:
             if server is not None:
                 await server.stop(GRPC_GRACE)
+            if tracing is not None:  # every request is answered: its span has ended
+                await asyncio.to_thread(tracing.close)
             for task in tasks:
                 task.cancel()
                 with suppress(asyncio.CancelledError):
@@ -116,7 +115,51 @@ def lifespan(
                 await fleet.leave()  # the others count one fewer at their next roll call
             if metrics is not None:
                 metrics.close()  # with many workers: the last figures, the gauges dropped
+            if stats is not None:
+                await asyncio.to_thread(stats.close)  # what was counted, sent
             if close_engine:
                 await engine.close()
 
     return running
+
+
+async def _start(engine: AsyncEngine, health_check: HealthCheck | None) -> None:
+    """The engine started, what the store's settings put at risk logged, and the health
+    check's first finding made, before the first probe."""
+    await asyncio.to_thread(engine.start)
+    await warn_of_the_store(engine)
+    if health_check is not None:
+        await health_check.check()
+
+
+def _start_tasks(
+    app: object,
+    *,
+    metrics: Metrics | None,
+    dashboard: Dashboard | None,
+    in_flight_bound: InFlightBound | None,
+    probe_copies: ProbeCopies | None,
+    fleet: Any,
+    health_check: HealthCheck | None = None,
+) -> list[asyncio.Task[Any]]:
+    """The tasks that run beside the app, started: the metrics published (with many workers),
+    the dashboard's recording, the loop's lag read and the probes' answers copied, the fleet's
+    roll calls, the health check Envoy's probes are answered with."""
+    tasks = []
+    if metrics is not None and metrics.multiprocess:
+        # with many workers, this one's figures written every second
+        tasks.append(asyncio.create_task(metrics.publish_every()))
+    if dashboard is not None:
+        tasks.append(asyncio.create_task(dashboard.run()))
+    if in_flight_bound is not None:
+        if in_flight_bound.waiting.max_wait:
+            tasks.append(asyncio.create_task(in_flight_bound.watch()))  # the loop's lag
+        if probe_copies is not None:
+            bound = in_flight_bound
+            copying = probe_copies.keep(app, lambda: bound.shedding)  # type: ignore[arg-type]
+            tasks.append(asyncio.create_task(copying))
+    if fleet is not None:
+        tasks.append(asyncio.create_task(fleet.run()))
+    if health_check is not None:
+        tasks.append(asyncio.create_task(health_check.run()))
+    return tasks

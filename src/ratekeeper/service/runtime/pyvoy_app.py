@@ -55,7 +55,9 @@ def build(settings: Settings) -> App:
         envoy_header_names(settings),
         dynamic_metadata=settings.dynamic_metadata,
     )
-    return grpc_or_http(GrpcApp(servicer, parts.access_log, parts.health_check), parts.http)
+    return grpc_or_http(
+        GrpcApp(servicer, parts.access_log, parts.tracing, parts.health_check), parts.http
+    )
 
 
 _built: list[App] = []

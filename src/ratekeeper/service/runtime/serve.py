@@ -36,7 +36,13 @@ from ratekeeper.service.runtime.app import (
     run_config,
     shed_first_protocol,
 )
-from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, ListenAddress, Settings
+from ratekeeper.service.runtime.settings import (
+    IN_MEMORY_CONFIG,
+    ListenAddress,
+    Settings,
+    UnixAddress,
+)
+from ratekeeper.service.runtime.stats import require_stats_extra, workers_exporter
 
 log = logging.getLogger("ratekeeper.service")
 
@@ -51,6 +57,10 @@ def _environment(settings: Settings) -> dict[str, str]:
         "RULES": os.pathsep.join(settings.rules),
         "HTTP": str(settings.http),
         "GRPC": str(settings.grpc),
+        "GRPC_TLS_CERT": settings.grpc_tls_cert or "",
+        "GRPC_TLS_KEY": settings.grpc_tls_key or "",
+        "GRPC_TLS_CLIENT_CA": settings.grpc_tls_client_ca or "",
+        "GRPC_TLS_CLIENT_SAN": settings.grpc_tls_client_san or "",
         "ADMIN_TOKEN": settings.admin_token or "",
         "ON_STORE_ERROR": settings.on_store_error,
         "INSTANCES": "auto" if settings.instances is None else str(settings.instances),
@@ -77,8 +87,26 @@ def _environment(settings: Settings) -> dict[str, str]:
         "MERGE_DOMAINS": _flag(settings.merge_domains),
         "DASHBOARD": _flag(settings.dashboard),
         "SERVER": settings.server,
+        "TRACING": settings.tracing,
+        "TRACE_SAMPLE_RATE": repr(settings.trace_sample_rate),
+        "TRACE_SERVICE_NAME": settings.trace_service_name or "",
+        "TRACE_SERVICE_NAMESPACE": settings.trace_service_namespace,
+        "TRACE_SERVICE_INSTANCE_ID": settings.trace_service_instance_id,
+        "STATSD": _optional(settings.statsd),
+        "DOGSTATSD": _optional(settings.dogstatsd),
+        "DOGSTATSD_MOGRIFIERS": ",".join(settings.dogstatsd_mogrifiers),
+        "STATS_TAGS": ",".join(f"{key}:{value}" for key, value in settings.stats_tags),
+        "STATS_FLUSH_INTERVAL": repr(settings.stats_flush_interval),
+        "STATS_PROMETHEUS": _optional(settings.stats_prometheus),
+        "STATS_PROMETHEUS_PATH": settings.stats_prometheus_path,
+        "STATS_PROMETHEUS_MAPPER": settings.stats_prometheus_mapper or "",
+        "NEAR_LIMIT_RATIO": repr(settings.near_limit_ratio),
     }
     return {f"RATEKEEPER_{name}": value for name, value in values.items()}
+
+
+def _optional(address: ListenAddress | None) -> str:
+    return "" if address is None else str(address)
 
 
 def _flag(value: bool) -> str:
@@ -88,6 +116,15 @@ def _flag(value: bool) -> str:
 def _say_dashboard(settings: Settings) -> None:
     if settings.dashboard:
         log.info("dashboard: http://%s/dashboard (sign in with the admin token)", settings.http)
+
+
+def _say_tracing_off(settings: Settings) -> None:
+    """Warn of tracing settings given while tracing is off: they do nothing."""
+    given = [where for name, where in settings.sources.items() if name.startswith("trace_")]
+    if settings.tracing == "off" and given:
+        log.warning(
+            "%s: not used: tracing is off (--tracing otlp-http or otlp-grpc)", ", ".join(given)
+        )
 
 
 def _stop(server: Any) -> None:
@@ -110,14 +147,25 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _unlistenable(address: ListenAddress, reuse: bool = False) -> str | None:
+def _unlistenable(address: ListenAddress | UnixAddress, reuse: bool = False) -> str | None:
     """Why nothing can listen on ``address`` now (another process does, or the host is no
     address of this machine, say); None if it can. ``reuse`` binds as uvicorn does
     (SO_REUSEADDR: a port whose last connections are closing is free).
 
     gRPC's own servers share a port (SO_REUSEPORT, as the workers of one service do), so a
-    second service would quietly take half of the first one's calls: it is refused here.
+    second service would quietly take half of the first one's calls: it is refused here. On a
+    Unix socket grpc replaces the file, so a second service would take all of them: a socket
+    something answers on is refused too (a stale one is replaced).
     """
+    if isinstance(address, UnixAddress):
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(address.path)
+            except FileNotFoundError:
+                return None
+            except OSError:  # nothing listens: a stale socket, which grpc replaces
+                return None
+        return "another process listens on this socket"
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     try:
         with socket.socket(family) as probe:
@@ -161,7 +209,10 @@ def _serve_workers(settings: Settings, options: dict[str, Any]) -> int:
     os.environ.update(_environment(settings))
     log.info("listening on http://%s with %s", settings.http, many(settings.workers, "worker"))
     _say_dashboard(settings)
-    with shared_directory() as run:  # the workers' metrics files, for this run only
+    with (
+        shared_directory() as run,  # the workers' metrics files, for this run only
+        workers_exporter(settings, run),  # their envoyproxy/ratelimit statistics, added up
+    ):
         if settings.config == IN_MEMORY_CONFIG:
             os.environ["RATEKEEPER_CONFIG"] = run_config(run)
         uvicorn.run(
@@ -177,16 +228,22 @@ def _serve_workers(settings: Settings, options: dict[str, Any]) -> int:
 def serve(settings: Settings) -> int:
     """Serve HTTP as ``settings`` say until told to stop; 0 after a graceful stop."""
     require_server_extra()
+    if settings.tracing != "off":
+        from ratekeeper.service.observe import tracing
+
+        tracing.require()
     pyvoy = settings.server == "pyvoy"
     if pyvoy:
         from ratekeeper.service.runtime import pyvoy_server
 
         pyvoy_server.require_pyvoy()
+    require_stats_extra(settings)
     configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
     for level, message in settings.notes:  # what reading the settings had to say
         log.log(level, message)
     if settings.shadow_mode:
         log.warning("shadow mode: every refusal is let through, counted as shadowed")
+    _say_tracing_off(settings)
     refused = _unlistenable(settings.http, reuse=True)
     if refused is not None:
         where = settings.sources.get("http", "--http, by default")

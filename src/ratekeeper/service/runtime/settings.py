@@ -11,7 +11,11 @@ flag                      variable                      default
 ``--rules PATH`` (many)   ``RATEKEEPER_RULES``          the example rules shipped with
                           (paths joined by ``:``)       ratekeeper (``example_rules.yaml``)
 ``--http HOST:PORT``      ``RATEKEEPER_HTTP``           ``127.0.0.1:8080``
-``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``
+``--grpc HOST:PORT``      ``RATEKEEPER_GRPC``           ``127.0.0.1:8081``; ``unix:PATH``
+                                                        listens on a Unix socket instead
+(no flag)                 ``RATEKEEPER_LISTEN_HOST``    ``127.0.0.1``: the host of the two
+                                                        default addresses above (the image
+                                                        sets ``0.0.0.0``); below the others
 ``--admin-token TOKEN``   ``RATEKEEPER_ADMIN_TOKEN``    none: the admin endpoints are off
 ``--on-store-error P``    ``RATEKEEPER_ON_STORE_ERROR`` ``local`` (or ``allow``, ``deny``)
 ``--instances N``         ``RATEKEEPER_INSTANCES``      ``auto``: the processes sharing a
@@ -65,6 +69,10 @@ flag                      variable                      default
                                                         Envoy (``service.runtime.pyvoy_app``)
 ========================  ============================  =====================================
 
+Traces (``--tracing``, ``--trace-*``; ``service.observe.tracing``) and envoyproxy/ratelimit's
+statistics (``--statsd``, ``--dogstatsd``, ``--stats-*``, ``--near-limit-ratio``;
+``service.observe.stats``) have their flags and defaults in docs/service.md.
+
 ``--compat MODE`` (``RATEKEEPER_COMPAT``) reads the settings of Envoy's reference rate-limit
 service, envoyproxy/ratelimit, under the flags and ``RATEKEEPER_*`` variables: ``envoy-ratelimit``
 reads its environment variables (``REDIS_URL``, ``RUNTIME_ROOT``, ``HOST``, ...) and its runtime
@@ -74,6 +82,14 @@ unless ``--config`` says otherwise, as the reference has no overrides store. Not
 ``envoy-ratelimit`` when ``RUNTIME_ROOT`` is set and no ``--rules`` nor ``RATEKEEPER_RULES``
 is, else ``none``. ``--merge-domains`` (``RATEKEEPER_MERGE_DOMAINS``, the reference's
 ``MERGE_DOMAIN_CONFIG``) lets rule files share a domain.
+
+``--grpc-tls-cert FILE`` and ``--grpc-tls-key FILE`` (``RATEKEEPER_GRPC_TLS_CERT``,
+``RATEKEEPER_GRPC_TLS_KEY``; PEM files, the one given without the other an error) serve gRPC
+over TLS; ``--grpc-tls-client-ca FILE`` (``RATEKEEPER_GRPC_TLS_CLIENT_CA``) makes it mutual:
+clients must present a certificate signed by that CA; ``--grpc-tls-client-san NAME``
+(``RATEKEEPER_GRPC_TLS_CLIENT_SAN``, with a client CA only) requires that name among the
+certificate's SANs (``service.grpc.tls``). The key must match the certificate. None of them,
+nor a Unix socket, is served by ``--server pyvoy``; a Unix socket takes one worker only.
 
 ``--plan-cache-size N`` (``RATEKEEPER_PLAN_CACHE_SIZE``, default ``100000``) bounds the limits
 each worker process caches (its plans, about 0.5 KB each, the stale ones kept for a configuration
@@ -90,8 +106,8 @@ parser); what each value may be, its parser, is in ``values``.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,17 +116,28 @@ from typing import Any
 from ratekeeper.core.errors import ConfigError
 from ratekeeper.core.moved import renamed
 from ratekeeper.service.inflight import DEFAULT_MAX_IN_FLIGHT
+from ratekeeper.service.runtime.compat_reading import IN_MEMORY_CONFIG, read_compat
 from ratekeeper.service.runtime.flags import add_arguments
-from ratekeeper.service.runtime.values import ENVOY_HEADER_NAMES, PARSERS, ListenAddress
+from ratekeeper.service.runtime.values import (
+    ENVOY_HEADER_NAMES,
+    PARSERS,
+    ListenAddress,
+    UnixAddress,
+)
 from ratekeeper.service.waiting import DEFAULT_MAX_WAIT
 
-__all__ = ["EXAMPLE_RULES", "IN_MEMORY_CONFIG", "ListenAddress", "Settings", "add_arguments"]
+__all__ = [
+    "EXAMPLE_RULES",
+    "IN_MEMORY_CONFIG",
+    "ListenAddress",
+    "Settings",
+    "UnixAddress",
+    "add_arguments",
+]
 
 EXAMPLE_RULES = str(Path(__file__).parents[1] / "example_rules.yaml")
 #: Where HTTP and gRPC listen unless told.
 DEFAULT_HTTP, DEFAULT_GRPC = ListenAddress("127.0.0.1", 8080), ListenAddress("127.0.0.1", 8081)
-#: The configuration store of ``--compat envoy-ratelimit`` when none is given.
-IN_MEMORY_CONFIG = "sqlite://:memory:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +148,11 @@ class Settings:
     config: str = "sqlite:///ratekeeper.db"
     rules: tuple[str, ...] = (EXAMPLE_RULES,)
     http: ListenAddress = DEFAULT_HTTP
-    grpc: ListenAddress = DEFAULT_GRPC
+    grpc: ListenAddress | UnixAddress = DEFAULT_GRPC
+    grpc_tls_cert: str | None = None
+    grpc_tls_key: str | None = None
+    grpc_tls_client_ca: str | None = None
+    grpc_tls_client_san: str | None = None
     admin_token: str | None = field(default=None, repr=False)
     on_store_error: str = "local"
     instances: int | None = None  # None: counted through the store
@@ -148,6 +179,21 @@ class Settings:
     merge_domains: bool = False
     dashboard: bool = False
     server: str = "uvicorn"
+    tracing: str = "off"
+    trace_sample_rate: float = 1.0
+    trace_service_name: str | None = None  # None: $OTEL_SERVICE_NAME, else ratekeeper
+    trace_service_namespace: str = ""
+    trace_service_instance_id: str = ""  # empty: a random UUID for each process
+    # -- envoyproxy/ratelimit's statistics (service.observe.stats) --
+    statsd: ListenAddress | None = None
+    dogstatsd: ListenAddress | None = None
+    dogstatsd_mogrifiers: tuple[str, ...] = ()
+    stats_tags: tuple[tuple[str, str], ...] = ()
+    stats_flush_interval: float = 10.0
+    stats_prometheus: ListenAddress | None = None
+    stats_prometheus_path: str = "/metrics"
+    stats_prometheus_mapper: str | None = None
+    near_limit_ratio: float = 0.8
     #: ``(logging level, message)`` lines reading the settings gave, for ``serve`` to log.
     notes: tuple[tuple[int, str], ...] = field(default=(), repr=False, compare=False)
     #: Where each setting read came from, as its errors name it (``--http (from $HOST,
@@ -165,7 +211,7 @@ class Settings:
         errors: list[str] = []
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
-        translated = _compat(given, env, values, errors)
+        translated = read_compat(given, env, values, errors)
         for name, parse in PARSERS.items():
             flag = "--" + name.replace("_", "-")
             variable = "RATEKEEPER_" + name.upper()
@@ -179,6 +225,9 @@ class Settings:
             if raw is None and name in translated:
                 raw, source = translated[name]
                 where = f"{flag} (from {source})"
+            if raw is None and name in _LISTENING and env.get(LISTEN_HOST):
+                raw = _on_host(env[LISTEN_HOST], _LISTENING[name])
+                where = f"{flag} (from ${LISTEN_HOST})"
             if raw is None:
                 continue
             try:
@@ -187,12 +236,14 @@ class Settings:
                 errors.append(f"{where}: {error}")
             sources[name] = where
         settings = cls(**values, sources=sources)
+        errors.extend(_grpc_errors(settings, failed=set(sources) - set(values)))
         if _overlap(settings.http, settings.grpc):
             errors.append(
                 f"{settings.sources.get('http', '--http')} and "
                 f"{settings.sources.get('grpc', '--grpc')}: HTTP ({settings.http}) and gRPC "
                 f"({settings.grpc}) need ports of their own"
             )
+        _check_stats(settings, env, errors)
         if settings.workers > 1 and settings.store.startswith("memory:"):
             errors.append(
                 "--workers: more than one worker needs a shared store such as redis://; "
@@ -214,6 +265,18 @@ class Settings:
         return settings
 
 
+#: The host HTTP and gRPC listen on, at their default ports, when no flag, ``RATEKEEPER_*``
+#: variable nor the reference's variables name their address: a container image sets it to
+#: ``0.0.0.0`` so that it is reachable from outside, and ``HOST``/``PORT`` still work.
+LISTEN_HOST = "RATEKEEPER_LISTEN_HOST"
+_LISTENING = {"http": DEFAULT_HTTP, "grpc": DEFAULT_GRPC}
+
+
+def _on_host(host: str, default: ListenAddress) -> str:
+    """``host`` at ``default``'s port, as ``--http`` takes it (an IPv6 host in brackets)."""
+    return str(ListenAddress(host, default.port))
+
+
 #: The settings that take a URL: their variable set but empty counts as unset (no URL is
 #: empty), as ``ratekeeper limits`` reads ``RATEKEEPER_CONFIG``.
 _URLS = frozenset({"store", "config"})
@@ -221,56 +284,85 @@ _URLS = frozenset({"store", "config"})
 _WILDCARDS = ("0.0.0.0", "::")
 
 
-def _overlap(one: ListenAddress, other: ListenAddress) -> bool:
+def _overlap(one: ListenAddress, other: ListenAddress | UnixAddress) -> bool:
     """Whether two listeners would need the same port of the same address."""
-    return one.port == other.port and (
-        one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS
+    return (
+        isinstance(other, ListenAddress)
+        and one.port == other.port
+        and (one.host == other.host or one.host in _WILDCARDS or other.host in _WILDCARDS)
     )
 
 
-def _compat(
-    given: Mapping[str, Any], env: Mapping[str, str], values: dict[str, Any], errors: list[str]
-) -> dict[str, tuple[Any, str]]:
-    """The raw values envoyproxy/ratelimit's settings give, with their sources, when
-    ``--compat`` reads them (``service.compat``); their errors are added to ``errors``, and
-    the mode and the lines to log to ``values``."""
-    from ratekeeper.service import compat
-
-    rules_given = given.get("rules") is not None or "RATEKEEPER_RULES" in env
-    try:
-        mode, why = compat.mode(given.get("compat"), env, rules_given)
-    except ValueError as error:
-        where = (
-            "--compat" if given.get("compat") is not None else "--compat (from $RATEKEEPER_COMPAT)"
+def _grpc_errors(settings: Settings, failed: set[str]) -> list[str]:
+    """What is wrong with gRPC's listener as a whole: its TLS files apart or not matching, a
+    Unix socket shared by workers (each would replace the last one's), what pyvoy does not
+    serve; nothing more once one of its settings has ``failed`` to parse."""
+    if failed & {"grpc", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_client_ca"}:
+        return []
+    names = settings.sources
+    cert, key = settings.grpc_tls_cert, settings.grpc_tls_key
+    ca, san = settings.grpc_tls_client_ca, settings.grpc_tls_client_san
+    errors = []
+    if (cert is None) != (key is None):
+        given, missing = (
+            ("grpc_tls_cert", "--grpc-tls-key")
+            if key is None
+            else ("grpc_tls_key", "--grpc-tls-cert")
         )
-        errors.append(f"{where}: {error}")
-        return {}
-    values["compat"] = mode
-    if mode == compat.NONE:
-        unread = None if why or "RUNTIME_ROOT" in env else compat.unread(env)
-        if unread is not None:
-            values["notes"] = ((logging.WARNING, unread),)
-        return {}
-    named = {
-        name
-        for name in PARSERS
-        if given.get(name) is not None or "RATEKEEPER_" + name.upper() in env
-    }
-    translation = compat.translate(env, named)
-    errors.extend(translation.errors)
-    if "config" not in named:  # the reference keeps no overrides: write no file unasked
-        # said by the service's own "configuration store:" line, once
-        translation.values["config"] = (IN_MEMORY_CONFIG, f"--compat {mode}")
-    level = logging.INFO if why.startswith(("--", "$")) else logging.WARNING
-    values["notes"] = (
-        (
-            level,
-            f"reading envoyproxy/ratelimit's variables and runtime directory ({why}); "
-            "the flags and RATEKEEPER_* variables win over them",
-        ),
-        *translation.notes,
-    )
-    return translation.values
+        errors.append(f"{names[given]}: TLS needs {missing} too")
+    elif cert is not None and key is not None:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as error:
+            errors.append(
+                f"{names['grpc_tls_cert']} and {names['grpc_tls_key']}: not a certificate and "
+                f"its private key ({error.args[-1]})"
+            )
+    if ca is not None:
+        if cert is None:
+            errors.append(f"{names['grpc_tls_client_ca']}: mTLS needs --grpc-tls-cert and -key")
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(ca)
+        except (ssl.SSLError, OSError) as error:
+            errors.append(f"{names['grpc_tls_client_ca']}: no CA certificate ({error.args[-1]})")
+    if san is not None and ca is None:
+        errors.append(
+            f"{names['grpc_tls_client_san']}: a client SAN is checked on client certificates, "
+            "which only --grpc-tls-client-ca asks for"
+        )
+    unix = isinstance(settings.grpc, UnixAddress)
+    if unix and settings.workers > 1:
+        errors.append(
+            f"{names['grpc']}: a Unix socket has one listener, and each worker would take it "
+            f"from the last; more workers need a TCP HOST:PORT"
+        )
+    if settings.server == "pyvoy":
+        pyvoy = "--server pyvoy serves gRPC in plaintext on the HTTP address (h2c)"
+        if unix:
+            errors.append(f"{names['grpc']}: {pyvoy}; a Unix socket needs --server uvicorn")
+        if cert is not None:
+            errors.append(f"{names['grpc_tls_cert']}: {pyvoy}; TLS needs --server uvicorn")
+    return errors
+
+
+def _check_stats(settings: Settings, env: Mapping[str, str], errors: list[str]) -> None:
+    """The Prometheus listener of the statistics needs a port of its own; the mogrifiers
+    their variables."""
+    listener = settings.stats_prometheus
+    for other, name in ((settings.http, "http"), (settings.grpc, "grpc")):
+        if listener is not None and _overlap(listener, other):
+            errors.append(
+                f"{settings.sources.get('stats_prometheus', '--stats-prometheus')}: the "
+                f"statistics' listener ({listener}) needs a port other than --{name}'s ({other})"
+            )
+    if settings.dogstatsd_mogrifiers:
+        from ratekeeper.service.observe.stats.sinks import mogrifiers
+
+        try:
+            mogrifiers(settings.dogstatsd_mogrifiers, env)
+        except ValueError as error:
+            where = settings.sources.get("dogstatsd_mogrifiers", "--dogstatsd-mogrifiers")
+            errors.append(f"{where}: {error}")
 
 
 #: The old names of names here, found with a ``DeprecationWarning`` until 0.3.0.

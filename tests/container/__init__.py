@@ -1,0 +1,1 @@
+"""ratekeeper's container image, built from ``Containerfile`` and run with podman."""
