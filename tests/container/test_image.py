@@ -7,7 +7,6 @@ rules directory (``..data`` swapped to a new version, as Kubernetes updates one)
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.container.deployed import check, configmap_directory
 from tests.container.images import CONTAINERFILE, Container, podman, size
 from tests.processes import free_port, wait_until
 
@@ -56,14 +56,6 @@ def published(image: str, *options: str, args: tuple[str, ...] = ()) -> Containe
     )
 
 
-def check(url: str, entries: dict[str, str], domain: str = "example") -> httpx.Response:
-    body = {
-        "domain": domain,
-        "descriptors": [{"entries": [{"key": k, "value": v} for k, v in entries.items()]}],
-    }
-    return httpx.post(f"{url}/v1/check", json=body, timeout=5)
-
-
 @pytest.mark.slow
 def test_the_image_its_size_user_and_start(image: str, containers: list[Container]) -> None:
     megabytes = size(image) / 1e6
@@ -99,23 +91,6 @@ def test_a_read_only_root_filesystem_writes_only_to_the_volume(
     assert "ratekeeper.db" in container.exec("ls", "/var/lib/ratekeeper").split()
     assert container.stop() == 0
     assert "Traceback" not in container.logs()
-
-
-def configmap_directory(directory: Path, data: dict[str, str], version: str = "2026_01") -> Path:
-    """``directory`` laid out as Kubernetes mounts a ConfigMap holding ``data``: the files in
-    a hidden version directory, ``..data`` a symlink to it, each file a symlink through
-    ``..data``; a new version is swapped in by renaming a new ``..data`` over the old one."""
-    directory.mkdir(exist_ok=True)
-    files = directory / f"..{version}"
-    files.mkdir()
-    for name, text in data.items():
-        (files / name).write_text(text)
-    (directory / "..data_tmp").symlink_to(files.name)
-    os.replace(directory / "..data_tmp", directory / "..data")
-    for name in data:
-        if not (directory / name).is_symlink():
-            (directory / name).symlink_to(f"..data/{name}")
-    return directory
 
 
 def configmap(directory: Path, version: str, limit: int) -> None:

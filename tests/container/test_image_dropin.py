@@ -20,12 +20,7 @@ from tests.container.images import Container
 from tests.gateways import EnvoyServer, UpstreamServer, http_request
 from tests.processes import free_ports
 from tests.servers import RedisServer
-from tests.service.test_envoy_ratelimit_dropin import (
-    EXAMPLES,
-    proxy_config,
-    ratelimit_stats,
-    with_room,
-)
+from tests.service.reference import EXAMPLES, proxy_config, ratelimit_stats, with_room
 
 pytestmark = pytest.mark.slow
 

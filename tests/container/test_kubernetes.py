@@ -21,8 +21,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.container.deployed import check, configmap_directory
 from tests.container.images import Container
-from tests.container.test_image import check, configmap_directory
 from tests.processes import free_ports
 from tests.servers import RedisServer
 

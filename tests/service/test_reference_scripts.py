@@ -304,6 +304,7 @@ def test_the_references_scripts_pass_in_run_alls_order(stack: Stack) -> None:
     assert stack.sink.received > 0
 
 
+@pytest.mark.timeout(REPEATS * 75 + 90)  # each run waits for the next minute
 def test_multiservice_tokenquota_passes_every_time(stack: Stack) -> None:
     """Routed 1, 1, 2, 2, 2 by the metadata, the 6th refused, the 7th to Service 1 in the
     next minute: ``REPEATS`` runs in a row, each on empty buckets."""
