@@ -18,9 +18,11 @@ from starlette.applications import Starlette
 from ratekeeper import AsyncEngine
 from ratekeeper.config import open_config_store
 from ratekeeper.rules import parse_rules
-from ratekeeper.service.runtime.app import create_app
+from ratekeeper.service.runtime.app import build_app, create_app
+from ratekeeper.service.runtime.settings import ListenAddress, Settings
 from ratekeeper.stores.memory import AsyncMemoryStore
 from ratekeeper.testing import FakeClock
+from tests.processes import free_port
 
 T = TypeVar("T")
 
@@ -100,3 +102,11 @@ class AppClient:
 
     def delete(self, url: str, **options: Any) -> httpx.Response:
         return self.request("DELETE", url, **options)
+
+
+def settings_app(**values: Any) -> Starlette:
+    """``build_app`` of ``Settings(**values)``, its gRPC server on a free port rather than the
+    default 127.0.0.1:8081, which another test's service may hold (gRPC binds with
+    SO_REUSEPORT: both would listen, and each take the other's calls)."""
+    values.setdefault("grpc", ListenAddress("127.0.0.1", free_port()))
+    return build_app(Settings(**values))

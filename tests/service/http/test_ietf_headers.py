@@ -9,9 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ratekeeper.service.runtime.app import build_app
-from ratekeeper.service.runtime.settings import Settings
-from tests.service.asgi import AppClient
+from tests.service.asgi import AppClient, settings_app
 from tests.service.served import Served
 
 CHECK = {"key": "user:1", "limit": "5/minute"}
@@ -19,8 +17,8 @@ CHECK = {"key": "user:1", "limit": "5/minute"}
 
 @pytest.mark.parametrize("on", [False, True])
 def test_the_setting_turns_the_fields_on(tmp_path: Path, on: bool) -> None:
-    settings = Settings(config=f"sqlite:///{tmp_path}/config.db", ietf_headers=on)
-    with AppClient(build_app(settings)) as client:
+    app = settings_app(config=f"sqlite:///{tmp_path}/config.db", ietf_headers=on)
+    with AppClient(app) as client:
         answer = client.post("/v1/check", json=CHECK)
     assert answer.status_code == 200
     assert answer.headers["x-ratelimit-remaining"] == "4"

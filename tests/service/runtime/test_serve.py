@@ -241,12 +241,10 @@ def test_workers_share_the_overrides_of_an_in_memory_configuration_store(
 def test_a_service_without_rules_warns_at_start(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from ratekeeper.service.runtime.app import build_app
-    from ratekeeper.service.runtime.settings import Settings
-    from tests.service.asgi import AppClient
+    from tests.service.asgi import AppClient, settings_app
 
     with caplog.at_level(logging.WARNING, logger="ratekeeper.service"):
-        app = build_app(Settings(rules=(str(tmp_path),), config="sqlite://:memory:"))
+        app = settings_app(rules=(str(tmp_path),), config="sqlite://:memory:")
         with AppClient(app) as client:
             assert client.get("/healthz").status_code == 200
     assert [record.getMessage() for record in caplog.records] == [
@@ -259,9 +257,7 @@ def test_debt_says_at_start_which_leased_rules_it_decides_exactly(
 ) -> None:
     """``--debt`` counts every hit in the store, where a slice cannot hold a debt: the leased
     rules are then decided exactly, and the start says which."""
-    from ratekeeper.service.runtime.app import build_app
-    from ratekeeper.service.runtime.settings import Settings
-    from tests.service.asgi import AppClient
+    from tests.service.asgi import AppClient, settings_app
 
     (tmp_path / "rules.yaml").write_text(
         "domain: api\n"
@@ -274,8 +270,8 @@ def test_debt_says_at_start_which_leased_rules_it_decides_exactly(
     for debt in (False, True):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="ratekeeper.service"):
-            settings = Settings(rules=(str(tmp_path),), config="sqlite://:memory:", debt=debt)
-            with AppClient(build_app(settings)) as client:
+            app = settings_app(rules=(str(tmp_path),), config="sqlite://:memory:", debt=debt)
+            with AppClient(app) as client:
                 assert client.get("/healthz").status_code == 200
         said = [record.getMessage() for record in caplog.records]
         assert said == (
