@@ -130,7 +130,7 @@ def two_endpoints(config: str, first: int, second: int) -> str:
     policy = rate_limit_service(ENVOY_YAML)["grpc_service"]["retry_policy"]
     old = "                            cluster_name: ratelimit\n"
     assert config.count(old) == 1
-    return config.replace(old, f"{old}                          retry_policy: {json.dumps(policy)}\n")
+    return config.replace(old, f"{old}{' ' * 26}retry_policy: {json.dumps(policy)}\n")
 
 
 @pytest.mark.serial
