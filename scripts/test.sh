@@ -61,6 +61,10 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&
   ! command -v runc >/dev/null 2>&1; then
   apt_install podman mmdebstrap runc
 fi
+# The compose test makes its network's bridge with ip (tests/container/compose.py says why).
+if ! command -v ip >/dev/null 2>&1; then
+  apt_install iproute2
+fi
 say "container images (tests/container/images.py)"
 "$VENV/bin/python" -m tests.container.images
 

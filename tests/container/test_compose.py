@@ -16,6 +16,7 @@ comment lists, and the test holds it to exactly those.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -77,6 +78,21 @@ def test_the_compose_envoy_config_is_the_shipped_one_with_its_listed_changes() -
     assert route["direct_response"]["status"] == 200
     result = envoy_validate(COMPOSE_ENVOY)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_compose_file_names_its_images_and_host_ports_by_variable() -> None:
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    assert sorted(services) == ["envoy", "prometheus", "ratekeeper", "redis"]
+    published = []
+    for name, service in services.items():
+        variable = f"{name.upper()}_IMAGE"
+        assert service["image"].startswith(f"${{{variable}:-"), (name, service["image"])
+        for port in service.get("ports", []):
+            found = re.fullmatch(r"127\.0\.0\.1:\$\{(\w+):-\d+\}:\d+", port)
+            assert found is not None, port  # on the host's loopback only, its port a variable
+            published.append(found[1])
+    assert sorted(published) == sorted(PORTS)
+    assert services["ratekeeper"]["build"] == {"context": "../..", "dockerfile": "Containerfile"}
 
 
 def test_the_compose_prometheus_config_and_rules_are_valid(tmp_path: Path) -> None:
