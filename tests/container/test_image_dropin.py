@@ -10,14 +10,16 @@ run on this machine's loopback as in the rest of the suite; the reference's ``HO
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.container.deployed import rate_limit_service
 from tests.container.images import Container
-from tests.gateways import EnvoyServer, UpstreamServer, http_request
+from tests.gateways import ENVOY_YAML, EnvoyServer, UpstreamServer, http_request
 from tests.processes import free_ports
 from tests.servers import RedisServer
 from tests.service.reference import EXAMPLES, proxy_config, ratelimit_stats, with_room
@@ -112,7 +114,10 @@ def test_the_references_variables_behind_a_real_envoy(
 
 
 def two_endpoints(config: str, first: int, second: int) -> str:
-    """The proxy's ``ratelimit`` cluster with two endpoints, ``first`` and ``second``."""
+    """The proxy's ``ratelimit`` cluster with two endpoints, ``first`` and ``second``, and its
+    rate-limit service with the retry policy of ``deploy/envoy/envoy.yaml``: a call that finds
+    its endpoint's port closed (the container stopped, not yet started again) is tried again at
+    once on the other endpoint; without it, such calls are let through undecided."""
     one = (
         "              - endpoint:\n"
         "                  address:\n"
@@ -122,25 +127,10 @@ def two_endpoints(config: str, first: int, second: int) -> str:
     )
     assert config.count(one.format(first)) == 1
     config = config.replace(one.format(first), one.format(first) + one.format(second))
-    # A call that finds its endpoint's port closed (the container stopped, not yet started
-    # again) is tried again at once on the other endpoint, as a deployment behind a rolling
-    # restart should configure Envoy; without it, such calls are let through undecided.
-    retries = (
-        "                            cluster_name: ratelimit\n"
-        "                          retry_policy:\n"
-        "                            retry_on: connect-failure,refused-stream,unavailable\n"
-        "                            num_retries: 3\n"
-        "                            retry_back_off: {base_interval: 0.01s}\n"
-        "                            retry_host_predicate:\n"
-        "                              - name: envoy.retry_host_predicates.previous_hosts\n"
-        "                                typed_config:\n"
-        '                                  "@type": type.googleapis.com/'
-        "envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate\n"
-        "                            host_selection_retry_max_attempts: 3\n"
-    )
+    policy = rate_limit_service(ENVOY_YAML)["grpc_service"]["retry_policy"]
     old = "                            cluster_name: ratelimit\n"
     assert config.count(old) == 1
-    return config.replace(old, retries)
+    return config.replace(old, f"{old}{' ' * 26}retry_policy: {json.dumps(policy)}\n")
 
 
 @pytest.mark.serial
