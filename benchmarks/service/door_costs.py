@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from ratekeeper.service.grpc import RateLimitServicer, call_of, response_of
+from ratekeeper.service.grpc import RateLimitServicer, response_of
+from ratekeeper.service.grpc import hot as grpc_hot
 from ratekeeper.service.grpc.asgi import SHOULD_RATE_LIMIT, Context, GrpcApp, frame
 from ratekeeper.service.grpc.servicer import _parse
 from ratekeeper.service.http import hot as http_hot
@@ -193,10 +194,10 @@ class Doors:
             return _parse(self.message)
 
         async def translate_in() -> object:
-            return translate.arguments(call_of(self.request))
+            return grpc_hot.arguments(self.request)
 
         async def translate_out() -> object:
-            return response_of(translate.answer(self._verdict), self.servicer.header_names)
+            return grpc_hot.response(self._verdict)
 
         async def serialize_proto() -> object:
             return self._response.SerializeToString()
