@@ -65,6 +65,10 @@ _SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
 #: ``grpc-timeout``'s units, in seconds.
 _UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 _Health = health_pb2.HealthCheckResponse
+#: The ``grpc-timeout`` values read so far (a gateway sends the same one with every call), at
+#: most ``KEPT_TIMEOUTS`` of them.
+_TIMEOUTS: dict[bytes, float | None] = {}
+KEPT_TIMEOUTS = 64
 
 
 class Aborted(Exception):
@@ -225,7 +229,12 @@ class GrpcApp:
             if name == b"grpc-encoding" and value != b"identity":
                 encoding = value
             elif name == b"grpc-timeout":
-                timeout = timeout_of(value)
+                try:
+                    timeout = _TIMEOUTS[value]
+                except KeyError:
+                    timeout = timeout_of(value)
+                    if len(_TIMEOUTS) < KEPT_TIMEOUTS:
+                        _TIMEOUTS[value] = timeout
         path = scope["path"]
         try:
             data = await read_message(receive, encoding)
