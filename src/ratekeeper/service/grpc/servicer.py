@@ -2,14 +2,15 @@
 
 ``RateLimitServicer`` only translates: an Envoy ``RateLimitRequest`` becomes a ``translate.Call``,
 the one ``AsyncEngine`` decides it (``translate.decide_async``), and the ``translate.Answer``
-becomes a ``RateLimitResponse`` whose statuses are in the request's order. A request ratekeeper
-refuses as invalid (an empty domain, no descriptors, a limit with an unknown unit, or bytes
-that are no ``RateLimitRequest``) is answered ``INVALID_ARGUMENT`` with the reason; a store
-that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE`` (Envoy's
-``failure_mode_deny`` then decides), and so is a call past the bound of an ``InFlightBound``
-(``ratekeeper.service.inflight``), at once. Told the names of the rate-limit headers, the
-response carries them in ``response_headers_to_add`` (``translate.headers_to_add``), for Envoy
-to add to its client's answer, 429 or the application's; told to, it carries the answer's
+becomes a ``RateLimitResponse`` whose statuses are in the request's order; a request of bare
+descriptors, answered with no headers and no metadata, takes ``hot``'s shorter way to the same
+response. A request ratekeeper refuses as invalid (an empty domain, no descriptors, a limit with an
+unknown unit, or bytes that are no ``RateLimitRequest``) is answered ``INVALID_ARGUMENT`` with the
+reason; a store that fails with no failure policy to answer, or is misconfigured, ``UNAVAILABLE``
+(Envoy's ``failure_mode_deny`` then decides), and so is a call past the bound of an
+``InFlightBound`` (``ratekeeper.service.inflight``), at once. Told the names of the rate-limit
+headers, the response carries them in ``response_headers_to_add`` (``translate.headers_to_add``),
+for Envoy to add to its client's answer, 429 or the application's; told to, it carries the answer's
 dynamic metadata in ``dynamic_metadata`` (``ratekeeper.wire.metadata``). grpc.aio serves it
 (``aio``), and so does the ASGI app pyvoy runs (``asgi``).
 """
