@@ -39,6 +39,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
 from ratekeeper.service.asgi import Receive, Scope, Send
+from ratekeeper.service.grpc.deadlines import Deadlines
 from ratekeeper.service.grpc.servicer import FOLLOWING, HEALTH_NAMES, SERVICE, _parse
 
 if TYPE_CHECKING:
@@ -64,6 +65,10 @@ _SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
 #: ``grpc-timeout``'s units, in seconds.
 _UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 _Health = health_pb2.HealthCheckResponse
+#: The ``grpc-timeout`` values read so far (a gateway sends the same one with every call), at
+#: most ``KEPT_TIMEOUTS`` of them.
+_TIMEOUTS: dict[bytes, float | None] = {}
+KEPT_TIMEOUTS = 64
 
 
 class Aborted(Exception):
@@ -132,6 +137,10 @@ def timeout_of(value: bytes) -> float | None:
     return int(digits) * unit
 
 
+#: The trailers of a call that ends well, with no metadata.
+_OK = trailers(grpc.StatusCode.OK)
+
+
 class _Refused(Exception):
     """The request's body is no message this app takes: the status to answer."""
 
@@ -143,10 +152,14 @@ class _Refused(Exception):
 async def read_message(receive: Receive, encoding: bytes) -> bytes | None:
     """The one message of the request's body (None if the client left first); ``_Refused`` if
     it is compressed, larger than ``MAX_MESSAGE``, or not one whole message."""
+    received = await receive()
+    if received["type"] == "http.request" and not received.get("more_body", False):
+        whole = received.get("body", b"")  # a unary call's body, as gateways send it
+        size = len(whole) - 5
+        if whole[:1] == b"\x00" and int.from_bytes(whole[1:5], "big") == size <= MAX_MESSAGE:
+            return bytes(whole[5:])
     body = bytearray()
-    more = True
-    while more:
-        received = await receive()
+    while True:
         if received["type"] == "http.disconnect":
             return None  # nobody to answer
         body += received.get("body", b"")
@@ -168,6 +181,9 @@ async def read_message(receive: Receive, encoding: bytes) -> bytes | None:
                 )
             if len(body) > 5 + length:
                 break
+        if not more:
+            break
+        received = await receive()
     if len(body) < 5 or len(body) != 5 + int.from_bytes(body[1:5], "big"):
         raise _Refused(
             grpc.StatusCode.INTERNAL, "the request's body is not one whole gRPC message", _START
@@ -194,6 +210,7 @@ class GrpcApp:
         if tracing is not None:
             method = tracing.grpc(method)
         self._method = method
+        self._deadlines = Deadlines()
         self._statuses: dict[str, int] = dict.fromkeys(HEALTH_NAMES, _Health.SERVING)
         if health_check is not None:
             health_check.listeners.append(self._follow)
@@ -212,7 +229,12 @@ class GrpcApp:
             if name == b"grpc-encoding" and value != b"identity":
                 encoding = value
             elif name == b"grpc-timeout":
-                timeout = timeout_of(value)
+                try:
+                    timeout = _TIMEOUTS[value]
+                except KeyError:
+                    timeout = timeout_of(value)
+                    if len(_TIMEOUTS) < KEPT_TIMEOUTS:
+                        _TIMEOUTS[value] = timeout
         path = scope["path"]
         try:
             data = await read_message(receive, encoding)
@@ -240,20 +262,29 @@ class GrpcApp:
         headers: Iterable[tuple[bytes, bytes]],
     ) -> None:
         context = Context(headers)
-        deadline = None if timeout is None else asyncio.timeout(timeout)
+        deadline = None if timeout is None else self._deadlines.start(timeout)
         try:
-            if deadline is None:
+            try:
                 response = await self._method(_parse(data), context)
-            else:
-                async with deadline:
-                    response = await self._method(_parse(data), context)
+            finally:
+                if deadline is not None:
+                    self._deadlines.end(deadline)
+                    if deadline.expired:  # its cancellation is over, as asyncio.timeout's
+                        deadline.task.uncancel()
         except Aborted as aborted:
             await _answer(send, None, aborted.code, aborted.details, context.trailing)
             return
-        except Exception as error:
-            if deadline is not None and deadline.expired():
+        except (Exception, asyncio.CancelledError) as error:
+            if deadline is not None and deadline.expired:
+                if (
+                    isinstance(error, asyncio.CancelledError)
+                    and deadline.task.cancelling() > deadline.cancelling
+                ):
+                    raise  # cancelled from elsewhere too (the server stopping)
                 await _answer(send, None, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
                 return
+            if isinstance(error, asyncio.CancelledError):
+                raise
             # what grpc.aio answers a servicer that fails unexpectedly
             log.exception("ShouldRateLimit failed")
             details = f"Unexpected {type(error)}: {error}"
@@ -302,4 +333,5 @@ async def _answer(
     await send(_START)
     body = b"" if message is None else frame(message)
     await send({"type": "http.response.body", "body": body})
-    await send(trailers(code, details, metadata))
+    ok = code is grpc.StatusCode.OK and not details and not metadata
+    await send(_OK if ok else trailers(code, details, metadata))
