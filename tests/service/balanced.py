@@ -57,5 +57,6 @@ def envoy_over(instances: list[Served], upstream: UpstreamServer, domain: str) -
             "  - name: ingress\n": "  - name: ingress\n    tcp_backlog_size: 4096\n",
             "domain: edge  # <- SET": f"domain: {domain}  # <- SET",
             "              timeout: 0.25s": f"              timeout: {DECISION_TIMEOUT}s",
+            "max_interval: 0.25s}": f"max_interval: {DECISION_TIMEOUT}s}}",  # each try's timeout
         },
     )

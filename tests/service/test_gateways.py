@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.gateways import (
     ENVOY_YAML,
@@ -111,6 +112,19 @@ def test_shipped_envoy_config_validates() -> None:
     result = envoy_validate(ENVOY_YAML)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK" in result.stdout
+
+
+def test_shipped_envoy_retries_never_cut_a_try_short_of_the_filters_timeout() -> None:
+    """Envoy gives each try of a retried rate-limit call ``retry_back_off.max_interval`` as its
+    timeout (ten times ``base_interval`` when unset): below the filter's own timeout, a burst's
+    slower answers would be cut off and fail (504)."""
+    config = yaml.safe_load(ENVOY_YAML.read_text())
+    (listener,) = config["static_resources"]["listeners"]
+    (manager,) = listener["filter_chains"][0]["filters"]
+    filters = {one["name"]: one["typed_config"] for one in manager["typed_config"]["http_filters"]}
+    ratelimit = filters["envoy.filters.http.ratelimit"]
+    retries = ratelimit["rate_limit_service"]["grpc_service"]["retry_policy"]
+    assert retries["retry_back_off"]["max_interval"] == ratelimit["timeout"] == "0.25s"
 
 
 @pytest.mark.parametrize("failure_mode_deny", [False, True])
