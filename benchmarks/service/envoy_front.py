@@ -25,7 +25,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -83,17 +83,19 @@ def manager(name: str, route: dict[str, Any], filters: list[dict[str, Any]]) -> 
     }
 
 
-def cluster(name: str, port: int, http2: bool, streams: int | None = None) -> dict[str, Any]:
-    """A cluster of one endpoint on ``port``; ``http2`` speaks HTTP/2 to it, at most
-    ``streams`` streams on a connection (Envoy opens another when they are all in use)."""
+def cluster(
+    name: str, port: int | Sequence[int], http2: bool, streams: int | None = None
+) -> dict[str, Any]:
+    """A cluster of one endpoint on ``port`` (or one on each of several ports, which Envoy
+    takes in turn: round robin); ``http2`` speaks HTTP/2 to it, at most ``streams`` streams on
+    a connection (Envoy opens another when they are all in use)."""
+    ports = [port] if isinstance(port, int) else list(port)
+    endpoints = [{"endpoint": {"address": socket_address(one)}} for one in ports]
     found: dict[str, Any] = {
         "name": name,
         "type": "STATIC",
         "connect_timeout": "1s",
-        "load_assignment": {
-            "cluster_name": name,
-            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": socket_address(port)}}]}],
-        },
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": endpoints}]},
     }
     if http2:
         options = {"max_concurrent_streams": streams} if streams is not None else {}

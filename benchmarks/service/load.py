@@ -100,11 +100,14 @@ def wrk(
     cpus: str | None = None,
     expect_ok: bool = True,
     headers: Sequence[str] = (),
+    delay_ms: float = 0.0,
 ) -> Load:
     """POST ``body`` (JSON) to ``url`` for ``seconds`` on ``connections`` connections, one
     thread, with ``headers`` (``"name: value"``) too. ``expect_ok``: every answer is meant to
     be 2xx; else every one is meant not to be (a refusal), and the 2xx answers are the
-    failures."""
+    failures. ``delay_ms``: each connection pauses a random time of that mean before each
+    request (``post.lua``), which holds the rate near ``connections * 1000 / (delay_ms +
+    latency)``; 0, none (as fast as the server answers)."""
     with tempfile.NamedTemporaryFile(prefix="ratekeeper-bench-", suffix=".json") as file:
         file.write(body)
         file.flush()
@@ -113,7 +116,7 @@ def wrk(
             "--latency", "-s", str(LUA),
             *(option for header in headers for option in ("-H", header)), url,
         ]  # fmt: skip
-        env = {**os.environ, "BENCH_BODY_FILE": file.name}
+        env = {**os.environ, "BENCH_BODY_FILE": file.name, "BENCH_DELAY_MS": f"{delay_ms:.3f}"}
         output = _run(_pinned(command, cpus), seconds + 30, env)
     return parse_wrk(output, expect_ok=expect_ok)
 

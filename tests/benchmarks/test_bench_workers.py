@@ -1,10 +1,11 @@
-"""The every-core benchmark's arithmetic and its Envoy's config, without servers."""
+"""The every-core benchmark's arithmetic, its cases and its Envoy's config, without servers."""
 
 from __future__ import annotations
 
-from benchmarks.service import envoy_front, workers
+from benchmarks.service import envoy_front, workers, workers_envoy, workers_report
 from benchmarks.service.load import Load
-from benchmarks.service.workers import MANY, ONE, STREAMS, Measured, Result
+from benchmarks.service.workers_envoy import MANY, ONE, STREAMS
+from benchmarks.service.workers_report import AIO, PYVOY, Measured, Rated, Result
 
 
 def result(rate: float, server: tuple[float, ...], seconds: float = 2.0) -> Result:
@@ -18,36 +19,69 @@ def test_server_cpu_is_every_process_a_request_and_the_busiest_is_a_share() -> N
     assert one.cpu == 1.0 / 2_000
     assert one.cores(sum(one.server)) == 0.5
     assert one.busiest == 0.75
+    assert one.commands_each == 2.0
 
 
 def test_a_case_keeps_its_best_rate_and_its_least_cpu() -> None:
     measured = Measured([result(1_000.0, (1.0,)), result(1_200.0, (1.8,))])
     assert measured.best.load.rate == 1_200.0
     assert measured.cpu == 1.0 / 2_000
+    assert measured.per_core == 2_000
 
 
-def test_the_ratios_are_two_workers_over_one() -> None:
-    case = workers.CASES[0]
-    measured = {case: {1: Measured([result(1_000.0, (1.0,))]),
-                       2: Measured([result(1_500.0, (0.0, 1.0, 1.0))])}}  # fmt: skip
-    (row,) = workers._ratios(measured)
-    assert row[2] == "1.50x"  # requests/s
-    assert row[4] == "0.75x"  # decisions/s per core: 1,000 → 750
+def test_the_ratios_are_two_workers_over_one_stack_by_stack() -> None:
+    measured = {"HTTP key": {(AIO, 1): Measured([result(1_000.0, (1.0,))]),
+                             (AIO, 2): Measured([result(1_500.0, (0.0, 1.0, 1.0))]),
+                             (PYVOY, 1): Measured([result(900.0, (1.0,))])}}  # fmt: skip
+    (row,) = workers_report.ratios(measured)  # pyvoy has no second instance here: no row
+    assert row[1] == "uvicorn + grpc.aio"
+    assert row[3] == "1.50x"  # requests/s
+    assert row[5] == "0.75x"  # decisions/s per core: 1,000 → 750
     assert row[-1] == "50%"
 
 
-def test_envoy_asks_each_server_on_one_connection_or_on_many() -> None:
+def test_the_summary_sets_envoys_door_against_uvicorns_http_door_per_core() -> None:
+    http, one, many = "HTTP descriptor", "Envoy, one", "Envoy, many"
+    measured = {
+        http: {(AIO, 1): Measured([result(1_000.0, (0.2,))])},  # 10,000 a core
+        one: {
+            (AIO, 1): Measured([result(1_000.0, (0.8,))]),  # 2,500 a core
+            (PYVOY, 1): Measured([result(1_000.0, (0.4,))]),  # 5,000 a core
+        },
+        many: {(PYVOY, 1): Measured([result(1_000.0, (0.25,))])},  # 8,000 a core
+    }
+    rated = {(PYVOY, 1): Rated(2_000.0, 1_600.0, result(1_590.0, (0.2,)))}
+    aio, pyvoy = workers_report.summary(measured, http, (one, many), rated)
+    assert aio[:6] == ["uvicorn + grpc.aio, --workers 1", "10,000", "2,500", "0.25x ✗",
+                       "1,375 ✗", "—"]  # fmt: skip
+    assert aio[-4:] == ["—"] * 4
+    assert pyvoy[:6] == ["pyvoy, 1 instance", "10,000", "5,000", "0.50x ✗", "2,750 ✗",
+                         "0.80x ✓"]  # fmt: skip
+    assert pyvoy[6:8] == ["2.00", "2.00"]  # Redis commands a decision: Envoy's, HTTP's
+    assert pyvoy[-4:] == ["2,000", "1,590 (80%)", "10.00", "20.00"]
+
+
+def test_two_pyvoy_instances_take_only_the_cases_through_envoy() -> None:
+    fits = {case.label for case in workers.CASES if case.fits((PYVOY, 2))}
+    assert fits == {case.label for case in workers.CASES if case.surface == workers.ENVOY}
+    assert all(case.fits((PYVOY, 1)) and case.fits((AIO, 2)) for case in workers.CASES)
+
+
+def test_envoy_asks_each_deployment_on_one_connection_or_on_many() -> None:
     listeners = {}
-    for name, pool in ((workers._name(2, ONE), ONE), (workers._name(2, MANY), MANY)):
-        limiter = workers._filter(name)["typed_config"]
+    for pool in (ONE, MANY):
+        id_ = workers_envoy.name((PYVOY, 2), pool)
+        assert id_ == f"pyvoy_w2_{pool}"
+        limiter = workers_envoy.rate_limit(id_)["typed_config"]
         assert limiter["failure_mode_deny"] is False
         assert limiter["rate_limit_service"]["grpc_service"]["envoy_grpc"]["cluster_name"] == (
-            f"rls_{name}"
+            f"rls_{id_}"
         )
-        listeners[pool] = workers._limited(name)["route"]["rate_limits"]
+        listeners[pool] = workers_envoy.limited(id_)["route"]["rate_limits"]
     assert listeners[ONE] == listeners[MANY]
     keys = [limit["actions"][0]["request_headers"]["descriptor_key"] for limit in listeners[ONE]]
     assert keys == ["client", "hot"]
+    assert workers_envoy.name((AIO, 1), ONE) == "grpc_aio_w1_one"
 
 
 def test_a_cluster_of_many_connections_bounds_its_streams_on_each() -> None:
@@ -59,3 +93,10 @@ def test_a_cluster_of_many_connections_bounds_its_streams_on_each() -> None:
 
     assert options(None) == {}
     assert options(STREAMS) == {"max_concurrent_streams": STREAMS}
+
+
+def test_a_cluster_of_several_instances_lists_each_as_an_endpoint() -> None:
+    found = envoy_front.cluster("rls", [8081, 8082], True)["load_assignment"]["endpoints"]
+    ports = [one["endpoint"]["address"]["socket_address"]["port_value"]
+             for one in found[0]["lb_endpoints"]]  # fmt: skip
+    assert ports == [8081, 8082]
