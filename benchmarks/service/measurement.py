@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from benchmarks.service import load
 from benchmarks.service.load import Load
@@ -188,20 +188,38 @@ class Result:
     cpu: float
 
 
-@dataclass
-class Measured:
-    """A row's measurements, one a round."""
-
-    results: list[Result] = field(default_factory=list)
+class Timed(Protocol):
+    """A timed run: what the load generator saw, and the server's CPU seconds a request."""
 
     @property
-    def best(self) -> Result:
+    def load(self) -> Load: ...
+
+    @property
+    def cpu(self) -> float: ...
+
+
+TimedT = TypeVar("TimedT", bound=Timed)
+
+
+@dataclass
+class Rounds(Generic[TimedT]):
+    """A row's measurements, one a round."""
+
+    results: list[TimedT] = field(default_factory=list)
+
+    @property
+    def best(self) -> TimedT:
+        """The round of the highest rate."""
         return max(self.results, key=lambda one: one.load.rate)
 
     @property
     def cpu(self) -> float:
         """The least CPU time a request took, over the rounds."""
         return min(one.cpu for one in self.results)
+
+
+#: The suite's rows' measurements.
+Measured = Rounds[Result]
 
 
 class Measurement:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from benchmarks import report
 from benchmarks.report import Output
 from benchmarks.service.load import Load
+from benchmarks.service.measurement import Rounds
 from benchmarks.service.workers_envoy import Deployment
 
 #: The issue's targets: Envoy's door at least this share of the HTTP door's decisions a second
@@ -61,18 +62,8 @@ class Result:
 
 
 @dataclass
-class Measured:
+class Measured(Rounds[Result]):
     """A case on one deployment: a result a round."""
-
-    results: list[Result] = field(default_factory=list)
-
-    @property
-    def best(self) -> Result:
-        return max(self.results, key=lambda one: one.load.rate)
-
-    @property
-    def cpu(self) -> float:
-        return min(one.cpu for one in self.results)
 
     @property
     def per_core(self) -> float:
