@@ -28,6 +28,7 @@ as grpc.aio bounds it: past it the decision is cancelled and the answer is
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 from collections.abc import Awaitable, Callable, Iterable
@@ -65,10 +66,6 @@ _SAFE = "".join(chr(code) for code in range(0x20, 0x7F) if chr(code) != "%")
 #: ``grpc-timeout``'s units, in seconds.
 _UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 _Health = health_pb2.HealthCheckResponse
-#: The ``grpc-timeout`` values read so far (a gateway sends the same one with every call), at
-#: most ``KEPT_TIMEOUTS`` of them.
-_TIMEOUTS: dict[bytes, float | None] = {}
-KEPT_TIMEOUTS = 64
 
 
 class Aborted(Exception):
@@ -128,6 +125,7 @@ def trailers(
     return {"type": "http.response.trailers", "headers": headers, "more_trailers": False}
 
 
+@functools.lru_cache(maxsize=64)  # a gateway sends the same value with every call
 def timeout_of(value: bytes) -> float | None:
     """The seconds a ``grpc-timeout`` value (``100m``: up to 8 digits and a unit) allows; None
     for a value that is none."""
@@ -229,12 +227,7 @@ class GrpcApp:
             if name == b"grpc-encoding" and value != b"identity":
                 encoding = value
             elif name == b"grpc-timeout":
-                try:
-                    timeout = _TIMEOUTS[value]
-                except KeyError:
-                    timeout = timeout_of(value)
-                    if len(_TIMEOUTS) < KEPT_TIMEOUTS:
-                        _TIMEOUTS[value] = timeout
+                timeout = timeout_of(value)
         path = scope["path"]
         try:
             data = await read_message(receive, encoding)
