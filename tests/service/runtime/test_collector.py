@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ratekeeper.service.runtime.collector import THRESHOLDS
+from ratekeeper.service.runtime.collector import YOUNGEST
 from tests.gateways import pyvoy_binary
 from tests.servers import RedisServer
 from tests.service.served import Served
@@ -31,15 +31,17 @@ def python(code: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_tune_freezes_what_is_alive_and_raises_the_thresholds() -> None:
+@pytest.mark.parametrize("server", ["uvicorn", "pyvoy"])
+def test_tune_freezes_what_is_alive_and_raises_the_youngest_threshold(server: str) -> None:
     threshold, frozen = python(
         "import gc\n"
         "from ratekeeper.service.runtime import collector\n"
-        "collector.tune()\n"
+        f"collector.tune({server!r})\n"
         "print(gc.get_threshold())\n"
         "print(gc.get_freeze_count())\n"
     )
-    assert threshold == str(THRESHOLDS)
+    assert threshold == str((YOUNGEST[server], 10, 10))
+    assert YOUNGEST[server] >= 10_000
     assert int(frozen) > 1_000  # the modules imported, at least
 
 
@@ -80,4 +82,4 @@ def test_each_serving_process_tunes_its_collector_once(
     for line in lines:
         frozen = line.split(TUNED, 1)[1].split(" objects frozen")[0]
         assert int(frozen.replace(",", "")) > 10_000, line  # the app and all it holds
-        assert "thresholds " + ", ".join(f"{one:,}" for one in THRESHOLDS) in line
+        assert f"collected every {YOUNGEST[server]:,} allocations" in line

@@ -396,5 +396,5 @@ def from_environment() -> Starlette:
         settings.log_format, settings.log_level, libraries=settings.log_libraries, worker=worker
     )
     app = build_app(settings)
-    collector.tune()
+    collector.tune(settings.server)
     return app

@@ -72,5 +72,5 @@ def __getattr__(name: str) -> App:
         settings = Settings.read(None)
         configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
         _built.append(build(settings))
-        collector.tune()
+        collector.tune(settings.server)
     return _built[0]

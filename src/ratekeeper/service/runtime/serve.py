@@ -286,7 +286,7 @@ def serve(settings: Settings) -> int:
     if settings.workers > 1:
         return _serve_workers(settings, common)
     app = build_app(settings)
-    collector.tune()
+    collector.tune(settings.server)
     server = uvicorn.Server(uvicorn.Config(app, **common))
     # Until uvicorn takes the signals, a SIGTERM asks the server to stop as soon as it has
     # started; once it has shut down, uvicorn raises the signal that stopped it again, which is
