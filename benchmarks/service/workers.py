@@ -4,7 +4,8 @@ In one run, on a redis-server of the benchmark's own, each on free loopback port
 deployed four ways (``DEPLOYMENTS``, ``workers_deploy``). A deployment of one process runs on
 CPU 0, and the load generator, Envoy and redis-server on CPU 1, as a service is measured on a
 core of its own; a deployment of two needs both cores and shares them with the others, whose
-CPU the table shows too:
+CPU the table shows too. The deployments of one process run first, then those of two, each
+group alone with an Envoy of its own (``_groups``):
 
 - on its default stack, uvicorn for HTTP and grpc.aio for gRPC: ``ratekeeper serve --store
   redis://… --workers 1`` and ``--workers 2``;
@@ -285,8 +286,9 @@ def run(
     cases: tuple[Case, ...] = CASES,
     deployments: tuple[Deployment, ...] = DEPLOYMENTS,
 ) -> tuple[dict[str, dict[Deployment, Measured]], dict[Deployment, Rated]]:
-    """Start Redis, the servers and Envoy; measure every case on each deployment, round by
-    round, then the Envoy case at a fixed rate."""
+    """Start Redis; for each group of deployments (``_groups``), start their servers and an
+    Envoy, measure every case on each deployment, round by round, then the Envoy case at a
+    fixed rate, and stop them."""
     measured = {
         case.label: {one: Measured() for one in deployments if case.fits(one)} for case in cases
     }
@@ -295,29 +297,57 @@ def run(
         directory = Path(folder)
         (directory / "rules.yaml").write_text(RULES)
         redis = up.enter_context(RedisServer())
-        servers = {one: start(up, one, redis, directory) for one in deployments}
-        ports = {one: endpoints(one, found) for one, found in servers.items()}
-        envoy = up.enter_context(Envoy(ports, directory))
         load_cpu = cpus()[1]
-        for process in (redis.process, envoy.process):
-            if load_cpu is not None and process is not None:
-                pin(process.pid, load_cpu)
-        bench = Run(servers, redis, envoy, sizes, load_cpu)
-        for number in range(sizes.rounds):
-            order = [(case, one) for case in cases for one in deployments if case.fits(one)]
-            for case, one in order if number % 2 == 0 else order[::-1]:
-                out.progress(
-                    f"round {number + 1}/{sizes.rounds}: {case.label}, "
-                    f"{workers_report.deployment_label(one)}"
-                )
-                measured[case.label][one].results.append(_measure(bench, case, one))
-        fixed = ENVOY_CASES[0]
-        for one in deployments if fixed in cases else ():
-            capacity = measured[fixed.label][one].best.load.rate
-            out.progress(f"at {RATED:.0%}: {fixed.label}, {workers_report.deployment_label(one)}")
-            result = _measure(bench, fixed, one, capacity * RATED)
-            rated[one] = Rated(capacity, capacity * RATED, result)
+        if load_cpu is not None and redis.process is not None:
+            pin(redis.process.pid, load_cpu)
+        for group in _groups(deployments):
+            with ExitStack() as running:
+                servers = {one: start(running, one, redis, directory) for one in group}
+                ports = {one: endpoints(one, found) for one, found in servers.items()}
+                envoy = running.enter_context(Envoy(ports, directory))
+                if load_cpu is not None and envoy.process is not None:
+                    pin(envoy.process.pid, load_cpu)
+                bench = Run(servers, redis, envoy, sizes, load_cpu)
+                _rounds(out, bench, cases, group, measured)
+                fixed = ENVOY_CASES[0]
+                for one in group if fixed in cases else ():
+                    capacity = measured[fixed.label][one].best.load.rate
+                    label = workers_report.deployment_label(one)
+                    out.progress(f"at {RATED:.0%}: {fixed.label}, {label}")
+                    result = _measure(bench, fixed, one, capacity * RATED)
+                    rated[one] = Rated(capacity, capacity * RATED, result)
     return measured, rated
+
+
+def _groups(deployments: tuple[Deployment, ...]) -> list[tuple[Deployment, ...]]:
+    """The deployments of one process, then those of several: each group runs alone, so
+    that no idle server of another wakes on the cores of the one measured (the unpinned
+    processes of two-process deployments, idle beside it, cost a decision through Envoy on
+    pyvoy about a quarter more CPU)."""
+    groups = [
+        tuple(one for one in deployments if one[1] == 1),
+        tuple(one for one in deployments if one[1] > 1),
+    ]
+    return [group for group in groups if group]
+
+
+def _rounds(
+    out: Output,
+    bench: Run,
+    cases: tuple[Case, ...],
+    group: tuple[Deployment, ...],
+    measured: dict[str, dict[Deployment, Measured]],
+) -> None:
+    """Every case on each deployment of ``group`` it fits, round by round, every other round
+    in reverse order."""
+    order = [(case, one) for case in cases for one in group if case.fits(one)]
+    for number in range(bench.sizes.rounds):
+        for case, one in order if number % 2 == 0 else order[::-1]:
+            out.progress(
+                f"round {number + 1}/{bench.sizes.rounds}: {case.label}, "
+                f"{workers_report.deployment_label(one)}"
+            )
+            measured[case.label][one].results.append(_measure(bench, case, one))
 
 
 def _measure(bench: Run, case: Case, deployment: Deployment, rate: float | None = None) -> Result:

@@ -4,8 +4,15 @@ Each listener's route runs Envoy's rate-limit filter (``failure_mode_deny: false
 ``bench``, the descriptor ``client=<x-client>`` or ``hot=<x-hot>`` from the route's
 ``rate_limits``) against the deployment's rate-limit cluster: the gRPC port of ``ratekeeper
 serve --workers N`` (grpc.aio), or the HTTP port of each ``--server pyvoy`` instance, one
-endpoint each, which Envoy takes in turn (round robin). Past the filter, a listener of the same
-Envoy answers 200 itself. Envoy keeps one HTTP/2 connection to each endpoint (``ONE``), or,
+endpoint each, which Envoy takes in turn (round robin). Past the filter, Envoy answers 200
+itself: the fault filter aborts every request with 200 (``local_reply``), a local reply, so the
+router never forwards it. The route still names a cluster (``app_<id>``, the listener
+``answer`` of the same Envoy), because the rate-limit filter asks only on a route to one, and
+counts its answers under it. Routed to that listener instead, each request cost Envoy three
+to four times the CPU (its own request again, upstream and down), and Envoy, on the load's
+core, could not send the service enough calls to keep its core busy: a service that waits
+between calls pays each wake-up on fewer of them, and its CPU a decision rose with it.
+Envoy keeps one HTTP/2 connection to each endpoint (``ONE``), or,
 with ``max_concurrent_streams`` on the cluster (``MANY``), opens another each time those
 streams are all in use.
 """
@@ -48,7 +55,7 @@ class Envoy(envoy_front.Envoy):
         for (deployment, pool), port in self.ports.items():
             id_ = name(deployment, pool)
             streams = STREAMS if pool == MANY else None
-            listeners.append(listener(id_, port, limited(id_), [rate_limit(id_)]))
+            listeners.append(listener(id_, port, limited(id_), [rate_limit(id_), local_reply()]))
             clusters += [
                 envoy_front.cluster(f"app_{id_}", answer, False),
                 envoy_front.cluster(f"rls_{id_}", endpoints[deployment], True, streams),
@@ -64,8 +71,21 @@ def direct() -> dict[str, Any]:
     return {"direct_response": {"status": 200, "body": {"inline_string": "hello\n"}}}
 
 
+def local_reply() -> dict[str, Any]:
+    """The fault filter, answering 200 to every request that gets past the rate-limit filter."""
+    abort = {"http_status": 200, "percentage": {"numerator": 100, "denominator": "HUNDRED"}}
+    return {
+        "name": "envoy.filters.http.fault",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault",
+            "abort": abort,
+        },
+    }
+
+
 def limited(id_: str) -> dict[str, Any]:
-    """The route to the answering listener, with the descriptors of ``x-client`` and ``x-hot``."""
+    """The route to the answering listener (which ``local_reply`` keeps it from reaching), with the
+    descriptors of ``x-client`` and ``x-hot``."""
     actions = [
         {"actions": [{"request_headers": {"header_name": f"x-{key}", "descriptor_key": key}}]}
         for key in ("client", "hot")

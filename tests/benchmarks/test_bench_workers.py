@@ -100,3 +100,29 @@ def test_a_cluster_of_several_instances_lists_each_as_an_endpoint() -> None:
     ports = [one["endpoint"]["address"]["socket_address"]["port_value"]
              for one in found[0]["lb_endpoints"]]  # fmt: skip
     assert ports == [8081, 8082]
+
+
+def test_envoy_answers_past_the_rate_limit_filter_itself() -> None:
+    listener = workers_envoy.listener(
+        "x",
+        1,
+        workers_envoy.limited("x"),
+        [workers_envoy.rate_limit("x"), workers_envoy.local_reply()],
+    )
+    manager = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    names = [one["name"] for one in manager["http_filters"]]
+    # the rate-limit filter asks first; the fault filter answers 200; the router never forwards
+    assert names == ["envoy.filters.http.ratelimit", "envoy.filters.http.fault",
+                     "envoy.filters.http.router"]  # fmt: skip
+    abort = manager["http_filters"][1]["typed_config"]["abort"]
+    assert abort == {"http_status": 200, "percentage": {"numerator": 100, "denominator": "HUNDRED"}}
+    assert "cluster" in manager["route_config"]["virtual_hosts"][0]["routes"][0]["route"]
+
+
+def test_the_deployments_of_one_process_run_alone_then_those_of_two() -> None:
+    assert workers._groups(workers.DEPLOYMENTS) == [
+        ((AIO, 1), (PYVOY, 1)),
+        ((AIO, 2), (PYVOY, 2)),
+    ]
+    assert workers._groups(((AIO, 1), (AIO, 2))) == [((AIO, 1),), ((AIO, 2),)]
+    assert workers._groups(((PYVOY, 2),)) == [((PYVOY, 2),)]

@@ -8,9 +8,7 @@ runs the gRPC server and the tasks of every second (the dashboard's, the workers
 stops them. ``build_parts(settings)`` builds both, logs which stores it opened (passwords
 masked) and how many rules it loaded from which files, and makes the observers the settings
 ask for (the metrics, the dashboard, the access and decision logs, the traces).
-``from_environment`` is a worker's app, from the ``RATEKEEPER_*`` variables ``serve`` set
-(uvicorn's factory).
-
+``from_environment`` is a worker's app (uvicorn's factory), from the variables ``serve`` set.
 Starlette is the ``server`` extra, imported here only when building: without it,
 ``MissingExtraError`` names the extra to install.
 """
@@ -27,6 +25,7 @@ from ratekeeper.core.redaction import redacted
 from ratekeeper.core.wording import many
 from ratekeeper.service.healthcheck import HealthCheck, following
 from ratekeeper.service.observe.logs import ACCESS, configure_logging, worker_number
+from ratekeeper.service.runtime import collector
 from ratekeeper.service.runtime.lifespan import lifespan
 from ratekeeper.service.runtime.settings import IN_MEMORY_CONFIG, Settings
 from ratekeeper.service.runtime.stats import start_stats
@@ -396,4 +395,6 @@ def from_environment() -> Starlette:
     configure_logging(
         settings.log_format, settings.log_level, libraries=settings.log_libraries, worker=worker
     )
-    return build_app(settings)
+    app = build_app(settings)
+    collector.tune(settings.server)
+    return app

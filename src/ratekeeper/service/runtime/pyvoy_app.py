@@ -16,6 +16,7 @@ from ratekeeper.service.asgi import App, Receive, Scope, Send
 from ratekeeper.service.grpc import RateLimitServicer
 from ratekeeper.service.grpc.asgi import GrpcApp
 from ratekeeper.service.observe.logs import configure_logging
+from ratekeeper.service.runtime import collector
 from ratekeeper.service.runtime.app import build_parts, envoy_header_names
 from ratekeeper.service.runtime.settings import Settings
 
@@ -71,4 +72,5 @@ def __getattr__(name: str) -> App:
         settings = Settings.read(None)
         configure_logging(settings.log_format, settings.log_level, libraries=settings.log_libraries)
         _built.append(build(settings))
+        collector.tune(settings.server)
     return _built[0]

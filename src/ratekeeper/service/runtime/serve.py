@@ -30,6 +30,7 @@ from typing import Any
 from ratekeeper.core.errors import ConfigStoreError
 from ratekeeper.core.wording import many
 from ratekeeper.service.observe.logs import configure_logging
+from ratekeeper.service.runtime import collector
 from ratekeeper.service.runtime.app import (
     build_app,
     require_server_extra,
@@ -285,6 +286,7 @@ def serve(settings: Settings) -> int:
     if settings.workers > 1:
         return _serve_workers(settings, common)
     app = build_app(settings)
+    collector.tune(settings.server)
     server = uvicorn.Server(uvicorn.Config(app, **common))
     # Until uvicorn takes the signals, a SIGTERM asks the server to stop as soon as it has
     # started; once it has shut down, uvicorn raises the signal that stopped it again, which is
