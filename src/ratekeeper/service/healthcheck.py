@@ -65,7 +65,8 @@ class HealthCheck:
 
     async def _store_problem(self) -> str:
         try:
-            health = await asyncio.wait_for(self.engine.store.ping(), PING_TIMEOUT)
+            async with asyncio.timeout(PING_TIMEOUT):
+                health = await self.engine.store.ping()
         except Exception as error:  # a store that cannot even say how it is: down
             return f"the request store did not answer: {str(error) or type(error).__name__}"
         if not health.ok:

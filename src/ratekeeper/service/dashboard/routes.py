@@ -255,9 +255,11 @@ class Dashboard:
         config = self.engine.config
         if config is None:
             return {"items": [], "truncated": False, "error": None}
-        listed = asyncio.to_thread(listing, config, None, "", SHOWN_OVERRIDES)
         try:
-            found, truncated = await asyncio.wait_for(listed, READY_TIMEOUT)
+            async with asyncio.timeout(READY_TIMEOUT):
+                found, truncated = await asyncio.to_thread(
+                    listing, config, None, "", SHOWN_OVERRIDES
+                )
         except TimeoutError:
             return {
                 "items": [],

@@ -28,7 +28,8 @@ READY_TIMEOUT = 2.0
 async def config_error(config: ConfigStore) -> str | None:
     """None when the configuration store answers within ``READY_TIMEOUT``, else why not."""
     try:
-        await asyncio.wait_for(asyncio.to_thread(config.ping), READY_TIMEOUT)
+        async with asyncio.timeout(READY_TIMEOUT):
+            await asyncio.to_thread(config.ping)
     except TimeoutError:
         return f"no answer within {READY_TIMEOUT:g} s"
     except Exception as error:  # reported, whatever it is
@@ -75,7 +76,8 @@ class HealthRoutes:
         deciding by the limits it knew and by the rules (``status`` is then ``degraded``),
         and every instance shares it, so failing the probe would take them all away."""
         try:
-            health = await asyncio.wait_for(self.engine.store.ping(), READY_TIMEOUT)
+            async with asyncio.timeout(READY_TIMEOUT):
+                health = await self.engine.store.ping()
         except Exception as error:  # a store that cannot even say how it is: not ready
             detail = str(error) or type(error).__name__
             return problem_response(

@@ -300,7 +300,8 @@ class Metrics:
         if not isinstance(engine, AsyncEngine):
             return
         try:
-            self._health = await asyncio.wait_for(engine.store.ping(), PING_TIMEOUT)
+            async with asyncio.timeout(PING_TIMEOUT):
+                self._health = await engine.store.ping()
         except TimeoutError:
             self._health = Health(False, error=f"no answer within {PING_TIMEOUT:g} s")
         except RatekeeperError as error:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ log = logging.getLogger("ratekeeper.service")
 GRPC_GRACE = 10.0
 #: Seconds the store is given to answer the ping at start.
 START_PING = 5.0
+#: Seconds between two cancellations of a task that has not ended at shutdown.
+STOP_AGAIN = 0.1
 
 
 async def warn_of_the_store(engine: AsyncEngine) -> None:
@@ -35,12 +37,27 @@ async def warn_of_the_store(engine: AsyncEngine) -> None:
     ``Health.warnings``: a cluster that refuses every key while one master fails over); they
     stay in ``/readyz``."""
     try:
-        health = await asyncio.wait_for(engine.store.ping(), START_PING)
+        async with asyncio.timeout(START_PING):
+            health = await engine.store.ping()
     except Exception as error:  # the first decisions will say more; /readyz too
         log.debug("the request store did not answer the ping at start: %s", error)
         return
     for warning in health.warnings:
         log.warning("request store: %s", warning)
+
+
+async def stop(task: asyncio.Task[Any]) -> None:
+    """``task`` cancelled, and waited for until it ends: cancelled again every ``STOP_AGAIN``
+    seconds, for code it awaits may take a cancellation for its own and carry on (as
+    ``asyncio.wait_for`` does in Python 3.11 when what it waits on ends at that very moment),
+    and the task, a loop, would then run on and hold the shutdown for ever. What it raised
+    other than its cancellation is logged: the rest of the shutdown still runs."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=STOP_AGAIN)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        name = getattr(task.get_coro(), "__qualname__", task.get_name())
+        log.error("%s failed: %s", name, error, exc_info=error)
 
 
 def lifespan(
@@ -108,9 +125,7 @@ def lifespan(
             if tracing is not None:  # every request is answered: its span has ended
                 await asyncio.to_thread(tracing.close)
             for task in tasks:
-                task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await task
+                await stop(task)
             if fleet is not None:
                 await fleet.leave()  # the others count one fewer at their next roll call
             if metrics is not None:

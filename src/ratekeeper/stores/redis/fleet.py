@@ -70,7 +70,8 @@ async def on_master(client: Any, node: Any, timeout: float, *command: Any) -> An
     """``command`` on one server, or on one cluster master straight: not through the cluster
     client, whose slot map a failing master makes it refresh, failing the calls in flight."""
     target = client if node is None else node
-    return await asyncio.wait_for(target.execute_command(*command), timeout)
+    async with asyncio.timeout(timeout):
+        return await target.execute_command(*command)
 
 
 async def count(
