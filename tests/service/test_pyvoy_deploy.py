@@ -18,7 +18,7 @@ import shlex
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -32,7 +32,8 @@ from tests.gateways import (
     pyvoy_binary,
     render,
 )
-from tests.servers import RedisServer, free_ports, wait_until
+from tests.processes import ServerProcess
+from tests.servers import RedisServer, free_ports
 
 pytestmark = [pytest.mark.slow]
 
@@ -73,29 +74,51 @@ def test_the_unit_runs_ratekeeper_serve_on_pyvoy_at_its_instances_port() -> None
     assert service["EnvironmentFile"] == ["/etc/ratekeeper/ratekeeper.env"]
 
 
-class Instance:
+class Instance(ServerProcess):
     """The unit's ``ExecStart`` for instance ``port`` (``%i``), run as the unit runs it, with
-    ``environ`` from its ``EnvironmentFile``, in ``directory`` (its ``WorkingDirectory``)."""
+    ``environ`` from its ``EnvironmentFile``, in ``directory`` (its ``WorkingDirectory``),
+    started by the tests' harness (ready once ``/readyz`` answers 200). ``kill`` takes its
+    whole group: pyvoy's Envoy with it."""
+
+    name = "ratekeeper-pyvoy@"
+    ready_timeout = 30.0
 
     def __init__(self, port: int, environ: dict[str, str], directory: Path) -> None:
-        command = shlex.split(service_section(UNIT)["ExecStart"][0].replace("%i", str(port)))
-        # the unit's virtualenv is this Python's
-        command[0:1] = [sys.executable, "-m", "ratekeeper.cli"]
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
+        self.port, self.environ, self.directory = port, environ, directory
+        self.url = f"http://127.0.0.1:{port}"
         directory.mkdir(exist_ok=True)
-        self.port, self.url = port, f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen(
-            command, cwd=directory, env={**clean, **environ}, start_new_session=True
-        )
-        wait_until(self._ready, 30, f"instance {port}")
+        self.start()
 
-    def _ready(self) -> bool:
-        if self.process.poll() is not None:
-            raise RuntimeError(f"instance {self.port} exited with {self.process.returncode}")
+    def _launch(self) -> subprocess.Popen[bytes]:
+        command = shlex.split(service_section(UNIT)["ExecStart"][0].replace("%i", str(self.port)))
+        command[0:1] = [sys.executable, "-m", "ratekeeper.cli"]  # the unit's virtualenv: ours
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")}
+        with self._log().open("ab") as log:
+            return subprocess.Popen(
+                command, cwd=self.directory, env={**clean, **self.environ}, stdout=log,
+                stderr=log, start_new_session=True,
+            )  # fmt: skip
+
+    def _answers(self, pid: int) -> bool:
         try:
             return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
         except httpx.TransportError:
             return False
+
+    def _log(self) -> Path:
+        return self.directory / f"instance-{self.port}.log"
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+        self.process = None
+
+    def stopped(self, timeout: float) -> int:
+        """The unit's ``KillSignal``, and the exit status within ``timeout`` seconds."""
+        assert self.process is not None
+        self.signal_stop()
+        return self.process.wait(timeout)
 
     def decisions(self) -> float:
         text = httpx.get(f"{self.url}/metrics", timeout=10).text
@@ -105,67 +128,31 @@ class Instance:
             if line.startswith(("ratekeeper_decisions_total ", "ratekeeper_decisions_total{"))
         )
 
-    def stop(self, timeout: float) -> int:
-        """The unit's ``KillSignal``, and the exit status within ``timeout`` seconds."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=timeout)
-        finally:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
 
-
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[UpstreamServer]:
-    server = UpstreamServer(tmp_path / "app")
-    yield server
-    server.stop()
-
-
-def test_two_instances_behind_envoy_share_one_limit_and_stop_cleanly(
-    tmp_path: Path, app: UpstreamServer
-) -> None:
+def test_two_instances_behind_envoy_share_one_limit_and_stop_cleanly(tmp_path: Path) -> None:
     if pyvoy_binary() is None:
         pytest.skip("pyvoy is not installed (the pyvoy extra)")
-    service = service_section(UNIT)
-    stop_within = float(service["TimeoutStopSec"][0])
+    stop_within = float(service_section(UNIT)["TimeoutStopSec"][0])
     ports = free_ports(2)
-    with RedisServer(tmp_path / "redis") as redis:
+    with ExitStack() as running:
+        app = running.enter_context(UpstreamServer(tmp_path / "app"))
+        redis = running.enter_context(RedisServer(tmp_path / "redis"))
         environ = {"RATEKEEPER_STORE": redis.url, "RATEKEEPER_RULES": str(RULES)}
-        shared = tmp_path / "var-lib-ratekeeper"
-        instances = []
-        try:
-            for port in ports:
-                instances.append(Instance(port, environ, shared))  # one WorkingDirectory
-            config = envoy_config(upstream_port=app.port, ratekeeper_port=ports[0])
-            config = render(
-                config,
-                {
-                    ENDPOINT.format(port=ports[0]): ENDPOINT.format(port=ports[0])
-                    + ENDPOINT.format(port=ports[1])
-                },
-            )
-            envoy = EnvoyServer(tmp_path / "envoy", config)
-            try:
-                users = [f"user-{n}" for n in range(4)]
-                statuses = {
-                    user: [
-                        http_request(envoy.port, "/", headers={"X-User": user}).status
-                        for _ in range(5)
-                    ]
-                    for user in users
-                }
-            finally:
-                envoy.stop()
-            # 3 a minute per user (a GCRA), whichever instance decides
-            assert statuses == {user: [200, 200, 200, 429, 429] for user in users}
-            decided = [one.decisions() for one in instances]
-            assert all(count > 0 for count in decided), decided
-            assert sum(decided) >= 20
-            assert [one.stop(stop_within) for one in instances] == [0, 0]
-        finally:
-            for one in instances:
-                if one.process.poll() is None:
-                    os.killpg(one.process.pid, signal.SIGKILL)
-                    one.process.wait(timeout=10)
+        shared = tmp_path / "var-lib-ratekeeper"  # one WorkingDirectory
+        instances = [running.enter_context(Instance(port, environ, shared)) for port in ports]
+        config = render(
+            envoy_config(upstream_port=app.port, ratekeeper_port=ports[0]),
+            {ENDPOINT.format(port=ports[0]): "".join(ENDPOINT.format(port=p) for p in ports)},
+        )
+        envoy = running.enter_context(EnvoyServer(tmp_path / "envoy", config))
+        users = [f"user-{n}" for n in range(4)]
+        statuses = {
+            user: [http_request(envoy.port, "/", headers={"X-User": user}).status for _ in range(5)]
+            for user in users
+        }
+        # 3 a minute per user (a GCRA), whichever instance decides
+        assert statuses == {user: [200, 200, 200, 429, 429] for user in users}
+        decided = [one.decisions() for one in instances]
+        assert all(count > 0 for count in decided), decided
+        assert sum(decided) >= 20
+        assert [one.stopped(stop_within) for one in instances] == [0, 0]
