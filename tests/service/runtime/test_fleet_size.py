@@ -116,7 +116,7 @@ def test_an_instance_started_while_the_store_is_down_is_not_ready(tmp_path: Path
         redis.stop()
         home = tmp_path / "late"
         home.mkdir()
-        late = Served(home, "--store", redis.url, ready="/healthz")
+        late = Served(home, "--store", redis.url, ready="/healthz", stderr=subprocess.PIPE)
         fleet.append(late)
         ready = httpx.get(f"{late.url}/readyz", timeout=5)
         assert ready.status_code == 503
@@ -126,6 +126,12 @@ def test_an_instance_started_while_the_store_is_down_is_not_ready(tmp_path: Path
         for one in fleet:
             one.stop()
         redis.stop()
+    said = [line for line in late.log().splitlines() if "unavailable at start" in line]
+    assert len(said) == 1, late.log()
+    assert said[0].endswith(
+        "request store: unavailable at start (/readyz says 503): redis: Error 111 connecting to "
+        f"127.0.0.1:{redis.port}. Connection refused."
+    ), said
 
 
 def test_a_misconfigured_store_leaves_the_count_unknown_and_the_stop_clean(
@@ -145,3 +151,4 @@ def test_a_misconfigured_store_leaves_the_count_unknown_and_the_stop_clean(
     assert "DB index is out of range" in check.json()["detail"]
     log = served.log()
     assert "Traceback" not in log, log
+    assert "request store: unavailable at start (/readyz says 503): " in log, log

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from ratekeeper.stores.health import Health
+
 if TYPE_CHECKING:
     from ratekeeper.engine import AsyncEngine
     from ratekeeper.service.dashboard import Dashboard
@@ -33,15 +35,18 @@ STOP_AGAIN = 0.1
 
 
 async def warn_of_the_store(engine: AsyncEngine) -> None:
-    """Log, once at start, what the request store's own settings put at risk (its
-    ``Health.warnings``: a cluster that refuses every key while one master fails over); they
-    stay in ``/readyz``."""
+    """Log, once at start, a request store that does not answer, and what its own settings put
+    at risk (its ``Health.warnings``: a cluster that refuses every key while one master fails
+    over); both stay in ``/readyz``."""
     try:
         async with asyncio.timeout(START_PING):
             health = await engine.store.ping()
-    except Exception as error:  # the first decisions will say more; /readyz too
-        log.debug("the request store did not answer the ping at start: %s", error)
-        return
+    except TimeoutError:
+        health = Health(False, error=f"no answer within {START_PING:g} s")
+    except Exception as error:  # a store that cannot even say how it is
+        health = Health(False, error=str(error) or type(error).__name__)
+    if not health.ok:
+        log.warning("request store: unavailable at start (/readyz says 503): %s", health.error)
     for warning in health.warnings:
         log.warning("request store: %s", warning)
 
