@@ -16,7 +16,8 @@ promise:
   degraded decision admits;
 - each instance's ``ratekeeper_store_breaker_openings_total`` equals the openings its log
   shows;
-- once the network is clean again, decisions are exact by themselves.
+- once the network is clean again, decisions are exact by themselves, ``SETTLED_AFTER``
+  seconds after the stall at the latest.
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ PHASES = [
     ("loss 30%", 4.0),
     ("clean after loss", 2.0),
     ("stall 2 s", 2.0),
-    ("recovery", 4.0),
+    ("recovery", 5.0),
 ]
+#: Seconds after the stall ends by which decisions are exact again: the breaker's cooldown
+#: (1 s), its probe, and the connections the stall timed out opened again, on a machine that
+#: may be slow (a clean spell's p99 reached 420 ms while the instances shared two cores).
+SETTLED_AFTER = 3.0
 pytestmark = pytest.mark.chaos
 
 SECONDS = sum(seconds for _, seconds in PHASES)
@@ -117,5 +122,5 @@ def test_latency_loss_and_a_stall_between_the_instances_and_redis(
     else:
         assert all(one.allowed for one in degraded), summary(degraded)
     assert opened_metric == opened_logged
-    settled = between(answers, recovery[0] + 2.0, recovery[1])
+    settled = between(answers, recovery[0] + SETTLED_AFTER, recovery[1])
     assert settled and not any(one.degraded for one in settled), summary(settled)

@@ -13,8 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ratekeeper.core.errors import MissingExtraError
 from ratekeeper.service.runtime.settings import EXAMPLE_RULES
@@ -133,6 +135,30 @@ def test_serve_refuses_a_grpc_address_another_service_listens_on(tmp_path: Path)
     assert result.returncode == 3
     assert f"could not listen on gRPC 127.0.0.1:{first.grpc}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_grpc_port_whose_last_connections_are_closing_is_listened_on(tmp_path: Path) -> None:
+    """A service restarted in place (a rolling restart) finds its gRPC port's last connections
+    in TIME_WAIT, the old service having closed them first: the port is free, and taken."""
+    port = free_port()
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server's side closes first: its end waits in TIME_WAIT
+        client.close()
+    with pytest.raises(OSError), socket.socket() as plain:  # as the port was probed before
+        plain.bind(("127.0.0.1", port))
+    served = Served(tmp_path, grpc=f"127.0.0.1:{port}")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            answer = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+    finally:
+        assert served.stop() == 0
+    assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_serve_refuses_a_sqlite_configuration_store_it_cannot_open(tmp_path: Path) -> None:

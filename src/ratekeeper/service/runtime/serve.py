@@ -148,10 +148,11 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _unlistenable(address: ListenAddress | UnixAddress, reuse: bool = False) -> str | None:
+def _unlistenable(address: ListenAddress | UnixAddress) -> str | None:
     """Why nothing can listen on ``address`` now (another process does, or the host is no
-    address of this machine, say); None if it can. ``reuse`` binds as uvicorn does
-    (SO_REUSEADDR: a port whose last connections are closing is free).
+    address of this machine, say); None if it can. It binds as uvicorn and gRPC do, with
+    SO_REUSEADDR: a port whose last connections are closing (``TIME_WAIT``, as a service
+    restarted in place leaves them) is free; one another socket listens on is not.
 
     gRPC's own servers share a port (SO_REUSEPORT, as the workers of one service do), so a
     second service would quietly take half of the first one's calls: it is refused here. On a
@@ -170,8 +171,7 @@ def _unlistenable(address: ListenAddress | UnixAddress, reuse: bool = False) -> 
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     try:
         with socket.socket(family) as probe:
-            if reuse:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((address.host, address.port))
     except OSError as error:
         return error.strerror or str(error)
@@ -245,7 +245,7 @@ def serve(settings: Settings) -> int:
     if settings.shadow_mode:
         log.warning("shadow mode: every refusal is let through, counted as shadowed")
     _say_tracing_off(settings)
-    refused = _unlistenable(settings.http, reuse=True)
+    refused = _unlistenable(settings.http)
     if refused is not None:
         where = settings.sources.get("http", "--http, by default")
         log.error("could not listen on HTTP %s (%s): %s", settings.http, where, refused)
