@@ -116,3 +116,10 @@ class Output:
 
     def progress(self, text: str) -> None:
         print(f"[{time.perf_counter() - self.started:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    def finish(self, path: Path | None) -> None:
+        """The load average at the end and the run's length emitted, and everything emitted
+        written to ``path`` (``--output``), if given."""
+        self.emit(f"Load average at the end {load()}; {time.perf_counter() - self.started:.0f} s.")
+        if path is not None:
+            path.write_text("\n".join(self.lines) + "\n")

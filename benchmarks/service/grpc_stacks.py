@@ -45,7 +45,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -383,16 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         stacks.append(PYVOY)
     args.stacks = stacks
     out.emit(*header(args))
-    started = time.perf_counter()
     try:
         rows = run(args, out)
     except (BenchmarkError, ServerError, load.LoadError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     out.emit(*table(rows), "")
-    out.emit(f"Load average at the end {report.load()}; {time.perf_counter() - started:.0f} s.")
-    if args.output is not None:
-        args.output.write_text("\n".join(out.lines) + "\n")
+    out.finish(args.output)
     return 0
 
 
