@@ -300,6 +300,7 @@ def run(
         load_cpu = cpus()[1]
         if load_cpu is not None and redis.process is not None:
             pin(redis.process.pid, load_cpu)
+        fixed = ENVOY_CASES[0]  # measured again at a fixed rate, on each deployment
         for group in _groups(deployments):
             with ExitStack() as running:
                 servers = {one: start(running, one, redis, directory) for one in group}
@@ -309,7 +310,6 @@ def run(
                     pin(envoy.process.pid, load_cpu)
                 bench = Run(servers, redis, envoy, sizes, load_cpu)
                 _rounds(out, bench, cases, group, measured)
-                fixed = ENVOY_CASES[0]
                 for one in group if fixed in cases else ():
                     capacity = measured[fixed.label][one].best.load.rate
                     label = workers_report.deployment_label(one)

@@ -40,12 +40,13 @@ YOUNGEST = {"uvicorn": 10_000, "pyvoy": 50_000}
 def tune(server: str) -> None:
     """Collect once, freeze what is left (the app and everything it holds), and raise the
     youngest generation's threshold to ``YOUNGEST[server]``; logged at debug level."""
+    youngest = YOUNGEST[server]
     gc.collect()
     gc.freeze()
-    gc.set_threshold(YOUNGEST[server], 10, 10)
+    gc.set_threshold(youngest, 10, 10)
     log.debug(
         "garbage collector: %s objects frozen; the youngest generation collected every %s "
         "allocations",
         f"{gc.get_freeze_count():,}",
-        f"{YOUNGEST[server]:,}",
+        f"{youngest:,}",
     )
