@@ -15,6 +15,7 @@ redone on fresh keys.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import time
 from collections.abc import Callable, Sequence
@@ -192,3 +193,18 @@ def build(
     if period == PERIOD:
         return [make(algorithm, amount) for make in factories.values()]
     return [make(algorithm, amount, period) for make in factories.values()]
+
+
+def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse ``type``: a ``kind`` above 0 and finite, else argparse's error."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+        return value
+
+    return parse

@@ -35,6 +35,7 @@ from benchmarks.report import Output, table
 from benchmarks.service import load
 from benchmarks.service.baseline import application
 from benchmarks.service.servers import Server, cpus, tree_cpu_seconds
+from benchmarks.trials import positive
 
 #: The servers, in the order of the first round.
 STACKS = ("uvicorn hello", "granian hello", "ratekeeper on uvicorn", "ratekeeper on granian")
@@ -159,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.service.http_stacks", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--seconds", type=float, default=8.0, help="timed, each round")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--seconds", type=positive(float), default=8.0, help="timed, each round")
+    parser.add_argument("--rounds", type=positive(int), default=3)
+    parser.add_argument("--connections", type=positive(int), default=64)
     parser.add_argument("--output", type=Path, help="also write the markdown here")
     parser.add_argument("--serve", choices=("hello", "ratekeeper"), help=argparse.SUPPRESS)
     parser.add_argument("--http", help=argparse.SUPPRESS)

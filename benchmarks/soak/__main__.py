@@ -7,26 +7,13 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.redis_store.server import RedisServer
 from benchmarks.soak import load, report
 from benchmarks.soak.processes import Service
 from benchmarks.soak.redis_stats import memory, scan_ttls
-
-
-def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}") from None
-        if not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
-        return value
-
-    return parse
+from benchmarks.trials import positive
 
 
 def parser() -> argparse.ArgumentParser:
@@ -35,20 +22,18 @@ def parser() -> argparse.ArgumentParser:
         description="Mixed traffic over many keys through ratekeeper serve on Redis, "
         "measured every minute; exits 1 if a Redis key has no TTL or RSS grows after warm-up.",
     )
-    parse.add_argument("--minutes", type=_positive(int), default=30, help="length (default 30)")
+    parse.add_argument("--minutes", type=positive(int), default=30, help="length (default 30)")
     parse.add_argument(
-        "--keys", type=_positive(int), default=1_000_000, help="distinct users (default 1000000)"
+        "--keys", type=positive(int), default=1_000_000, help="distinct users (default 1000000)"
     )
     parse.add_argument(
         "--rate",
-        type=_positive(float),
+        type=positive(float),
         help="target requests a second (default: as fast as served)",
     )
+    parse.add_argument("--workers", type=positive(int), default=2, help="serve workers (default 2)")
     parse.add_argument(
-        "--workers", type=_positive(int), default=2, help="serve workers (default 2)"
-    )
-    parse.add_argument(
-        "--connections", type=_positive(int), default=64, help="wrk connections (default 64)"
+        "--connections", type=positive(int), default=64, help="wrk connections (default 64)"
     )
     parse.add_argument(
         "--warmup",
@@ -57,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
         help="intervals of warm-up (default: a fifth, at least 1)",
     )
     parse.add_argument(
-        "--interval", type=_positive(int), default=60, help="seconds per sample (default 60)"
+        "--interval", type=positive(int), default=60, help="seconds per sample (default 60)"
     )
     parse.add_argument(
         "--serve-arg",

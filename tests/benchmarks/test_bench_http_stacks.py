@@ -29,3 +29,18 @@ def test_every_stack_has_a_command_that_takes_the_addresses(stack: str) -> None:
     served = {"granian hello": "hello", "ratekeeper on granian": "ratekeeper"}
     if stack in served:
         assert command[2:] == ["benchmarks.service.http_stacks", "--serve", served[stack]]
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [["--rounds", "0"], ["--seconds", "-1"], ["--seconds", "nan"], ["--connections", "x"]],
+)
+def test_a_count_or_length_that_is_not_positive_is_refused_before_any_server_starts(
+    argument: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        http_stacks.main(argument)
+    assert stopped.value.code == 2
+    assert f"argument {argument[0]}: expected a positive number, not '{argument[1]}'" in (
+        capsys.readouterr().err
+    )
