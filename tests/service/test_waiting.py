@@ -1,7 +1,8 @@
 """The wait bound (``--max-wait``): the share of decisions let in while the event loop runs
 behind, exact under a fake clock, and the in-flight bound's door (``turn_away``) on top of it.
 
-Every sequence here is exact: the share halves at each reading past ``max_wait``, grows by
+Every sequence here is exact: the share halves at each reading past ``max_wait`` (``watch``
+counting a lag only when the next reading finds the loop behind too), grows by
 ``STEP`` at most once per ``max_wait`` seconds once the lag is under half of it, and ``take()``
 lets in exactly every ``1 / share``-th request, never by chance.
 """
@@ -299,15 +300,16 @@ def test_prepaid_requests_are_bounded() -> None:
 
 
 class Recording(Waiting):
-    """A ``Waiting`` that keeps every reading, and says when one came."""
+    """A ``Waiting`` that keeps every lag ``watch`` counts (what it gives ``read``), and says
+    when one came."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.readings: list[float] = []
+        self.counted: list[float] = []
         self.reading = asyncio.Event()
 
     def read(self, lag: float) -> None:
-        self.readings.append(lag)
+        self.counted.append(lag)
         super().read(lag)
         self.reading.set()
 
@@ -328,30 +330,54 @@ def test_watch_reads_the_lag_of_an_idle_loop_and_lets_everything_in() -> None:
         return waiting
 
     waiting = asyncio.run(watched())
-    assert len(waiting.readings) >= 3
-    assert all(lag >= 0.0 for lag in waiting.readings)
-    assert waiting.lag == waiting.readings[-1]
+    assert len(waiting.counted) >= 3
+    assert all(lag >= 0.0 for lag in waiting.counted)
+    assert waiting.lag >= waiting.counted[-1]  # the lesser of two readings is counted
     assert waiting.admitting == 1.0
     assert waiting.take() is True
 
 
-def test_watch_reads_the_lag_from_its_clock() -> None:
+def watch_late(lags: list[float]) -> Recording:
+    """A ``Recording`` of ``max_wait`` 0.1 watched on a fake clock that is moved on before
+    each reading, so that the reading is each of ``lags`` in turn."""
     clock = FakeClock(0)
 
     async def watched() -> Recording:
         waiting = Recording(0.1, clock=clock)
         task = asyncio.create_task(waiting.watch())
         await asyncio.sleep(0)  # the watch set its timer, due at TICK by the fake clock
-        clock.set(0.5)  # the loop is 0.5 - TICK behind when the timer fires
-        await waiting.next_reading()
+        for lag in lags:
+            clock.set(clock() + TICK + lag)  # the timer fires ``lag`` after it was due
+            await waiting.next_reading()
+            assert waiting.lag == pytest.approx(lag)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         return waiting
 
-    waiting = asyncio.run(watched())
-    assert waiting.readings[0] == 0.5 - (0.0 + TICK)
-    assert waiting.admitting == 0.5  # halved once; the later readings (lag 0) are too soon
+    return asyncio.run(watched())
+
+
+def test_one_late_reading_is_a_stall_the_loop_recovered_from_and_sheds_nothing() -> None:
+    # A process the machine did not run for half a second, with nothing queued: the next
+    # reading finds the loop on time.
+    waiting = watch_late([0.5, 0.0, 0.0])
+    assert waiting.counted == [0.0, 0.0, 0.0]
+    assert waiting.admitting == 1.0
+    assert [waiting.take() for _ in range(5)] == [True] * 5
+
+
+def test_a_loop_behind_at_two_readings_in_a_row_sheds_from_the_second() -> None:
+    waiting = watch_late([0.5, 0.3, 0.4, 0.0])
+    assert waiting.counted == [0.0, pytest.approx(0.3), pytest.approx(0.3), 0.0]
+    assert waiting.admitting == 0.25  # halved at the second reading and at the third
+    assert waiting.lag == 0.0
+
+
+@pytest.mark.parametrize("between", [0.0, 0.05, 0.1])
+def test_a_reading_under_max_wait_between_two_late_ones_sheds_nothing(between: float) -> None:
+    waiting = watch_late([0.5, between, 0.5])
+    assert waiting.admitting == 1.0
 
 
 # -- InFlightBound: the door -------------------------------------------------------------------
@@ -519,12 +545,15 @@ def test_the_bound_watches_the_loop_through_its_waiting() -> None:
         bound.waiting.read = read  # type: ignore[method-assign]
         task = asyncio.create_task(bound.watch())
         await asyncio.sleep(0)
-        clock.set(1.0)
-        await reading.wait()
+        for now in (1.0, 2.0):  # the loop behind at two readings in a row
+            reading.clear()
+            clock.set(now)
+            await reading.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         assert bound.waiting.admitting == 0.5 and bound.shedding
+        assert bound.waiting.lag == pytest.approx(1.0 - TICK)
         return seen
 
-    assert asyncio.run(watched())[0] == 1.0 - TICK
+    assert asyncio.run(watched()) == [0.0, pytest.approx(1.0 - TICK)]

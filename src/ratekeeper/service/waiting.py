@@ -12,6 +12,12 @@ behind for a whole turn before a reading can say so). A request
 past the share is answered 503 ``overloaded`` at once, which costs the loop a small part of a
 decision, so the loop catches up and every request's wait stays bounded, answered or shed.
 
+``watch()`` counts a lag against the share only when the loop is still behind at the next
+reading (it reads the lesser of two readings in a row): a process the machine did not run for
+a while (a busy host, a container throttled to its CPU quota, a pause of the collector) reads
+one late timer, then none once it has caught up, and has no queue to shed. A loop that cannot
+catch up stays behind at every reading, and sheds from the second.
+
 The share is kept exactly, without chance: every decision request adds ``admitting`` to a
 credit, and one is let in each time the credit reaches 1. A process that is not behind lets
 every request in. A request may be counted at the door, before the app sees it (``take()``
@@ -141,9 +147,14 @@ class Waiting:
             self._prepaid -= 1
 
     async def watch(self) -> None:
-        """Read the running loop's lag every ``TICK``, until cancelled."""
+        """Read the running loop's lag every ``TICK``, until cancelled: ``read`` is given the
+        lesser of each reading and the one before it (see the module), and ``lag`` is the
+        reading itself."""
         clock = self.clock
+        before = 0.0
         while True:
             due = clock() + TICK
             await asyncio.sleep(TICK)
-            self.read(max(0.0, clock() - due))
+            lag = max(0.0, clock() - due)
+            self.read(min(lag, before))
+            self.lag = before = lag
