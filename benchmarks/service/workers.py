@@ -99,6 +99,12 @@ descriptors:
 """
 #: Connections of wrk and h2load.
 CONNECTIONS = 64
+#: More requests in flight (wrk's connections) at which the HTTP door and Envoy's door on its
+#: one connection are measured too, on the deployments of one process: a door's capacity is
+#: its best rate, and the two doors do best at different numbers (through Envoy, a call that
+#: arrives while the server is busy shares its wake-up and its Redis batch with more calls;
+#: uvicorn parses and answers each connection's request alone).
+SWEEP = (128, 256)
 HTTP, GRPC, ENVOY = "HTTP", "gRPC", "Envoy"
 #: The share of a case's capacity the fixed-rate run asks for, and its runs to find the pause.
 RATED, CALIBRATIONS = 0.8, 4
@@ -115,9 +121,13 @@ class Case:
     connections: int = CONNECTIONS
     streams: int = 1
     pool: str = ""
+    swept: bool = False  # one of ``SWEEP``'s: on the deployments of one process only
 
     def fits(self, deployment: Deployment) -> bool:
-        """Two pyvoy instances have two addresses: only Envoy takes both."""
+        """Two pyvoy instances have two addresses: only Envoy takes both. The sweep's cases
+        run on the deployments of one process."""
+        if self.swept and deployment[1] != 1:
+            return False
         return self.surface == ENVOY or deployment != (PYVOY, 2)
 
 
@@ -129,9 +139,19 @@ CASES = (
     Case("Envoy, descriptor, Envoy's one connection", ENVOY, "descriptor", pool=ONE),
     Case(f"Envoy, descriptor, max_concurrent_streams {STREAMS}", ENVOY, "descriptor", pool=MANY),
     Case(f"Envoy, hot leased key, max_concurrent_streams {STREAMS}", ENVOY, "hot", pool=MANY),
-)
+    *(Case(f"HTTP descriptor, {n} connections", HTTP, "descriptor", n, swept=True) for n in SWEEP),
+    *(
+        Case(f"Envoy, descriptor, Envoy's one connection, {n} in flight", ENVOY, "descriptor", n,
+             pool=ONE, swept=True)
+        for n in SWEEP
+    ),
+)  # fmt: skip
 #: The summary's cases: the HTTP door, and Envoy's door on its one connection and on many.
 HTTP_CASE, ENVOY_CASES = CASES[1], (CASES[4], CASES[5])
+#: Each door's cases at every number of requests in flight, ``CONNECTIONS`` and ``SWEEP``'s:
+#: the summary sets the best of each against the other's.
+HTTP_SWEPT = (HTTP_CASE, *(case for case in CASES if case.swept and case.surface == HTTP))
+ENVOY_SWEPT = (ENVOY_CASES[0], *(case for case in CASES if case.swept and case.surface == ENVOY))
 QUICK = ServiceSizes(seconds=2.0, warmup=1.0, rounds=1)
 FULL = ServiceSizes(seconds=4.0, warmup=1.0, rounds=2)
 
@@ -394,9 +414,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     through = {case.label for case in CASES if case.surface == ENVOY}
     labels = (ENVOY_CASES[0].label, ENVOY_CASES[1].label)
+    swept = (tuple(one.label for one in HTTP_SWEPT), tuple(one.label for one in ENVOY_SWEPT))
     workers_report.emit(
-        out, measured, http=HTTP_CASE.label, envoy=labels, rated=rated, through_envoy=through
-    )
+        out, measured, http=HTTP_CASE.label, envoy=labels, rated=rated, through_envoy=through,
+        swept=swept,
+    )  # fmt: skip
     elapsed = time.perf_counter() - out.started
     out.emit("", f"Load average at the end: {report.load()}; {elapsed:.0f} s.")
     if args.output is not None:

@@ -115,20 +115,39 @@ def _rated(fixed: Rated | None) -> str:
     return f"{report.rate(rate)} ({rate / fixed.capacity:.0%})"
 
 
+def best(measured: Table, labels: tuple[str, ...], deployment: Deployment) -> float | None:
+    """The most decisions a second per core ``deployment`` gave over the cases ``labels``
+    (one door at each number of requests in flight); None unless it ran them all."""
+    found = [measured.get(label, {}).get(deployment) for label in labels]
+    if not labels or any(one is None for one in found):
+        return None
+    return max(one.per_core for one in found if one is not None)
+
+
 def summary(
-    measured: Table, http: str, envoy: tuple[str, str], rated: Mapping[Deployment, Rated]
+    measured: Table,
+    http: str,
+    envoy: tuple[str, str],
+    rated: Mapping[Deployment, Rated],
+    swept: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> Iterator[list[str]]:
     """A row a deployment: the HTTP case ``http`` (uvicorn, as many workers) against the
-    Envoy cases ``envoy`` (Envoy's one connection, and many), per core, Redis commands a
-    decision, and the run at a fixed rate."""
+    Envoy cases ``envoy`` (Envoy's one connection, and many), per core; each door at its best
+    over ``swept`` (the HTTP cases' labels, Envoy's); Redis commands a decision, and the run
+    at a fixed rate."""
     one, many = (measured[label] for label in envoy)
     for deployment, through in one.items():
         reference = measured[http].get((AIO, deployment[1]))
         base = reference.per_core if reference is not None else None
         spread, fixed = many.get(deployment), rated.get(deployment)
+        http_best = best(measured, swept[0], (AIO, deployment[1]))
+        envoy_best = best(measured, swept[1], deployment)
         yield [
             deployment_label(deployment), report.rate(base), report.rate(through.per_core),
             _share(through.per_core, base), _scaled(through.per_core, base),
+            report.rate(http_best), report.rate(envoy_best),
+            _share(envoy_best, http_best),
+            _scaled(envoy_best, http_best) if envoy_best is not None else report.MISSING,
             _share(spread.per_core if spread else None, base),
             f"{through.best.commands_each:.2f}",
             f"{reference.best.commands_each:.2f}" if reference else report.MISSING,
@@ -142,7 +161,9 @@ def summary(
 SUMMARY_HEADERS = [
     "deployment", "HTTP decisions/s per core (uvicorn)", "through Envoy, per core",
     f"÷ HTTP (≥ {SHARE:g}x)", f"scaled to HTTP = {HTTP_THERE:,} (≥ {TARGET:,})",
-    f"÷ HTTP, max_concurrent_streams (≥ {SHARE:g}x)", "Redis commands / decision, Envoy",
+    "HTTP at its best", "through Envoy at its best", f"÷ (≥ {SHARE:g}x)",
+    f"scaled (≥ {TARGET:,})", f"÷ HTTP, max_concurrent_streams (≥ {SHARE:g}x)",
+    "Redis commands / decision, Envoy",
     "HTTP", "capacity through Envoy (requests/s)", "at 80%: requests/s (share)", "p50 ms", "p99 ms",
 ]  # fmt: skip
 HEADERS = [
@@ -206,12 +227,16 @@ def emit(
     envoy: tuple[str, str],
     rated: Mapping[Deployment, Rated],
     through_envoy: set[str],
+    swept: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
 ) -> None:
     through_envoy = through_envoy | set(at_rate(envoy[0], rated))
     out.emit(
         "Envoy's door against the HTTP door, per core of the service's CPU:", "",
-        *report.table(SUMMARY_HEADERS, list(summary(measured, http, envoy, rated))), "",
+        *report.table(SUMMARY_HEADERS, list(summary(measured, http, envoy, rated, swept))), "",
         f"*HTTP*: `{http}` on uvicorn with as many workers. *Through Envoy*: `{envoy[0]}`; "
+        "*at its best*: each door's most decisions a second per core over "
+        f"{', '.join(f'`{label}`' for label in (*swept[0], *swept[1]))} (its capacity, "
+        "wherever it peaks; measured on the deployments of one process). "
         f"*max_concurrent_streams*: `{envoy[1]}`. *Scaled*: the per-core figure through "
         f"Envoy on a machine where the HTTP door does {HTTP_THERE:,} (the issue's target: "
         f"{TARGET:,}). *At 80%*: wrk through Envoy's one connection at 80% of that case's "

@@ -55,16 +55,51 @@ def test_the_summary_sets_envoys_door_against_uvicorns_http_door_per_core() -> N
     assert aio[:6] == ["uvicorn + grpc.aio, --workers 1", "10,000", "2,500", "0.25x ✗",
                        "1,375 ✗", "—"]  # fmt: skip
     assert aio[-4:] == ["—"] * 4
-    assert pyvoy[:6] == ["pyvoy, 1 instance", "10,000", "5,000", "0.50x ✗", "2,750 ✗",
-                         "0.80x ✓"]  # fmt: skip
-    assert pyvoy[6:8] == ["2.00", "2.00"]  # Redis commands a decision: Envoy's, HTTP's
+    assert pyvoy[:5] == ["pyvoy, 1 instance", "10,000", "5,000", "0.50x ✗", "2,750 ✗"]
+    assert pyvoy[5:9] == ["—"] * 4  # no sweep was given
+    assert pyvoy[9] == "0.80x ✓"
+    assert pyvoy[10:12] == ["2.00", "2.00"]  # Redis commands a decision: Envoy's, HTTP's
     assert pyvoy[-4:] == ["2,000", "1,590 (80%)", "10.00", "20.00"]
+    assert len(pyvoy) == len(workers_report.SUMMARY_HEADERS)
+
+
+def test_the_summary_sets_each_door_at_its_best_against_the_other() -> None:
+    http, http_more, one, one_more, many = "HTTP", "HTTP, 128", "Envoy", "Envoy, 128", "many"
+    measured = {
+        http: {(AIO, 1): Measured([result(1_000.0, (0.1,))]),  # 20,000 a core
+               (AIO, 2): Measured([result(1_000.0, (0.1,))])},
+        http_more: {(AIO, 1): Measured([result(1_000.0, (0.125,))])},  # 16,000: 64 is best
+        one: {(PYVOY, 1): Measured([result(1_000.0, (0.2,))]),  # 10,000 a core
+              (PYVOY, 2): Measured([result(1_000.0, (0.2,))])},
+        one_more: {(PYVOY, 1): Measured([result(1_000.0, (0.125,))])},  # 16,000: 128 is best
+        many: {},
+    }  # fmt: skip
+    swept = ((http, http_more), (one, one_more))
+    single, double = workers_report.summary(measured, http, (one, many), {}, swept)
+    assert single[1:5] == ["20,000", "10,000", "0.50x ✗", "2,750 ✗"]  # at 64 each
+    assert single[5:9] == ["20,000", "16,000", "0.80x ✓", "4,400 ✗"]  # each at its best
+    assert double[5:9] == ["—"] * 4  # two processes ran no sweep
 
 
 def test_two_pyvoy_instances_take_only_the_cases_through_envoy() -> None:
     fits = {case.label for case in workers.CASES if case.fits((PYVOY, 2))}
-    assert fits == {case.label for case in workers.CASES if case.surface == workers.ENVOY}
-    assert all(case.fits((PYVOY, 1)) and case.fits((AIO, 2)) for case in workers.CASES)
+    through = {case.label for case in workers.CASES if case.surface == workers.ENVOY}
+    assert fits == {label for label in through if "in flight" not in label}
+    assert all(case.fits((PYVOY, 1)) for case in workers.CASES)
+    assert all(case.fits((AIO, 2)) for case in workers.CASES if not case.swept)
+
+
+def test_the_sweep_runs_each_door_at_more_requests_in_flight_on_one_process() -> None:
+    http = [(case.connections, case.swept) for case in workers.HTTP_SWEPT]
+    envoy = [(case.connections, case.pool, case.swept) for case in workers.ENVOY_SWEPT]
+    assert http == [(64, False), (128, True), (256, True)]
+    assert envoy == [(64, ONE, False), (128, ONE, True), (256, ONE, True)]
+    assert workers.HTTP_SWEPT[0] is workers.HTTP_CASE
+    assert workers.ENVOY_SWEPT[0] is workers.ENVOY_CASES[0]
+    for case in workers.CASES:
+        if case.swept:
+            assert case.fits((AIO, 1)) and case.fits((PYVOY, 1))
+            assert not case.fits((AIO, 2)) and not case.fits((PYVOY, 2))
 
 
 def test_envoy_asks_each_deployment_on_one_connection_or_on_many() -> None:
