@@ -33,6 +33,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -232,6 +233,22 @@ def test_deadlines_and_the_bound_on_decisions_in_flight_while_the_store_hangs(
         assert held.result(timeout=30).overall_code == OK
 
 
+@contextmanager
+def deciding(
+    tmp_path: Path, server: str
+) -> Iterator[tuple[Served, rls_pb2_grpc.RateLimitServiceStub, int]]:
+    """A service on ``server`` that has answered one call ``OK``, a stub on its gRPC port,
+    and the pid of the process whose loop decides (``loop_process``); stopped after, exit 0."""
+    served = serve(tmp_path, server)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+            stub = rls_pb2_grpc.RateLimitServiceStub(channel)
+            assert stub.ShouldRateLimit(request(), timeout=10).overall_code == OK
+            yield served, stub, loop_process(served, server)
+    finally:
+        assert served.stop() == 0
+
+
 def _calls(
     stub: rls_pb2_grpc.RateLimitServiceStub, count: int
 ) -> tuple[list[grpc.StatusCode], list[str]]:
@@ -251,22 +268,15 @@ def _calls(
 def test_a_process_stopped_while_idle_sheds_nothing_after(tmp_path: Path, server: str) -> None:
     # A busy host or a CPU quota can hold an idle process for a while: its loop reads one late
     # timer, then is on time again. Nothing waited behind it, and nothing is shed.
-    served = serve(tmp_path, server)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
-            stub = rls_pb2_grpc.RateLimitServiceStub(channel)
-            assert stub.ShouldRateLimit(request(), timeout=10).overall_code == OK
-            pid = loop_process(served, server)
-            for _ in range(3):
-                os.kill(pid, signal.SIGSTOP)
-                time.sleep(0.5)
-                os.kill(pid, signal.SIGCONT)
-                time.sleep(0.02)  # the loop's first reading after: half a second late
-                codes, _ = _calls(stub, 3)
-                assert codes == [grpc.StatusCode.OK] * 3
+    with deciding(tmp_path, server) as (served, stub, pid):
+        for _ in range(3):
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.5)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.02)  # the loop's first reading after: half a second late
+            codes, _ = _calls(stub, 3)
+            assert codes == [grpc.StatusCode.OK] * 3
         shed = metric(served, "ratekeeper_requests_shed_total")
-    finally:
-        assert served.stop() == 0
     assert shed == 0
 
 
@@ -275,44 +285,40 @@ def test_a_process_starved_of_cpu_sheds_a_share_then_lets_all_in(
 ) -> None:
     # The process runs 3 ms in every 150 (less than a reading's 10 ms): its loop is behind at
     # every reading, and it sheds while calls come from four clients, one after another each.
-    served = serve(tmp_path, server)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
-            stub = rls_pb2_grpc.RateLimitServiceStub(channel)
-            assert stub.ShouldRateLimit(request(), timeout=10).overall_code == OK
-            pid = loop_process(served, server)
-            starving = True
+    with deciding(tmp_path, server) as (served, stub, pid):
+        starving = True
 
-            def calls() -> tuple[list[grpc.StatusCode], list[str]]:
-                codes: list[grpc.StatusCode] = []
-                details: list[str] = []
-                while starving:
-                    one, why = _calls(stub, 1)
-                    codes += one
-                    details += why
-                return codes, details
+        def calls() -> tuple[list[grpc.StatusCode], list[str]]:
+            codes: list[grpc.StatusCode] = []
+            details: list[str] = []
+            while starving:
+                one, why = _calls(stub, 1)
+                codes += one
+                details += why
+            return codes, details
 
-            with ThreadPoolExecutor(4) as pool:
-                clients = [pool.submit(calls) for _ in range(4)]
+        with ThreadPoolExecutor(4) as pool:
+            clients = [pool.submit(calls) for _ in range(4)]
+            try:
                 ends = time.monotonic() + 2.0
                 while time.monotonic() < ends:
                     os.kill(pid, signal.SIGSTOP)
                     time.sleep(0.15)
                     os.kill(pid, signal.SIGCONT)
                     time.sleep(0.003)
+            finally:  # running again, and the clients stop, whatever happened
+                os.kill(pid, signal.SIGCONT)
                 starving = False
-                results = [client.result(timeout=60) for client in clients]
-            codes = [code for one, _ in results for code in one]
-            details = [why for _, whys in results for why in whys]
-            wait_until(
-                lambda: metric(served, "ratekeeper_decisions_admitted_share", live=True) == 1,
-                10,
-                "every decision let in again",
-            )
-            shed = metric(served, "ratekeeper_requests_shed_total")
-            after = [stub.ShouldRateLimit(request(), timeout=10) for _ in range(5)]
-    finally:
-        assert served.stop() == 0
+            results = [client.result(timeout=60) for client in clients]
+        codes = [code for one, _ in results for code in one]
+        details = [why for _, whys in results for why in whys]
+        wait_until(
+            lambda: metric(served, "ratekeeper_decisions_admitted_share", live=True) == 1,
+            10,
+            "every decision let in again",
+        )
+        shed = metric(served, "ratekeeper_requests_shed_total")
+        after = [stub.ShouldRateLimit(request(), timeout=10) for _ in range(5)]
     assert grpc.StatusCode.UNAVAILABLE in codes, codes
     assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}
     assert all("longer than the 0.1 s" in one for one in details), details
