@@ -26,7 +26,10 @@ addresses: only the cases through Envoy, which takes both, run on them):
   one connection an endpoint or with ``max_concurrent_streams`` on its cluster; ``client`` is
   a rule of 1,000,000,000 a day (every call OK, one Redis script each); ``hot`` is one of
   1,000,000 a second with ``sync: leased``: every call on one key, decided from slices leased
-  from Redis.
+  from Redis;
+- on the deployments of one process, the HTTP descriptor and Envoy's one connection again at
+  each of ``SWEEP``'s requests in flight (wrk's connections): the summary sets each door at
+  its best against the other's.
 
 Then, on each deployment, the Envoy case on Envoy's one connection again, at ``RATED`` of its
 best round's rate: each of wrk's connections pauses a random time between its requests
