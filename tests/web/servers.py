@@ -57,5 +57,8 @@ def waitress_serving(app: Any, **options: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.effective_port}"
     finally:
         server.task_dispatcher.shutdown()  # first: no worker pulls the trigger once it is shut
-        server.trigger.pull_trigger(stop)
+        try:
+            server.trigger.pull_trigger(stop)
+        except OSError:  # the loop closed its trigger itself (on a poll error): close from here
+            stop()
         thread.join(timeout=30)
