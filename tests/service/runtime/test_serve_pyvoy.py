@@ -12,8 +12,12 @@ the tests of what is refused without it.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +36,7 @@ from tests.gateways import (
     pyvoy_binary,
     render,
 )
+from tests.servers import free_port
 from tests.service.served import Served
 
 #: alice 3 an hour; everyone 50 an hour (GCRA: no window edge for a test to straddle).
@@ -212,6 +217,41 @@ def test_sigterm_stops_it_cleanly_with_the_stores_closed(tmp_path: Path, served:
     assert log.rstrip().endswith("stopped")
     assert "Traceback" not in log
     assert not wal.exists()
+
+
+@installed
+def test_a_sigterm_during_the_start_stops_it_once_started(tmp_path: Path) -> None:
+    """A SIGTERM while Envoy starts (pyvoy's Envoy running, its start not yet returned) stops
+    the service once it has started: exit 0 and ``stopped``, where the signal killed it
+    (status -15), its lifespan never shut down."""
+    (tmp_path / "edge.yaml").write_text(RULES)
+    port = free_port()
+    command = ["serve", "--server", "pyvoy", "--rules", "edge.yaml", "--http", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ratekeeper.cli", *command],
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("RATEKEEPER_")},
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        deadline = time.monotonic() + 60
+        while not children.read_text().split():  # pyvoy's Envoy not started yet
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.002)
+        (envoy,) = (int(pid) for pid in children.read_text().split())
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # Envoy too, if it was left behind
+        process.wait(timeout=10)
+    log = stderr.decode()
+    assert process.returncode == 0, log
+    assert f"listening on http://127.0.0.1:{port} (HTTP and gRPC, on pyvoy)" in log
+    assert log.rstrip().endswith("stopped")
+    assert not Path(f"/proc/{envoy}").exists()  # stopped and reaped by the service
 
 
 def _serve_once(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

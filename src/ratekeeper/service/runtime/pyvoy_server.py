@@ -8,7 +8,8 @@ engine and one store. It runs the app's lifespan (the store opened, the rule fil
 at the end the engine and its stores closed), and logs where it listens. On SIGTERM it has
 Envoy stop listening (its admin interface's ``/drain_listeners``), waits for the requests
 under way to be answered (Envoy's count of them, ``grace`` seconds at most), then stops Envoy,
-which shuts the lifespan down and exits; it returns 0 after logging ``stopped``.
+which shuts the lifespan down and exits; it returns 0 after logging ``stopped``. A SIGTERM
+during the start does the same once Envoy has started.
 
 pyvoy's Python runs on one event loop: ``worker_threads`` is 1, because pyvoy gives every
 further thread an event loop and a lifespan of its own over the same app, and the engine
@@ -111,32 +112,46 @@ async def _run(settings: Settings, environ: dict[str, str], grace: float) -> int
         stdout=None,  # the app's log and Envoy's errors go where this process's go
         stderr=None,
     )
-    try:
-        await server.start()
-    except StartupError:
-        log.error("could not serve on pyvoy at http://%s: see the lines above", settings.http)
-        return 3
     stopping: list[asyncio.Future[None]] = []
+    started = asked = False
 
     async def stop_after_drain() -> None:
         await drain(server, grace)
         await server.stop()  # SIGTERM: Envoy shuts the app's lifespan down, then exits
 
     def stop() -> None:
-        if not stopping:
-            stopping.append(asyncio.ensure_future(stop_after_drain()))
+        nonlocal asked
+        if not asked:
+            asked = True
+            if started:  # else the start's end stops it
+                stopping.append(asyncio.ensure_future(stop_after_drain()))
 
+    # Taken from before Envoy starts: a SIGTERM during the start (Envoy already answering, the
+    # start not yet returned) stops it once started, rather than killing this process (status
+    # -15) and Envoy with it, the app's lifespan never shut down.
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop)
     try:
-        log.info("listening on http://%s (HTTP and gRPC, on pyvoy)", settings.http)
-        if settings.dashboard:
-            log.info("dashboard: http://%s/dashboard (sign in with the admin token)", settings.http)
-        code = await server.wait()
+        try:
+            await server.start()
+        except StartupError:
+            log.error("could not serve on pyvoy at http://%s: see the lines above", settings.http)
+            return 3
+        started = True
+        if asked:
+            stopping.append(asyncio.ensure_future(stop_after_drain()))
+        try:
+            log.info("listening on http://%s (HTTP and gRPC, on pyvoy)", settings.http)
+            if settings.dashboard:
+                log.info(
+                    "dashboard: http://%s/dashboard (sign in with the admin token)", settings.http
+                )
+            code = await server.wait()
+        finally:
+            await asyncio.shield(server.stop())
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
-        await asyncio.shield(server.stop())
-    if not stopping:
+    if not asked:
         log.error("Envoy (pyvoy) ended on its own with status %s", code)
         return 1
     log.info("stopped")
