@@ -422,10 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         out, measured, http=HTTP_CASE.label, envoy=labels, rated=rated, through_envoy=through,
         swept=swept,
     )  # fmt: skip
-    elapsed = time.perf_counter() - out.started
-    out.emit("", f"Load average at the end: {report.load()}; {elapsed:.0f} s.")
-    if args.output is not None:
-        args.output.write_text("\n".join(out.lines) + "\n")
+    out.emit("")
+    out.finish(args.output)
     return 0
 
 
