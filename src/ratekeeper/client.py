@@ -43,6 +43,10 @@ from ratekeeper.stores.memory import Hit
 DEFAULT_TIMEOUT = 0.25
 #: The longest ``timeout``, in seconds (as a Redis store's).
 MAX_TIMEOUT = 3600
+#: Seconds an idle connection is kept for a next call: well under the 5 s the service keeps
+#: one open (uvicorn's keep-alive), so that no call goes out on a connection the service is
+#: closing that moment (it would fail, and be answered by ``on_store_error``).
+KEEPALIVE_EXPIRY = 2.0
 
 
 def _httpx() -> Any:
@@ -51,6 +55,13 @@ def _httpx() -> Any:
     except ImportError:
         raise MissingExtraError("httpx", "server") from None
     return httpx
+
+
+def _limits() -> Any:
+    """httpx's default pool (100 connections, 20 kept), its idle ones kept for less long."""
+    return _httpx().Limits(
+        max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_EXPIRY
+    )
 
 
 def limit_body(limit: Limit) -> dict[str, Any]:
@@ -186,7 +197,7 @@ class ServiceStore(_Base):
         self, url: str, *, timeout: float = DEFAULT_TIMEOUT, admin_token: str | None = None
     ) -> None:
         super().__init__(url, timeout, admin_token)
-        self._client = _httpx().Client(base_url=self.url, timeout=self.timeout)
+        self._client = _httpx().Client(base_url=self.url, timeout=self.timeout, limits=_limits())
 
     def _post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
         try:
@@ -234,7 +245,9 @@ class AsyncServiceStore(_Base):
         self, url: str, *, timeout: float = DEFAULT_TIMEOUT, admin_token: str | None = None
     ) -> None:
         super().__init__(url, timeout, admin_token)
-        self._client = _httpx().AsyncClient(base_url=self.url, timeout=self.timeout)
+        self._client = _httpx().AsyncClient(
+            base_url=self.url, timeout=self.timeout, limits=_limits()
+        )
 
     async def _post(self, path: str, body: Any, headers: dict[str, str] | None = None) -> Any:
         try:

@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 from redis.crc import key_slot
 
+from ratekeeper.client import KEEPALIVE_EXPIRY
 from tests.chaos.fleet import INSTANCES, Fleet, owners
 from tests.servers import RedisCluster, command
 
@@ -75,7 +76,11 @@ class Paced:
         rate = HOT_RATE + BACKGROUND_RATE
         total = int(seconds * rate)
         numbers = itertools.count()
-        limits = httpx.Limits(max_connections=WORKERS, max_keepalive_connections=WORKERS)
+        limits = httpx.Limits(  # idle ones kept less long than the service keeps them
+            max_connections=WORKERS,
+            max_keepalive_connections=WORKERS,
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+        )
         async with httpx.AsyncClient(limits=limits, timeout=5) as client:
 
             async def sender() -> None:

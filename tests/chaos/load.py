@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from ratekeeper.client import KEEPALIVE_EXPIRY
+
 #: A check's JSON body.
 Check = dict[str, Any]
 
@@ -80,7 +82,13 @@ class Load:
         return sorted(self.answers, key=lambda one: one.sent)
 
     async def _run(self) -> None:
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=None)
+        # Idle connections kept less long than the service keeps them, as its own client does:
+        # one reused as the service closes it would fail the call.
+        limits = httpx.Limits(
+            max_connections=self.concurrency,
+            max_keepalive_connections=None,
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+        )
         clients = [
             httpx.AsyncClient(base_url=url, limits=limits, timeout=self.timeout)
             for url in self.urls

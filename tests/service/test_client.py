@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from ratekeeper import (
     StoreConfigError,
     StoreError,
 )
-from ratekeeper.client import AsyncRemoteLimiter, RemoteLimiter
+from ratekeeper.client import KEEPALIVE_EXPIRY, AsyncRemoteLimiter, RemoteLimiter
+from tests.faults import FaultProxy
 from tests.gateways import UpstreamServer
 from tests.servers import free_port
 from tests.service.served import Served
@@ -108,6 +110,31 @@ def test_the_async_client_decides_the_same(service: str) -> None:
         return found
 
     assert asyncio.run(main()) == [1, 0, 0, 0]
+
+
+def test_an_idle_connection_is_not_kept_until_the_service_closes_it(service: str) -> None:
+    """The service closes a connection idle for 5 s; a call sent on it as it closes fails. So
+    the clients reuse a connection while it has been idle less than ``KEEPALIVE_EXPIRY`` (2 s),
+    and open a new one after: the connections a proxy before the service accepts show it."""
+    port = int(service.rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        url = f"http://127.0.0.1:{proxy.port}"
+        limiter = RemoteLimiter(url, timeout=5, on_store_error=None)
+        remaining = [limiter.hit("idle:sync", "9/hour").remaining for _ in range(2)]
+        time.sleep(KEEPALIVE_EXPIRY + 0.5)
+        remaining.append(limiter.hit("idle:sync", "9/hour").remaining)
+        limiter.close()
+        assert (remaining, proxy.stats().accepted) == ([8, 7, 6], 2)
+
+        async def main() -> list[int]:
+            limiter = AsyncRemoteLimiter(url, timeout=5, on_store_error=None)
+            found = [(await limiter.hit("idle:async", "9/hour")).remaining for _ in range(2)]
+            await asyncio.sleep(KEEPALIVE_EXPIRY + 0.5)
+            found.append((await limiter.hit("idle:async", "9/hour")).remaining)
+            await limiter.close()
+            return found
+
+        assert (asyncio.run(main()), proxy.stats().accepted) == ([8, 7, 6], 4)
 
 
 def test_reset_is_an_admin_call(service: str) -> None:
