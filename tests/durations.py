@@ -7,8 +7,10 @@ reports, and names the worker (``gw0``, ``gw1``...) that ran each test.
 
 ``--durations-file PATH`` says where the JSON goes (``build/test-durations/pytest.json`` under
 the repository's root by default): the lane's name, its command line, its wall time, and every
-test, slowest first, with its phases, its outcome and its worker. ``--durations-shown N`` is how
-many of the slowest the terminal summary prints (30 by default; 0 prints none).
+test, slowest first, with its phases, its outcome, its worker and when it ended (seconds into
+the lane: what ran before a test on its worker, for a failure that depends on it).
+``--durations-shown N`` is how many of the slowest the terminal summary prints (30 by default;
+0 prints none).
 
 ``python -m tests.durations FILE...`` adds up the files of the lanes of one run
 (``scripts/test.sh`` does, after its lanes): each lane's tests and wall time, then one closing
@@ -33,7 +35,8 @@ PHASES = ("setup", "call", "teardown")
 
 @dataclass
 class Timing:
-    """One test's phases, in seconds, its outcome and the worker that ran it."""
+    """One test's phases, in seconds, its outcome, the worker that ran it and when it ended
+    (seconds since the session began)."""
 
     nodeid: str
     seconds: float = 0.0
@@ -42,6 +45,7 @@ class Timing:
     teardown: float = 0.0
     outcome: str = "passed"
     worker: str = ""
+    ended: float = 0.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -86,6 +90,7 @@ class Durations:
         timing = self.current[report.nodeid]
         setattr(timing, report.when, round(report.duration, 4))
         timing.seconds = round(timing.setup + timing.call + timing.teardown, 4)
+        timing.ended = round(time.monotonic() - self.started, 2)
         if report.failed:
             timing.outcome = "failed" if report.when == "call" else f"error in {report.when}"
         elif report.skipped and timing.outcome == "passed":
