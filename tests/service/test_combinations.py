@@ -172,19 +172,25 @@ def model_keys(case: Case) -> list[str]:
 
 
 def run_library(case: Case, store: str, config: str, rules_path: str) -> Run:
+    """The traffic through the library; then each key's remaining, as a decider that holds
+    no slice sees it: the one that decided (what it holds in memory is all there is), or,
+    where it leased, a new one once the deciders have closed and given their slices back."""
     run = Run()
     if case.workers == 1:
         app, decider = surfaces.library(case, store, config, rules_path)
         client = surfaces.Client(app)
         try:
             run.seen = [surfaces.through_library(client, one) for one in traffic()]
-            run.peeks = {k: surfaces.library_peek(case, decider, k) for k in model_keys(case)}
+            if not case.leases:
+                run.peeks = {k: surfaces.library_peek(case, decider, k) for k in model_keys(case)}
         finally:
-            decider.close()
-        return run
-    with surfaces.library_processes(case, store, config, rules_path) as send:
-        run.seen = [send(n, one) for n, one in enumerate(traffic())]
-    _, decider = surfaces.library(case, store, config, rules_path)  # the processes are done
+            decider.close()  # gives back what its slices hold
+        if not case.leases:
+            return run
+    else:
+        with surfaces.library_processes(case, store, config, rules_path) as send:
+            run.seen = [send(n, one) for n, one in enumerate(traffic())]
+    _, decider = surfaces.library(case, store, config, rules_path)  # the others have closed
     try:
         run.peeks = {k: surfaces.library_peek(case, decider, k) for k in model_keys(case)}
     finally:
