@@ -181,5 +181,9 @@ def test_a_rolling_restart_behind_envoy_fails_no_call(
     )
     assert min(during) > 0
     assert set(statuses) == {200}
-    assert stats.get("error", 0) == 0 and stats.get("failure_mode_allowed", 0) == 0
+    stopped = "".join(
+        f"\n--- {one.name}, stopped:\n" + "\n".join(one.logs().splitlines()[-30:])
+        for one in containers[:2]
+    )
+    assert stats.get("error", 0) == 0 and stats.get("failure_mode_allowed", 0) == 0, stopped
     assert stats["ok"] == len(statuses)
