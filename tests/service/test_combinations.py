@@ -176,23 +176,26 @@ def run_library(case: Case, store: str, config: str, rules_path: str) -> Run:
     no slice sees it: the one that decided (what it holds in memory is all there is), or,
     where it leased, a new one once the deciders have closed and given their slices back."""
     run = Run()
+
+    def peeks(decider: Any) -> dict[str, int]:
+        return {key: surfaces.library_peek(case, decider, key) for key in model_keys(case)}
+
     if case.workers == 1:
         app, decider = surfaces.library(case, store, config, rules_path)
         client = surfaces.Client(app)
         try:
             run.seen = [surfaces.through_library(client, one) for one in traffic()]
             if not case.leases:
-                run.peeks = {k: surfaces.library_peek(case, decider, k) for k in model_keys(case)}
+                run.peeks = peeks(decider)
+                return run
         finally:
             decider.close()  # gives back what its slices hold
-        if not case.leases:
-            return run
     else:
         with surfaces.library_processes(case, store, config, rules_path) as send:
             run.seen = [send(n, one) for n, one in enumerate(traffic())]
     _, decider = surfaces.library(case, store, config, rules_path)  # the others have closed
     try:
-        run.peeks = {k: surfaces.library_peek(case, decider, k) for k in model_keys(case)}
+        run.peeks = peeks(decider)
     finally:
         decider.close()
     return run

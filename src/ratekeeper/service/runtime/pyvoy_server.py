@@ -121,10 +121,9 @@ async def _run(settings: Settings, environ: dict[str, str], grace: float) -> int
 
     def stop() -> None:
         nonlocal asked
-        if not asked:
-            asked = True
-            if started:  # else the start's end stops it
-                stopping.append(asyncio.ensure_future(stop_after_drain()))
+        asked = True
+        if started and not stopping:  # else the start's end stops it
+            stopping.append(asyncio.ensure_future(stop_after_drain()))
 
     # Taken from before Envoy starts: a SIGTERM during the start (Envoy already answering, the
     # start not yet returned) stops it once started, rather than killing this process (status
@@ -139,7 +138,7 @@ async def _run(settings: Settings, environ: dict[str, str], grace: float) -> int
             return 3
         started = True
         if asked:
-            stopping.append(asyncio.ensure_future(stop_after_drain()))
+            stop()
         try:
             log.info("listening on http://%s (HTTP and gRPC, on pyvoy)", settings.http)
             if settings.dashboard:
