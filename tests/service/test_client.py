@@ -22,7 +22,7 @@ from ratekeeper import (
 from ratekeeper.client import KEEPALIVE_EXPIRY, AsyncRemoteLimiter, RemoteLimiter
 from tests.faults import FaultProxy
 from tests.gateways import UpstreamServer
-from tests.servers import free_port
+from tests.servers import RedisServer, free_port
 from tests.service.served import Served
 
 TOKEN = "client-admin-token-0123456789"
@@ -112,10 +112,27 @@ def test_the_async_client_decides_the_same(service: str) -> None:
     assert asyncio.run(main()) == [1, 0, 0, 0]
 
 
-def test_an_idle_connection_is_not_kept_until_the_service_closes_it(service: str) -> None:
+@pytest.fixture(scope="module")
+def two_workers_on_redis(
+    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
+) -> Iterator[str]:
+    served = Served(
+        tmp_path_factory.mktemp("workers"), "--workers", "2", "--store", redis_server.url
+    )
+    try:
+        yield served.url
+    finally:
+        served.stop()
+
+
+@pytest.mark.parametrize("deployment", ["service", "two_workers_on_redis"])
+def test_an_idle_connection_is_not_kept_until_the_service_closes_it(
+    deployment: str, request: pytest.FixtureRequest
+) -> None:
     """The service closes a connection idle for 5 s; a call sent on it as it closes fails. So
     the clients reuse a connection while it has been idle less than ``KEEPALIVE_EXPIRY`` (2 s),
     and open a new one after: the connections a proxy before the service accepts show it."""
+    service = request.getfixturevalue(deployment)
     port = int(service.rsplit(":", 1)[1])
     with FaultProxy(port) as proxy:
         url = f"http://127.0.0.1:{proxy.port}"
